@@ -1,0 +1,355 @@
+/*
+ * pyexec.h - the whole public C API of libpyexec.
+ *
+ * libpyexec loads ExecuTorch programs (.pte files, portable, non-delegated)
+ * and runs them on the CPU. Anything not declared in this header is private.
+ *
+ * Conventions
+ *   - Every exported name starts with `pyexec_` (functions, types) or
+ *     `PYEXEC_` (macros, enum constants).
+ *   - Handles (`pyexec_program`, `pyexec_method`) are opaque. Each is created by
+ *     one function and destroyed by one `_free` function; freeing NULL is a
+ *     harmless no-op, so destructors may run in any order.
+ *   - Functions that can fail return a `pyexec_status`. On failure, a message
+ *     describing the problem is available from `pyexec_last_error()` on the same
+ *     thread until the next failing call on that thread. Output parameters are
+ *     left untouched on failure.
+ *   - Byte counts are `size_t`; indices are `size_t`; tensor sizes are int64.
+ *   - Thread safety: a program may be shared by any number of threads. A method
+ *     serialises its own calls with an internal mutex: concurrent calls on one
+ *     method never interleave. Different methods run in parallel.
+ *   - A program must outlive every method loaded from it.
+ *
+ * Example (error checks shortened; every call returns PYEXEC_OK on success):
+ *
+ *     pyexec_program *prog;
+ *     pyexec_method *m;
+ *     if (pyexec_program_load_file("model.pte", &prog) != PYEXEC_OK) {
+ *         fprintf(stderr, "%s\n", pyexec_last_error());
+ *         return 1;
+ *     }
+ *     pyexec_method_load(prog, "forward", &m);
+ *
+ *     float x[4] = {1, 2, 3, 4};
+ *     int64_t xs[1] = {4};
+ *     pyexec_value in = {0};
+ *     in.kind = PYEXEC_VALUE_TENSOR;
+ *     in.tensor.dtype = PYEXEC_DTYPE_FLOAT32;
+ *     in.tensor.dim = 1;
+ *     in.tensor.sizes = xs;
+ *     in.tensor.data = x;
+ *     in.tensor.nbytes = sizeof x;
+ *     pyexec_method_set_inputs(m, &in, 1);      // planned: copied; unplanned: borrowed
+ *
+ *     float y[4];                               // optional: bind output 0 to y
+ *     pyexec_method_set_output_ptr(m, 0, y, sizeof y);
+ *     pyexec_method_execute(m);
+ *
+ *     pyexec_value out;
+ *     pyexec_method_get_output(m, 0, &out);     // out.tensor.data == y
+ *
+ *     pyexec_method_free(m);
+ *     pyexec_program_free(prog);
+ */
+#ifndef PYEXEC_H
+#define PYEXEC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(PYEXEC_BUILD)
+#define PYEXEC_API __attribute__((visibility("default")))
+#else
+#define PYEXEC_API
+#endif
+
+/* Version of this header. pyexec_version() returns the library's. */
+#define PYEXEC_VERSION_MAJOR 0
+#define PYEXEC_VERSION_MINOR 1
+#define PYEXEC_VERSION_PATCH 0
+#define PYEXEC_VERSION_STRING "0.1.0"
+#define PYEXEC_VERSION_NUMBER                                                  \
+  (PYEXEC_VERSION_MAJOR * 10000 + PYEXEC_VERSION_MINOR * 100 +                 \
+   PYEXEC_VERSION_PATCH)
+
+/* Largest tensor rank the library handles (the same limit as ExecuTorch). */
+#define PYEXEC_MAX_DIM 16
+
+/* ------------------------------------------------------------------------ */
+/* Status codes                                                             */
+/* ------------------------------------------------------------------------ */
+
+typedef enum pyexec_status {
+  PYEXEC_OK = 0,
+  /* The caller passed something wrong: an index out of range, a tensor of the
+   * wrong dtype or shape, an overlapping binding, a missing input. */
+  PYEXEC_ERR_INVALID_ARGUMENT = 1,
+  /* The file is not a valid ExecuTorch program (bad identifier, truncated,
+   * an offset or index out of bounds, inconsistent tables). */
+  PYEXEC_ERR_INVALID_PROGRAM = 2,
+  /* The program is valid but needs something this library does not provide:
+   * an operator without a kernel, a delegate, a dtype, external data. */
+  PYEXEC_ERR_UNSUPPORTED = 3,
+  /* A kernel failed while the method was executing. */
+  PYEXEC_ERR_EXECUTION = 4,
+  /* An allocation failed. */
+  PYEXEC_ERR_OUT_OF_MEMORY = 5,
+  /* A file could not be opened, read or mapped. */
+  PYEXEC_ERR_IO = 6
+} pyexec_status;
+
+/* The message of the last failing call on this thread, or "" if none.
+ * Owned by the library; valid until the next failing call on this thread. */
+PYEXEC_API const char *pyexec_last_error(void);
+
+/* A static, human-readable name for a status code ("invalid argument"). */
+PYEXEC_API const char *pyexec_status_name(pyexec_status status);
+
+/* The library's version string ("0.1.0"); static storage. */
+PYEXEC_API const char *pyexec_version(void);
+
+/* The library's version as PYEXEC_VERSION_NUMBER computes it. */
+PYEXEC_API int pyexec_version_number(void);
+
+/* ------------------------------------------------------------------------ */
+/* Data types (ExecuTorch ScalarType codes)                                 */
+/* ------------------------------------------------------------------------ */
+
+typedef enum pyexec_dtype {
+  PYEXEC_DTYPE_UINT8 = 0,
+  PYEXEC_DTYPE_INT8 = 1,
+  PYEXEC_DTYPE_INT16 = 2,
+  PYEXEC_DTYPE_INT32 = 3,
+  PYEXEC_DTYPE_INT64 = 4,
+  PYEXEC_DTYPE_FLOAT16 = 5,
+  PYEXEC_DTYPE_FLOAT32 = 6,
+  PYEXEC_DTYPE_FLOAT64 = 7,
+  PYEXEC_DTYPE_BOOL = 11,
+  PYEXEC_DTYPE_BFLOAT16 = 15
+} pyexec_dtype;
+
+/* Bytes per element of `dtype`, or 0 when the library does not support it. */
+PYEXEC_API size_t pyexec_dtype_size(int dtype);
+
+/* A static name for `dtype` in torch's spelling ("float32"), or "unknown". */
+PYEXEC_API const char *pyexec_dtype_name(int dtype);
+
+/* ------------------------------------------------------------------------ */
+/* Values passed in and out of a method                                     */
+/* ------------------------------------------------------------------------ */
+
+typedef enum pyexec_value_kind {
+  PYEXEC_VALUE_NONE = 0,
+  PYEXEC_VALUE_INT = 1,
+  PYEXEC_VALUE_DOUBLE = 2,
+  PYEXEC_VALUE_BOOL = 3,
+  PYEXEC_VALUE_TENSOR = 4,
+  PYEXEC_VALUE_STRING = 5,
+  /* Lists and other values the program keeps internally. */
+  PYEXEC_VALUE_OTHER = 6
+} pyexec_value_kind;
+
+/* A dense tensor: `data` holds numel elements of `dtype`, laid out
+ * contiguously in the order given by the method's dim_order for that slot
+ * (row-major for the usual contiguous dim_order). */
+typedef struct pyexec_tensor {
+  int32_t dtype;        /* a pyexec_dtype code */
+  int32_t dim;          /* rank, 0..PYEXEC_MAX_DIM */
+  const int64_t *sizes; /* dim entries */
+  void *data;           /* first element */
+  size_t nbytes;        /* bytes available at data */
+} pyexec_tensor;
+
+typedef struct pyexec_value {
+  int32_t kind; /* a pyexec_value_kind */
+  int32_t reserved;
+  union {
+    int64_t i;
+    double d;
+    int32_t b;
+    pyexec_tensor tensor;
+    struct {
+      const char *data;
+      size_t size;
+    } string;
+  };
+} pyexec_value;
+
+/* What a method's input or output slot holds. For tensors the sizes are the
+ * upper bound when the slot is dynamic, and nbytes is the upper bound. */
+typedef struct pyexec_value_info {
+  int32_t kind;  /* a pyexec_value_kind */
+  int32_t dtype; /* tensors only */
+  int32_t dim;
+  int32_t is_memory_planned; /* 1: storage is part of the method's plan */
+  int32_t is_dynamic;        /* 1: sizes may change up to the bound */
+  int32_t is_contiguous;     /* 1: dim_order is 0, 1, ..., dim-1 */
+  int32_t is_mutated;        /* 1: the program writes this value */
+  int32_t reserved;
+  int64_t sizes[PYEXEC_MAX_DIM];
+  uint8_t dim_order[PYEXEC_MAX_DIM];
+  size_t nbytes;
+} pyexec_value_info;
+
+/* ------------------------------------------------------------------------ */
+/* Programs                                                                 */
+/* ------------------------------------------------------------------------ */
+
+typedef struct pyexec_program pyexec_program;
+
+/* Constructs a program from the file at `path`, which is memory-mapped
+ * read-only; constant tensors point into the mapping (no copy). On success
+ * *out owns the mapping; free it with pyexec_program_free. */
+PYEXEC_API pyexec_status pyexec_program_load_file(const char *path,
+                                                  pyexec_program **out);
+
+/* Constructs a program from `size` bytes at `data`, copied into memory the
+ * program owns; the caller may free `data` on return. */
+PYEXEC_API pyexec_status pyexec_program_load_buffer(const void *data,
+                                                    size_t size,
+                                                    pyexec_program **out);
+
+/* Constructs a program over `size` bytes at `data` without copying them. The
+ * caller retains ownership and must keep the bytes alive and unchanged until
+ * pyexec_program_free returns. `data` must be 16-byte aligned. */
+PYEXEC_API pyexec_status pyexec_program_load_borrowed(const void *data,
+                                                      size_t size,
+                                                      pyexec_program **out);
+
+/* Destroys a program. Every method loaded from it must be freed first.
+ * NULL is a no-op. */
+PYEXEC_API void pyexec_program_free(pyexec_program *program);
+
+/* Number of methods (execution plans) in the program. */
+PYEXEC_API size_t pyexec_program_method_count(const pyexec_program *program);
+
+/* Name of method `index`, NUL-terminated; owned by the program and valid until
+ * it is freed. NULL when the index is out of range. */
+PYEXEC_API const char *pyexec_program_method_name(const pyexec_program *program,
+                                                  size_t index);
+
+/* Input and output counts and metadata of method `name`, read from the file
+ * without loading the method. */
+PYEXEC_API pyexec_status pyexec_program_method_io_count(
+    const pyexec_program *program, const char *name, size_t *num_inputs,
+    size_t *num_outputs);
+PYEXEC_API pyexec_status pyexec_program_input_info(const pyexec_program *program,
+                                                   const char *name,
+                                                   size_t index,
+                                                   pyexec_value_info *out);
+PYEXEC_API pyexec_status pyexec_program_output_info(
+    const pyexec_program *program, const char *name, size_t index,
+    pyexec_value_info *out);
+
+/* Writes into `buf` (capacity `cap` bytes, always NUL-terminated when cap > 0)
+ * the operators method `name` uses, one `name.overload` per line, sorted, and
+ * sets *missing to how many of them have no kernel in this library (those
+ * lines start with "!"). *needed receives the length the full list needs,
+ * including the terminator. */
+PYEXEC_API pyexec_status pyexec_program_method_operators(
+    const pyexec_program *program, const char *name, char *buf, size_t cap,
+    size_t *needed, size_t *missing);
+
+/* ------------------------------------------------------------------------ */
+/* Methods                                                                  */
+/* ------------------------------------------------------------------------ */
+
+typedef struct pyexec_method pyexec_method;
+
+/* Constructs an executable instance of method `name`: its own planned memory
+ * (zero-filled, initial mutable-buffer values copied in), state and bindings.
+ * Fails with PYEXEC_ERR_UNSUPPORTED listing every operator without a kernel.
+ * The program must outlive the method. Free with pyexec_method_free. */
+PYEXEC_API pyexec_status pyexec_method_load(pyexec_program *program,
+                                            const char *name,
+                                            pyexec_method **out);
+
+/* Destroys a method and the storage it owns. Caller storage (unplanned
+ * inputs, bound outputs) is not touched. NULL is a no-op. */
+PYEXEC_API void pyexec_method_free(pyexec_method *method);
+
+/* Name of the method; owned by the program. */
+PYEXEC_API const char *pyexec_method_name(const pyexec_method *method);
+
+PYEXEC_API size_t pyexec_method_num_inputs(const pyexec_method *method);
+PYEXEC_API size_t pyexec_method_num_outputs(const pyexec_method *method);
+
+/* Metadata of input / output `index` (the same as the program-level calls). */
+PYEXEC_API pyexec_status pyexec_method_input_info(const pyexec_method *method,
+                                                  size_t index,
+                                                  pyexec_value_info *out);
+PYEXEC_API pyexec_status pyexec_method_output_info(const pyexec_method *method,
+                                                   size_t index,
+                                                   pyexec_value_info *out);
+
+/* Installs all `count` inputs at once; count must equal the number of inputs.
+ * Everything is checked before anything is installed: on failure no input
+ * changes and the method refuses to execute until a complete valid set is
+ * installed.
+ *   - Planned tensor inputs are copied into the method's memory; the caller's
+ *     buffer may be changed or freed on return.
+ *   - Unplanned tensor inputs are borrowed: the method reads (and, where the
+ *     program mutates the input, writes) `data` during every later execute. The
+ *     caller must keep that memory alive until the next successful
+ *     set_inputs or until the method is freed.
+ *   - Scalar inputs must equal the value the program was traced with (the
+ *     same rule as ExecuTorch; doubles within rtol 1e-5, atol 1e-4).
+ * Tensor data must be contiguous in the slot's dim_order; dtype must match
+ * exactly; rank must match; sizes must match a static slot and stay within
+ * the bound of a dynamic one; an unplanned input must not overlap a bound
+ * output. */
+PYEXEC_API pyexec_status pyexec_method_set_inputs(pyexec_method *method,
+                                                  const pyexec_value *inputs,
+                                                  size_t count);
+
+/* Binds unplanned tensor output `index` to caller memory: every later execute
+ * writes that output straight into `data`. NULL unbinds (the method's own
+ * storage is used again). The caller retains ownership and must keep the
+ * memory alive while it is bound. Refused (PYEXEC_ERR_INVALID_ARGUMENT) for an
+ * index out of range, a non-tensor or memory-planned output, an output listed
+ * at more than one index, an output that is an input, a non-contiguous
+ * dim_order, `nbytes` below the output's upper bound, or memory overlapping
+ * another bound output or an installed unplanned input. */
+PYEXEC_API pyexec_status pyexec_method_set_output_ptr(pyexec_method *method,
+                                                      size_t index, void *data,
+                                                      size_t nbytes);
+
+/* If output `index` is the very same program value as an input, stores that
+ * input's index in *input_index and returns 1; otherwise returns 0 (also for an
+ * index out of range). Decided from the program's structure; no side effects. */
+PYEXEC_API int pyexec_method_query_alias(const pyexec_method *method,
+                                         size_t index, size_t *input_index);
+
+/* Runs the method once with the installed inputs. Fails with
+ * PYEXEC_ERR_INVALID_ARGUMENT ("input N has not been set") when inputs are
+ * missing and with PYEXEC_ERR_EXECUTION when a kernel fails. */
+PYEXEC_API pyexec_status pyexec_method_execute(pyexec_method *method);
+
+/* Describes output `index` after execute: kind, scalar value or tensor dtype,
+ * rank, sizes (as written) and data pointer. For tensors, `sizes` and `data`
+ * point into memory owned by the method (or the caller, for bound outputs and
+ * unplanned inputs); valid until the next execute, set_inputs or
+ * set_output_ptr call, or until the method is freed. */
+PYEXEC_API pyexec_status pyexec_method_get_output(pyexec_method *method,
+                                                  size_t index,
+                                                  pyexec_value *out);
+
+/* Number of kernels (operators) the library provides. */
+PYEXEC_API size_t pyexec_kernel_count(void);
+
+/* Name of kernel `index` ("aten::add.out"), sorted; static storage. NULL when
+ * the index is out of range. */
+PYEXEC_API const char *pyexec_kernel_name(size_t index);
+
+/* Total bytes of planned memory the method owns (all arenas). */
+PYEXEC_API size_t pyexec_method_planned_nbytes(const pyexec_method *method);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PYEXEC_H */

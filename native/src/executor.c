@@ -1,0 +1,88 @@
+/*
+ * executor.c - runs a method's chains: kernel calls, moves, conditional
+ * jumps and frees, with a bound on the number of instructions executed so
+ * that a malformed program cannot loop forever.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "error.h"
+#include "method.h"
+
+#define PX_MAX_STEPS 10000000L
+
+/* A Bool tensor counts as true only when every element is true. */
+static bool condition_true(const px_value *v) {
+  if (v->tag == PX_V_BOOL) return v->u.b;
+  const px_tensor *t = v->u.t;
+  for (int64_t k = 0; k < t->numel; k++)
+    if (px_load_d(t->data, t->dtype, k) == 0.0) return false;
+  return true;
+}
+
+static pyexec_status prepare_outputs(pyexec_method *m) {
+  for (uint32_t i = 0; i < m->nout; i++) {
+    px_output *o = &m->outs[i];
+    px_value *v = &m->values[o->vidx];
+    if (v->tag != PX_V_TENSOR || v->u.t->mem != PX_MEM_UNPLANNED || o->alias_input >= 0) continue;
+    if (o->bound)
+      v->u.t->data = o->bound; /* re-applied: a view or move may have redirected it */
+    else if (!v->u.t->data || v->u.t->data != o->own) {
+      pyexec_status st = px_output_ensure_storage(m, o);
+      if (st) return st;
+    }
+  }
+  return PYEXEC_OK;
+}
+
+pyexec_status px_method_run(pyexec_method *m) {
+  for (uint32_t j = 0; j < m->nin; j++)
+    if (!m->input_set[j]) return px_invalid_argument("input %u has not been set", j);
+  pyexec_status st = prepare_outputs(m);
+  if (st) return st;
+  long steps = 0;
+  for (uint32_t c = 0; c < m->nchains; c++) {
+    const px_chain *ch = &m->chains[c];
+    uint32_t pc = 0;
+    while (pc < ch->n) {
+      if (++steps > PX_MAX_STEPS)
+        return px_error(PYEXEC_ERR_EXECUTION, "method '%s' ran more than %ld instructions; stopped",
+                        m->plan->name, PX_MAX_STEPS);
+      const px_instr *in = &ch->instrs[pc];
+      switch (in->kind) {
+        case INSTR_KERNEL: {
+          m->ctx.op = in->op;
+          m->ctx.scratch_cur = m->ctx.scratch;
+          m->ctx.scratch_used = 0;
+          m->msg[0] = 0;
+          if (in->fn(&m->ctx, in->args) != 0)
+            return px_error(PYEXEC_ERR_EXECUTION, "method '%s' instruction %u: %s", m->plan->name, pc,
+                            m->msg[0] ? m->msg : in->op);
+          pc++;
+          break;
+        }
+        case INSTR_MOVE:
+          m->values[in->b] = m->values[in->a];
+          pc++;
+          break;
+        case INSTR_JUMP_FALSE:
+          pc = condition_true(&m->values[in->a]) ? pc + 1 : (uint32_t)in->b;
+          break;
+        default: /* FREE: only emitted for unbounded tensors, which are refused at load */
+          pc++;
+          break;
+      }
+    }
+  }
+  /* A bound output whose tensor was redirected (a view of another tensor)
+   * still gets its data in the caller's buffer. */
+  for (uint32_t i = 0; i < m->nout; i++) {
+    px_output *o = &m->outs[i];
+    px_value *v = &m->values[o->vidx];
+    if (o->bound && v->tag == PX_V_TENSOR && v->u.t->data != o->bound && v->u.t->data) {
+      memmove(o->bound, v->u.t->data, v->u.t->nbytes);
+      v->u.t->data = o->bound;
+    }
+  }
+  return PYEXEC_OK;
+}

@@ -1,0 +1,831 @@
+/*
+ * method.c - building a method from its execution plan (values, planned
+ * arenas, constants, decoded and checked instructions) and its IO entry
+ * points: set_inputs, set_output_ptr, query_alias, get_output.
+ */
+#include "method.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "error.h"
+#include "registry.h"
+
+#define BAD(...) px_invalid_program(__VA_ARGS__)
+
+/* ---- allocation ------------------------------------------------------- */
+
+struct px_alloc {
+  px_alloc *next;
+  max_align_t data[];
+};
+
+/* Zeroed memory owned by the method, freed with it. */
+static void *method_alloc(pyexec_method *m, size_t count, size_t size) {
+  if (size && count > (SIZE_MAX - sizeof(px_alloc)) / size) return NULL;
+  px_alloc *a = calloc(1, sizeof(px_alloc) + count * size);
+  if (!a) return NULL;
+  a->next = m->allocs;
+  m->allocs = a;
+  return a->data;
+}
+
+#define ALLOC_OR_FAIL(ptr, count, what)                               \
+  do {                                                                \
+    (ptr) = method_alloc(m, (count), sizeof *(ptr));                  \
+    if (!(ptr)) return px_no_memory(what);                            \
+  } while (0)
+
+/* Large buffers come from mmap (zeroed, paged in on first touch); small ones
+ * from an aligned allocation. */
+#define PX_MMAP_THRESHOLD ((size_t)1 << 20)
+
+static void *big_alloc(size_t n, bool *mapped) {
+  if (n >= PX_MMAP_THRESHOLD) {
+    void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    *mapped = p != MAP_FAILED;
+    return p == MAP_FAILED ? NULL : p;
+  }
+  *mapped = false;
+  size_t r = (n + 63) & ~(size_t)63;
+  void *p = aligned_alloc(64, r ? r : 64);
+  if (p) memset(p, 0, r ? r : 64);
+  return p;
+}
+
+static void big_free(void *p, size_t n, bool mapped) {
+  if (!p) return;
+  if (mapped)
+    munmap(p, n);
+  else
+    free(p);
+}
+
+/* ---- values ------------------------------------------------------------ */
+
+static pyexec_status build_tensor(pyexec_method *m, int64_t vidx, const px_fb_table *payload, px_tensor *t) {
+  char where[48];
+  snprintf(where, sizeof where, "value %lld", (long long)vidx);
+  px_tensor_desc d;
+  pyexec_status st = px_parse_tensor(m->program, payload, where, &d);
+  if (st) return st;
+  t->dtype = (int8_t)d.dtype;
+  t->dim = d.dim;
+  t->dynamic = d.dynamic;
+  t->contiguous = d.contiguous;
+  memcpy(t->sizes, d.sizes, sizeof(int64_t) * (size_t)d.dim);
+  memcpy(t->max_sizes, d.sizes, sizeof(int64_t) * (size_t)d.dim);
+  memcpy(t->dim_order, d.dim_order, (size_t)d.dim);
+  px_tensor_update_layout(t);
+  t->capacity = t->nbytes;
+  t->cap_numel = t->numel;
+  size_t es = px_elsize(d.dtype);
+  if (d.has_alloc) {
+    if (d.memory_id == 0 || d.memory_id >= m->narenas)
+      return BAD("%s: memory_id %u is out of range (%u planned buffers)", where, d.memory_id,
+                 m->narenas ? m->narenas - 1 : 0);
+    size_t cap = m->arena_sizes[d.memory_id];
+    if (d.offset > cap || d.nbytes > cap - d.offset)
+      return BAD("%s: %zu bytes at offset %llu lie outside planned buffer %u (%zu bytes)", where, d.nbytes,
+                 (unsigned long long)d.offset, d.memory_id, cap);
+    if (d.offset % es) return BAD("%s: planned offset %llu is not aligned to its element size", where,
+                                  (unsigned long long)d.offset);
+    t->data = m->arenas[d.memory_id] + d.offset;
+    t->mem = PX_MEM_PLANNED;
+    if (d.data_buffer_idx) { /* planned with initial state (mutable buffer) */
+      const uint8_t *init;
+      st = px_program_mutable_init(m->program, d.data_buffer_idx, d.nbytes, &init);
+      if (st) return st;
+      if (d.nbytes) memcpy(t->data, init, d.nbytes);
+    }
+  } else if (d.data_buffer_idx) {
+    const uint8_t *c;
+    st = px_program_constant(m->program, d.data_buffer_idx, d.nbytes, es, &c);
+    if (st) return st;
+    t->data = (void *)c; /* read-only: kernels never write constants */
+    t->mem = PX_MEM_CONST;
+  } else {
+    t->data = NULL;
+    t->mem = PX_MEM_UNPLANNED;
+  }
+  return PYEXEC_OK;
+}
+
+static pyexec_status build_values(pyexec_method *m) {
+  px_fb_vec values;
+  if (!px_fb_vector(&m->plan->table, PLAN_VALUES, 4, &values)) return BAD("values are malformed");
+  m->nvalues = values.count;
+  ALLOC_OR_FAIL(m->values, m->nvalues ? m->nvalues : 1, "values");
+  ALLOC_OR_FAIL(m->written, m->nvalues ? m->nvalues : 1, "values");
+  for (uint32_t i = 0; i < m->nvalues; i++) {
+    int tag;
+    px_fb_table pl;
+    pyexec_status st = px_plan_value(m->program, m->plan, i, &tag, &pl);
+    if (st) return st;
+    px_value *v = &m->values[i];
+    v->tag = (uint8_t)tag;
+    bool ok = true;
+    switch (tag) {
+      case PX_V_NONE: break;
+      case PX_V_INT: ok = px_fb_i64(&pl, 0, 0, &v->u.i); break;
+      case PX_V_DOUBLE: ok = px_fb_f64(&pl, 0, 0, &v->u.d); break;
+      case PX_V_BOOL: {
+        uint8_t b;
+        ok = px_fb_u8(&pl, 0, 0, &b);
+        v->u.b = b != 0;
+        break;
+      }
+      case PX_V_STRING: ok = px_fb_string(&pl, 0, &v->u.str.p, &v->u.str.n); break;
+      case PX_V_TENSOR: {
+        px_tensor *t;
+        ALLOC_OR_FAIL(t, 1, "tensor");
+        st = build_tensor(m, i, &pl, t);
+        if (st) return st;
+        v->u.t = t;
+        break;
+      }
+      case PX_V_INT_LIST: {
+        px_fb_vec items;
+        if (!(ok = px_fb_vector(&pl, 0, 8, &items))) break;
+        v->u.il.n = items.count;
+        ALLOC_OR_FAIL(v->u.il.items, items.count + 1, "int list");
+        ALLOC_OR_FAIL(v->u.il.vals, items.count + 1, "int list");
+        for (uint32_t k = 0; k < items.count; k++) {
+          int64_t r = px_fb_vec_i64(&items, k);
+          if (r < 0 || r >= m->nvalues)
+            return BAD("value %u: int list item %u refers to value %lld, out of range", i, k, (long long)r);
+          v->u.il.items[k] = &m->values[r]; /* checked to be an Int below */
+        }
+        break;
+      }
+      case PX_V_DOUBLE_LIST: {
+        px_fb_vec items;
+        double *vals;
+        if (!(ok = px_fb_vector(&pl, 0, 8, &items))) break;
+        ALLOC_OR_FAIL(vals, items.count + 1, "double list");
+        for (uint32_t k = 0; k < items.count; k++) vals[k] = px_fb_vec_f64(&items, k);
+        v->u.dl.vals = vals;
+        v->u.dl.n = items.count;
+        break;
+      }
+      case PX_V_BOOL_LIST: {
+        px_fb_vec items;
+        bool *vals;
+        if (!(ok = px_fb_vector(&pl, 0, 1, &items))) break;
+        ALLOC_OR_FAIL(vals, items.count + 1, "bool list");
+        for (uint32_t k = 0; k < items.count; k++) vals[k] = px_fb_vec_u8(&items, k) != 0;
+        v->u.bl.vals = vals;
+        v->u.bl.n = items.count;
+        break;
+      }
+      case PX_V_TENSOR_LIST:
+      case PX_V_OPT_TENSOR_LIST: {
+        px_fb_vec items;
+        if (!(ok = px_fb_vector(&pl, 0, 4, &items))) break;
+        v->u.tl.n = items.count;
+        ALLOC_OR_FAIL(v->u.tl.items, items.count + 1, "tensor list");
+        ALLOC_OR_FAIL(v->u.tl.ts, items.count + 1, "tensor list");
+        for (uint32_t k = 0; k < items.count; k++) {
+          int32_t r = px_fb_vec_i32(&items, k);
+          if (r == -1 && tag == PX_V_OPT_TENSOR_LIST) continue; /* None */
+          if (r < 0 || (uint32_t)r >= m->nvalues)
+            return BAD("value %u: tensor list item %u refers to value %d, out of range", i, k, r);
+          v->u.tl.items[k] = &m->values[r];
+        }
+        break;
+      }
+      default: return BAD("value %u has unsupported type %d", i, tag);
+    }
+    if (!ok) return BAD("value %u is malformed", i);
+  }
+  /* List items must be of the element kind the list promises. */
+  for (uint32_t i = 0; i < m->nvalues; i++) {
+    px_value *v = &m->values[i];
+    if (v->tag == PX_V_INT_LIST) {
+      for (uint32_t k = 0; k < v->u.il.n; k++)
+        if (v->u.il.items[k]->tag != PX_V_INT) return BAD("value %u: int list item %u is not an int", i, k);
+    } else if (v->tag == PX_V_TENSOR_LIST || v->tag == PX_V_OPT_TENSOR_LIST) {
+      for (uint32_t k = 0; k < v->u.tl.n; k++) {
+        px_value *it = v->u.tl.items[k];
+        if (it && it->tag != PX_V_TENSOR && !(it->tag == PX_V_NONE && v->tag == PX_V_OPT_TENSOR_LIST))
+          return BAD("value %u: tensor list item %u is not a tensor", i, k);
+      }
+    }
+  }
+  return PYEXEC_OK;
+}
+
+static pyexec_status build_arenas(pyexec_method *m) {
+  px_fb_vec sizes;
+  if (!px_fb_vector(&m->plan->table, PLAN_BUFFER_SIZES, 8, &sizes)) return BAD("non_const_buffer_sizes is malformed");
+  m->narenas = sizes.count;
+  ALLOC_OR_FAIL(m->arenas, sizes.count + 1, "arenas");
+  ALLOC_OR_FAIL(m->arena_sizes, sizes.count + 1, "arenas");
+  ALLOC_OR_FAIL(m->arena_mapped, sizes.count + 1, "arenas");
+  for (uint32_t i = 1; i < sizes.count; i++) {
+    int64_t n = px_fb_vec_i64(&sizes, i);
+    if (n < 0 || (uint64_t)n > ((uint64_t)1 << 48))
+      return BAD("planned buffer %u has an invalid size %lld", i, (long long)n);
+    m->arena_sizes[i] = (size_t)n;
+    m->arenas[i] = big_alloc((size_t)n, &m->arena_mapped[i]);
+    if (!m->arenas[i]) {
+      m->arena_sizes[i] = 0;
+      return px_error(PYEXEC_ERR_OUT_OF_MEMORY, "out of memory: planned buffer %u needs %lld bytes", i,
+                      (long long)n);
+    }
+    m->planned_total += (size_t)n;
+  }
+  return PYEXEC_OK;
+}
+
+/* ---- instructions ------------------------------------------------------ */
+
+static bool sig_accepts(char c, const px_value *v) {
+  int t = v->tag;
+  switch (c) {
+    case 'T': return t == PX_V_TENSOR;
+    case 't': return t == PX_V_TENSOR || t == PX_V_NONE;
+    case 'S': return t == PX_V_INT || t == PX_V_DOUBLE || t == PX_V_BOOL;
+    case 's': return t == PX_V_INT || t == PX_V_DOUBLE || t == PX_V_BOOL || t == PX_V_NONE;
+    case 'I': return t == PX_V_INT;
+    case 'i': return t == PX_V_INT || t == PX_V_NONE;
+    case 'D': return t == PX_V_DOUBLE || t == PX_V_INT;
+    case 'd': return t == PX_V_DOUBLE || t == PX_V_INT || t == PX_V_NONE;
+    case 'B': return t == PX_V_BOOL;
+    case 'b': return t == PX_V_BOOL || t == PX_V_NONE;
+    case 'L': return t == PX_V_INT_LIST;
+    case 'l': return t == PX_V_INT_LIST || t == PX_V_NONE;
+    case 'F': return t == PX_V_DOUBLE_LIST;
+    case 'f': return t == PX_V_DOUBLE_LIST || t == PX_V_NONE;
+    case 'Q': return t == PX_V_BOOL_LIST;
+    case 'X': return t == PX_V_TENSOR_LIST;
+    case 'Y': return t == PX_V_TENSOR_LIST || t == PX_V_OPT_TENSOR_LIST;
+    case 'R': return t == PX_V_STRING;
+    case 'r': return t == PX_V_STRING || t == PX_V_NONE;
+    case '*': return true;
+    default: return false;
+  }
+}
+
+static const char *tag_name(int tag) {
+  switch (tag) {
+    case PX_V_NONE: return "None";
+    case PX_V_INT: return "int";
+    case PX_V_BOOL: return "bool";
+    case PX_V_DOUBLE: return "double";
+    case PX_V_TENSOR: return "tensor";
+    case PX_V_STRING: return "string";
+    case PX_V_INT_LIST: return "int list";
+    case PX_V_DOUBLE_LIST: return "double list";
+    case PX_V_BOOL_LIST: return "bool list";
+    case PX_V_TENSOR_LIST: return "tensor list";
+    case PX_V_OPT_TENSOR_LIST: return "optional tensor list";
+    default: return "unknown";
+  }
+}
+
+static void mark_written(pyexec_method *m, px_value *v) {
+  m->written[v - m->values] = true;
+  if (v->tag == PX_V_TENSOR_LIST || v->tag == PX_V_OPT_TENSOR_LIST)
+    for (uint32_t k = 0; k < v->u.tl.n; k++)
+      if (v->u.tl.items[k]) m->written[v->u.tl.items[k] - m->values] = true;
+}
+
+/* Resolves every operator to a kernel; lists all missing ones at once. */
+static pyexec_status resolve_operators(pyexec_method *m, const px_kernel_def ***kernels, char ***names,
+                                       uint32_t *nops) {
+  px_fb_vec ops;
+  if (!px_fb_vector(&m->plan->table, PLAN_OPERATORS, 4, &ops)) return BAD("operators are malformed");
+  *nops = ops.count;
+  ALLOC_OR_FAIL(*kernels, ops.count + 1, "operators");
+  ALLOC_OR_FAIL(*names, ops.count + 1, "operators");
+  size_t missing = 0;
+  for (uint32_t i = 0; i < ops.count; i++) {
+    char buf[512];
+    pyexec_status st = px_plan_operator_name(m->plan, i, buf, sizeof buf);
+    if (st) return st;
+    ALLOC_OR_FAIL((*names)[i], strlen(buf) + 1, "operator name");
+    memcpy((*names)[i], buf, strlen(buf) + 1);
+    (*kernels)[i] = px_kernel_find(buf);
+    if (!(*kernels)[i]) missing++;
+  }
+  if (!missing) return PYEXEC_OK;
+  size_t cap;
+  char *msg = px_error_buffer(&cap);
+  size_t n = (size_t)snprintf(msg, cap, "method '%s' uses %zu operator%s this library has no kernel for: ",
+                              m->plan->name, missing, missing == 1 ? "" : "s");
+  bool first = true;
+  for (uint32_t i = 0; i < ops.count && n < cap; i++) {
+    if ((*kernels)[i]) continue;
+    bool dup = false;
+    for (uint32_t j = 0; j < i; j++)
+      if (!(*kernels)[j] && strcmp((*names)[j], (*names)[i]) == 0) dup = true;
+    if (dup) continue;
+    n += (size_t)snprintf(msg + n, cap - n, "%s%s", first ? "" : ", ", (*names)[i]);
+    first = false;
+  }
+  return PYEXEC_ERR_UNSUPPORTED;
+}
+
+static pyexec_status delegate_error(pyexec_method *m, int32_t index) {
+  px_fb_vec dels;
+  px_fb_table d;
+  const char *id = "?";
+  uint32_t n = 1;
+  if (px_fb_vector(&m->plan->table, PLAN_DELEGATES, 4, &dels) && index >= 0 &&
+      px_fb_vec_table(&dels, (uint32_t)index, &d))
+    px_fb_string(&d, DELEGATE_ID, &id, &n);
+  return px_unsupported("method '%s' calls delegate '%.*s' (DelegateCall); delegated programs are not supported",
+                        m->plan->name, (int)(n > 200 ? 200 : n), id);
+}
+
+static pyexec_status check_value_index(pyexec_method *m, int32_t v, uint32_t c, uint32_t i, const char *what) {
+  if (v < 0 || (uint32_t)v >= m->nvalues)
+    return BAD("chain %u instruction %u: %s value %d is out of range (%u values)", c, i, what, v, m->nvalues);
+  return PYEXEC_OK;
+}
+
+static pyexec_status build_kernel_call(pyexec_method *m, const px_fb_table *args, px_instr *ins, uint32_t c,
+                                       uint32_t i, const px_kernel_def **kernels, char **names, uint32_t nops) {
+  int32_t opi;
+  px_fb_vec a;
+  if (!px_fb_i32(args, 0, -1, &opi) || !px_fb_vector(args, 1, 4, &a))
+    return BAD("chain %u instruction %u: kernel call is malformed", c, i);
+  if (opi < 0 || (uint32_t)opi >= nops)
+    return BAD("chain %u instruction %u: operator index %d is out of range (%u operators)", c, i, opi, nops);
+  const px_kernel_def *k = kernels[opi];
+  ins->fn = k->fn;
+  ins->op = names[opi];
+  ins->nargs = a.count;
+  ALLOC_OR_FAIL(ins->args, a.count + 1, "instruction arguments");
+  for (uint32_t j = 0; j < a.count; j++) {
+    int32_t v = px_fb_vec_i32(&a, j);
+    pyexec_status st = check_value_index(m, v, c, i, "argument");
+    if (st) return st;
+    ins->args[j] = &m->values[v];
+  }
+  /* Check the argument kinds against the kernel's signature once, here. */
+  uint32_t want = 0;
+  for (const char *s = k->sig; *s; s++)
+    if (*s != '|') want++;
+  if (want != a.count)
+    return BAD("chain %u instruction %u: %s takes %u arguments, the program passes %u", c, i, ins->op, want,
+               a.count);
+  bool returns = false;
+  uint32_t j = 0;
+  for (const char *s = k->sig; *s; s++) {
+    if (*s == '|') {
+      returns = true;
+      continue;
+    }
+    px_value *v = ins->args[j];
+    if (!sig_accepts(*s, v))
+      return BAD("chain %u instruction %u: %s argument %u is %s, which the kernel does not accept ('%c')", c,
+                 i, ins->op, j, tag_name(v->tag), *s);
+    if (returns) mark_written(m, v);
+    j++;
+  }
+  return PYEXEC_OK;
+}
+
+static pyexec_status build_chains(pyexec_method *m) {
+  const px_kernel_def **kernels = NULL;
+  char **names = NULL;
+  uint32_t nops = 0;
+  pyexec_status st = resolve_operators(m, &kernels, &names, &nops);
+  if (st) return st;
+  px_fb_vec chains;
+  if (!px_fb_vector(&m->plan->table, PLAN_CHAINS, 4, &chains)) return BAD("chains are malformed");
+  m->nchains = chains.count;
+  ALLOC_OR_FAIL(m->chains, chains.count + 1, "chains");
+  for (uint32_t c = 0; c < chains.count; c++) {
+    px_fb_table chain;
+    px_fb_vec instrs;
+    if (!px_fb_vec_table(&chains, c, &chain) || !px_fb_vector(&chain, CHAIN_INSTRUCTIONS, 4, &instrs))
+      return BAD("chain %u is malformed", c);
+    px_chain *ch = &m->chains[c];
+    ch->n = instrs.count;
+    ALLOC_OR_FAIL(ch->instrs, instrs.count + 1, "instructions");
+    for (uint32_t i = 0; i < instrs.count; i++) {
+      px_fb_table in, args;
+      uint8_t type;
+      bool present;
+      if (!px_fb_vec_table(&instrs, i, &in) || !px_fb_u8(&in, INSTR_ARGS_TYPE, 0, &type) ||
+          !px_fb_subtable(&in, INSTR_ARGS, &args, &present) || !present)
+        return BAD("chain %u instruction %u is malformed", c, i);
+      px_instr *ins = &ch->instrs[i];
+      ins->kind = type;
+      switch (type) {
+        case INSTR_KERNEL:
+          st = build_kernel_call(m, &args, ins, c, i, kernels, names, nops);
+          break;
+        case INSTR_DELEGATE: {
+          int32_t di;
+          if (!px_fb_i32(&args, 0, -1, &di)) return BAD("chain %u instruction %u is malformed", c, i);
+          return delegate_error(m, di);
+        }
+        case INSTR_MOVE:
+          if (!px_fb_i32(&args, 0, -1, &ins->a) || !px_fb_i32(&args, 1, -1, &ins->b))
+            return BAD("chain %u instruction %u is malformed", c, i);
+          if ((st = check_value_index(m, ins->a, c, i, "move source")) ||
+              (st = check_value_index(m, ins->b, c, i, "move target")))
+            return st;
+          if (m->values[ins->a].tag != m->values[ins->b].tag)
+            return BAD("chain %u instruction %u: move from a %s to a %s", c, i, tag_name(m->values[ins->a].tag),
+                       tag_name(m->values[ins->b].tag));
+          m->written[ins->b] = true;
+          break;
+        case INSTR_JUMP_FALSE:
+          if (!px_fb_i32(&args, 0, -1, &ins->a) || !px_fb_i32(&args, 1, -1, &ins->b))
+            return BAD("chain %u instruction %u is malformed", c, i);
+          if ((st = check_value_index(m, ins->a, c, i, "condition"))) return st;
+          if (m->values[ins->a].tag != PX_V_BOOL && m->values[ins->a].tag != PX_V_TENSOR)
+            return BAD("chain %u instruction %u: jump condition is a %s", c, i, tag_name(m->values[ins->a].tag));
+          if (ins->b < 0 || (uint32_t)ins->b > instrs.count)
+            return BAD("chain %u instruction %u: jump destination %d is out of range", c, i, ins->b);
+          break;
+        case INSTR_FREE:
+          if (!px_fb_i32(&args, 0, -1, &ins->a)) return BAD("chain %u instruction %u is malformed", c, i);
+          if ((st = check_value_index(m, ins->a, c, i, "freed"))) return st;
+          break;
+        default: return BAD("chain %u instruction %u has unknown kind %u", c, i, type);
+      }
+      if (st) return st;
+    }
+  }
+  return PYEXEC_OK;
+}
+
+static pyexec_status build_io(pyexec_method *m) {
+  px_fb_vec in, out;
+  if (!px_fb_vector(&m->plan->table, PLAN_INPUTS, 4, &in) || !px_fb_vector(&m->plan->table, PLAN_OUTPUTS, 4, &out))
+    return BAD("inputs/outputs are malformed");
+  m->nin = in.count;
+  m->nout = out.count;
+  ALLOC_OR_FAIL(m->inputs, in.count + 1, "inputs");
+  ALLOC_OR_FAIL(m->input_set, in.count + 1, "inputs");
+  ALLOC_OR_FAIL(m->outs, out.count + 1, "outputs");
+  for (uint32_t j = 0; j < in.count; j++) {
+    int32_t v = px_fb_vec_i32(&in, j);
+    if (v < 0 || (uint32_t)v >= m->nvalues) return BAD("input %u refers to value %d, out of range", j, v);
+    m->inputs[j] = v;
+  }
+  for (uint32_t i = 0; i < out.count; i++) {
+    int32_t v = px_fb_vec_i32(&out, i);
+    if (v < 0 || (uint32_t)v >= m->nvalues) return BAD("output %u refers to value %d, out of range", i, v);
+    px_output *o = &m->outs[i];
+    o->vidx = v;
+    o->alias_input = -1;
+    for (uint32_t j = 0; j < in.count; j++)
+      if (m->inputs[j] == v) {
+        o->alias_input = (int32_t)j;
+        break;
+      }
+    for (uint32_t k = 0; k < out.count; k++)
+      if (k != i && px_fb_vec_i32(&out, k) == v) o->duplicate = true;
+  }
+  /* Unplanned tensors that are neither inputs nor outputs (the exporter
+   * leaves none, but a file may) get storage now, so no kernel ever sees a
+   * NULL buffer. */
+  for (uint32_t v = 0; v < m->nvalues; v++) {
+    px_value *val = &m->values[v];
+    if (val->tag != PX_V_TENSOR || val->u.t->mem != PX_MEM_UNPLANNED) continue;
+    bool io = false;
+    for (uint32_t j = 0; j < m->nin && !io; j++) io = m->inputs[j] == (int32_t)v;
+    for (uint32_t i = 0; i < m->nout && !io; i++) io = m->outs[i].vidx == (int32_t)v;
+    if (io) continue;
+    px_tensor *t = val->u.t;
+    void *p = method_alloc(m, t->capacity ? t->capacity : 1, 1);
+    if (!p) return px_no_memory("unplanned tensor");
+    t->data = p;
+  }
+  return PYEXEC_OK;
+}
+
+static void method_destroy(pyexec_method *m) {
+  for (uint32_t i = 0; i < m->nout; i++) free(m->outs[i].own);
+  for (uint32_t i = 1; i < m->narenas; i++) big_free(m->arenas[i], m->arena_sizes[i], m->arena_mapped[i]);
+  px_scratch_release(&m->ctx);
+  for (px_alloc *a = m->allocs; a;) {
+    px_alloc *n = a->next;
+    free(a);
+    a = n;
+  }
+  pthread_mutex_destroy(&m->lock);
+  free(m);
+}
+
+PYEXEC_API pyexec_status pyexec_method_load(pyexec_program *program, const char *name, pyexec_method **out) {
+  if (!program || !name || !out) return px_invalid_argument("program, name and out must not be NULL");
+  const px_plan *plan = px_program_plan(program, name);
+  if (!plan) return PYEXEC_ERR_INVALID_ARGUMENT;
+  pyexec_method *m = calloc(1, sizeof *m);
+  if (!m) return px_no_memory("method");
+  pthread_mutex_init(&m->lock, NULL);
+  m->program = program;
+  m->plan = plan;
+  m->ctx.msg = m->msg;
+  m->ctx.msg_cap = sizeof m->msg;
+  pyexec_status st;
+  if ((st = build_arenas(m)) || (st = build_values(m)) || (st = build_chains(m)) || (st = build_io(m))) {
+    if (st == PYEXEC_ERR_INVALID_PROGRAM) {
+      /* Prefix the method name, keeping the detail. */
+      size_t cap;
+      char *buf = px_error_buffer(&cap);
+      char tmp[1024];
+      snprintf(tmp, sizeof tmp, "%s", buf);
+      snprintf(buf, cap, "method '%s': %s", name, tmp);
+    }
+    method_destroy(m);
+    return st;
+  }
+  *out = m;
+  return PYEXEC_OK;
+}
+
+PYEXEC_API void pyexec_method_free(pyexec_method *m) {
+  if (m) method_destroy(m);
+}
+
+/* ---- metadata ---------------------------------------------------------- */
+
+PYEXEC_API const char *pyexec_method_name(const pyexec_method *m) { return m ? m->plan->name : NULL; }
+PYEXEC_API size_t pyexec_method_num_inputs(const pyexec_method *m) { return m ? m->nin : 0; }
+PYEXEC_API size_t pyexec_method_num_outputs(const pyexec_method *m) { return m ? m->nout : 0; }
+PYEXEC_API size_t pyexec_method_planned_nbytes(const pyexec_method *m) { return m ? m->planned_total : 0; }
+
+PYEXEC_API pyexec_status pyexec_method_input_info(const pyexec_method *m, size_t index, pyexec_value_info *out) {
+  if (!m || !out) return px_invalid_argument("method and out must not be NULL");
+  return px_plan_io_info(m->program, m->plan, false, index, out);
+}
+
+PYEXEC_API pyexec_status pyexec_method_output_info(const pyexec_method *m, size_t index, pyexec_value_info *out) {
+  if (!m || !out) return px_invalid_argument("method and out must not be NULL");
+  return px_plan_io_info(m->program, m->plan, true, index, out);
+}
+
+PYEXEC_API int pyexec_method_query_alias(const pyexec_method *m, size_t index, size_t *input_index) {
+  if (!m || index >= m->nout || m->outs[index].alias_input < 0) return 0;
+  if (input_index) *input_index = (size_t)m->outs[index].alias_input;
+  return 1;
+}
+
+/* ---- inputs ------------------------------------------------------------ */
+
+static void format_shape(char *buf, size_t cap, int dim, const int64_t *sizes) {
+  size_t n = (size_t)snprintf(buf, cap, "[");
+  for (int k = 0; k < dim && n < cap; k++)
+    n += (size_t)snprintf(buf + n, cap - n, k ? ", %lld" : "%lld", (long long)sizes[k]);
+  if (n < cap) snprintf(buf + n, cap - n, "]");
+}
+
+static bool ranges_overlap(const void *a, size_t an, const void *b, size_t bn) {
+  uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+  return an && bn && x < y + bn && y < x + an;
+}
+
+static const char *kind_name(int kind) {
+  switch (kind) {
+    case PYEXEC_VALUE_NONE: return "None";
+    case PYEXEC_VALUE_INT: return "an int";
+    case PYEXEC_VALUE_DOUBLE: return "a float";
+    case PYEXEC_VALUE_BOOL: return "a bool";
+    case PYEXEC_VALUE_TENSOR: return "a tensor";
+    case PYEXEC_VALUE_STRING: return "a string";
+    default: return "an unsupported value";
+  }
+}
+
+static const char *slot_kind_name(int tag) {
+  switch (tag) {
+    case PX_V_NONE: return "None";
+    case PX_V_INT: return "an int";
+    case PX_V_DOUBLE: return "a float";
+    case PX_V_BOOL: return "a bool";
+    case PX_V_TENSOR: return "a tensor";
+    case PX_V_STRING: return "a string";
+    default: return "a list";
+  }
+}
+
+static pyexec_status check_tensor_input(pyexec_method *m, uint32_t j, const px_tensor *t, const pyexec_tensor *x,
+                                        size_t *need) {
+  if (x->dtype != t->dtype)
+    return px_invalid_argument("input %u has dtype %s, tensor has %s", j, px_dtype_name(t->dtype),
+                               px_dtype_name(x->dtype));
+  if (x->dim != t->dim)
+    return px_invalid_argument("input %u has rank %d, tensor has rank %d", j, t->dim, x->dim);
+  if (x->dim > 0 && !x->sizes) return px_invalid_argument("input %u: sizes must not be NULL", j);
+  uint64_t numel = 1;
+  for (int k = 0; k < t->dim; k++) {
+    int64_t s = x->sizes[k];
+    bool bad = s < 0 || (t->dynamic ? s > t->max_sizes[k] : s != t->max_sizes[k]);
+    if (bad) {
+      char a[200], b[200];
+      format_shape(a, sizeof a, t->dim, t->max_sizes);
+      format_shape(b, sizeof b, x->dim, x->sizes);
+      if (t->dynamic)
+        return px_invalid_argument("input %u has shape at most %s, tensor has shape %s (dim %d above its bound)",
+                                   j, a, b, k);
+      return px_invalid_argument("input %u has shape %s, tensor has shape %s", j, a, b);
+    }
+    numel *= (uint64_t)s;
+  }
+  *need = (size_t)numel * px_elsize(t->dtype);
+  if (x->nbytes < *need)
+    return px_invalid_argument("input %u needs %zu bytes, the buffer has %zu", j, *need, x->nbytes);
+  if (*need && !x->data) return px_invalid_argument("input %u: data must not be NULL", j);
+  if (t->mem == PX_MEM_UNPLANNED) {
+    size_t es = px_elsize(t->dtype);
+    if ((uintptr_t)x->data % es)
+      return px_invalid_argument("input %u: buffer is not aligned to %zu bytes", j, es);
+    for (uint32_t i = 0; i < m->nout; i++) {
+      const px_output *o = &m->outs[i];
+      if (o->bound && ranges_overlap(x->data, *need, o->bound, o->bound_nbytes))
+        return px_invalid_argument("input %u overlaps the memory bound to output %u", j, i);
+    }
+  }
+  return PYEXEC_OK;
+}
+
+static pyexec_status check_input(pyexec_method *m, uint32_t j, const pyexec_value *x, size_t *need) {
+  px_value *v = &m->values[m->inputs[j]];
+  static const int want_kind[] = {
+      [PX_V_NONE] = PYEXEC_VALUE_NONE,     [PX_V_INT] = PYEXEC_VALUE_INT,
+      [PX_V_BOOL] = PYEXEC_VALUE_BOOL,     [PX_V_DOUBLE] = PYEXEC_VALUE_DOUBLE,
+      [PX_V_TENSOR] = PYEXEC_VALUE_TENSOR, [PX_V_STRING] = PYEXEC_VALUE_STRING,
+  };
+  if (v->tag > PX_V_STRING)
+    return px_unsupported("input %u is %s, which cannot be set", j, slot_kind_name(v->tag));
+  if (x->kind != want_kind[v->tag])
+    return px_invalid_argument("input %u is %s, got %s", j, slot_kind_name(v->tag), kind_name(x->kind));
+  switch (v->tag) {
+    case PX_V_TENSOR: return check_tensor_input(m, j, v->u.t, &x->tensor, need);
+    case PX_V_INT:
+      if (x->i != v->u.i)
+        return px_invalid_argument("input %u was exported as the constant %lld, got %lld", j, (long long)v->u.i,
+                                   (long long)x->i);
+      return PYEXEC_OK;
+    case PX_V_BOOL:
+      if ((x->b != 0) != v->u.b)
+        return px_invalid_argument("input %u was exported as the constant %s", j, v->u.b ? "True" : "False");
+      return PYEXEC_OK;
+    case PX_V_DOUBLE:
+      if (!(fabs(x->d - v->u.d) <= 1e-4 + 1e-5 * fabs(v->u.d)) && !(isnan(x->d) && isnan(v->u.d)))
+        return px_invalid_argument("input %u was exported as the constant %g, got %g", j, v->u.d, x->d);
+      return PYEXEC_OK;
+    case PX_V_STRING:
+      if (x->string.size != v->u.str.n || (x->string.size && memcmp(x->string.data, v->u.str.p, x->string.size)))
+        return px_invalid_argument("input %u was exported as the string '%.*s'", j, (int)v->u.str.n, v->u.str.p);
+      return PYEXEC_OK;
+    default: return PYEXEC_OK;
+  }
+}
+
+PYEXEC_API pyexec_status pyexec_method_set_inputs(pyexec_method *m, const pyexec_value *inputs, size_t count) {
+  if (!m) return px_invalid_argument("method must not be NULL");
+  if (count && !inputs) return px_invalid_argument("inputs must not be NULL");
+  pthread_mutex_lock(&m->lock);
+  pyexec_status st = PYEXEC_OK;
+  if (count != m->nin)
+    st = px_invalid_argument("method '%s' takes %u input%s, got %zu", m->plan->name, m->nin, m->nin == 1 ? "" : "s",
+                             count);
+  for (uint32_t j = 0; !st && j < m->nin; j++) {
+    size_t need;
+    st = check_input(m, j, &inputs[j], &need);
+  }
+  if (st) {
+    for (uint32_t j = 0; j < m->nin; j++) m->input_set[j] = false;
+    pthread_mutex_unlock(&m->lock);
+    return st;
+  }
+  for (uint32_t j = 0; j < m->nin; j++) {
+    px_value *v = &m->values[m->inputs[j]];
+    m->input_set[j] = true;
+    if (v->tag != PX_V_TENSOR) continue;
+    px_tensor *t = v->u.t;
+    const pyexec_tensor *x = &inputs[j].tensor;
+    if (t->dynamic) {
+      memcpy(t->sizes, x->sizes, sizeof(int64_t) * (size_t)t->dim);
+      px_tensor_update_layout(t);
+    }
+    if (t->mem == PX_MEM_UNPLANNED)
+      t->data = x->data;
+    else if (t->nbytes && t->data != x->data)
+      memmove(t->data, x->data, t->nbytes);
+  }
+  pthread_mutex_unlock(&m->lock);
+  return PYEXEC_OK;
+}
+
+/* ---- outputs ----------------------------------------------------------- */
+
+pyexec_status px_output_ensure_storage(pyexec_method *m, px_output *o) {
+  px_tensor *t = m->values[o->vidx].u.t;
+  if (!o->own) {
+    size_t n = (t->capacity + 63) & ~(size_t)63;
+    o->own = aligned_alloc(64, n ? n : 64);
+    if (!o->own) return px_no_memory("output storage");
+    memset(o->own, 0, n ? n : 64);
+  }
+  t->data = o->own;
+  return PYEXEC_OK;
+}
+
+static pyexec_status check_bindable(pyexec_method *m, size_t index) {
+  if (index >= m->nout)
+    return px_invalid_argument("output index %zu is out of range (method '%s' has %u outputs)", index,
+                               m->plan->name, m->nout);
+  const px_output *o = &m->outs[index];
+  const px_value *v = &m->values[o->vidx];
+  if (v->tag != PX_V_TENSOR) return px_invalid_argument("output %zu is not a tensor", index);
+  if (o->alias_input >= 0)
+    return px_invalid_argument("output %zu is input %d (the same program value); it cannot be bound", index,
+                               o->alias_input);
+  if (v->u.t->mem != PX_MEM_UNPLANNED)
+    return px_invalid_argument("output %zu is memory-planned%s; only unplanned outputs (exported with "
+                               "alloc_graph_output=False) can be bound",
+                               index, v->u.t->mem == PX_MEM_CONST ? " (a constant)" : "");
+  if (o->duplicate)
+    return px_invalid_argument("output %zu is listed at more than one output index; it cannot be bound", index);
+  if (!v->u.t->contiguous) return px_invalid_argument("output %zu has a non-contiguous dim_order", index);
+  return PYEXEC_OK;
+}
+
+PYEXEC_API pyexec_status pyexec_method_set_output_ptr(pyexec_method *m, size_t index, void *data, size_t nbytes) {
+  if (!m) return px_invalid_argument("method must not be NULL");
+  pthread_mutex_lock(&m->lock);
+  pyexec_status st = check_bindable(m, index);
+  if (!st && data) {
+    const px_tensor *t = m->values[m->outs[index].vidx].u.t;
+    size_t es = px_elsize(t->dtype);
+    if (nbytes < t->capacity)
+      st = px_invalid_argument("output %zu needs %zu bytes (its upper bound), the buffer has %zu", index,
+                               t->capacity, nbytes);
+    else if ((uintptr_t)data % es)
+      st = px_invalid_argument("output %zu: buffer is not aligned to %zu bytes", index, es);
+    for (uint32_t i = 0; !st && i < m->nout; i++)
+      if (i != index && m->outs[i].bound && ranges_overlap(data, nbytes, m->outs[i].bound, m->outs[i].bound_nbytes))
+        st = px_invalid_argument("output %zu overlaps the memory bound to output %u", index, i);
+    for (uint32_t j = 0; !st && j < m->nin; j++) {
+      const px_value *iv = &m->values[m->inputs[j]];
+      if (!m->input_set[j] || iv->tag != PX_V_TENSOR || iv->u.t->mem != PX_MEM_UNPLANNED) continue;
+      if (ranges_overlap(data, nbytes, iv->u.t->data, iv->u.t->nbytes))
+        st = px_invalid_argument("output %zu overlaps the memory of input %u", index, j);
+    }
+  }
+  if (!st) {
+    px_output *o = &m->outs[index];
+    px_tensor *t = m->values[o->vidx].u.t;
+    o->bound = data;
+    o->bound_nbytes = data ? nbytes : 0;
+    t->data = data ? data : o->own; /* NULL own: allocated at the next execute */
+  }
+  pthread_mutex_unlock(&m->lock);
+  return st;
+}
+
+PYEXEC_API pyexec_status pyexec_method_get_output(pyexec_method *m, size_t index, pyexec_value *out) {
+  if (!m || !out) return px_invalid_argument("method and out must not be NULL");
+  if (index >= m->nout)
+    return px_invalid_argument("output index %zu is out of range (method '%s' has %u outputs)", index,
+                               m->plan->name, m->nout);
+  pthread_mutex_lock(&m->lock);
+  const px_value *v = &m->values[m->outs[index].vidx];
+  memset(out, 0, sizeof *out);
+  switch (v->tag) {
+    case PX_V_NONE: out->kind = PYEXEC_VALUE_NONE; break;
+    case PX_V_INT: out->kind = PYEXEC_VALUE_INT; out->i = v->u.i; break;
+    case PX_V_DOUBLE: out->kind = PYEXEC_VALUE_DOUBLE; out->d = v->u.d; break;
+    case PX_V_BOOL: out->kind = PYEXEC_VALUE_BOOL; out->b = v->u.b; break;
+    case PX_V_STRING:
+      out->kind = PYEXEC_VALUE_STRING;
+      out->string.data = v->u.str.p;
+      out->string.size = v->u.str.n;
+      break;
+    case PX_V_TENSOR: {
+      const px_tensor *t = v->u.t;
+      out->kind = PYEXEC_VALUE_TENSOR;
+      out->tensor.dtype = t->dtype;
+      out->tensor.dim = t->dim;
+      out->tensor.sizes = t->sizes;
+      out->tensor.data = t->data;
+      out->tensor.nbytes = t->nbytes;
+      break;
+    }
+    default: out->kind = PYEXEC_VALUE_OTHER; break;
+  }
+  pthread_mutex_unlock(&m->lock);
+  return PYEXEC_OK;
+}
+
+PYEXEC_API pyexec_status pyexec_method_execute(pyexec_method *m) {
+  if (!m) return px_invalid_argument("method must not be NULL");
+  pthread_mutex_lock(&m->lock);
+  pyexec_status st = px_method_run(m);
+  pthread_mutex_unlock(&m->lock);
+  return st;
+}

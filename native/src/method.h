@@ -1,0 +1,75 @@
+/*
+ * method.h - a loaded method: its values, planned arenas, decoded
+ * instructions and IO state (private). method.c builds it and implements the
+ * IO entry points; executor.c runs it.
+ */
+#ifndef PX_METHOD_H
+#define PX_METHOD_H
+
+#include <pthread.h>
+
+#include "kernel.h"
+#include "program.h"
+
+typedef struct px_instr {
+  uint8_t kind; /* INSTR_* */
+  uint32_t nargs;
+  px_kernel_fn fn;
+  px_value **args;
+  const char *op; /* operator name, for messages */
+  int32_t a, b;   /* move: from, to; jump: cond, dest; free: value */
+} px_instr;
+
+typedef struct px_chain {
+  px_instr *instrs;
+  uint32_t n;
+} px_chain;
+
+typedef struct px_output {
+  int32_t vidx;
+  int32_t alias_input; /* the input with the same value, or -1 */
+  bool duplicate;      /* the value is listed at more than one output index */
+  void *bound;         /* caller storage, or NULL */
+  size_t bound_nbytes;
+  void *own;           /* storage the method allocated for an unplanned output */
+} px_output;
+
+typedef struct px_alloc px_alloc;
+
+struct pyexec_method {
+  pyexec_program *program;
+  const px_plan *plan;
+  pthread_mutex_t lock;
+  px_alloc *allocs; /* everything allocated for the method, freed together */
+
+  px_value *values;
+  uint32_t nvalues;
+  bool *written; /* per value: some instruction writes it */
+
+  uint8_t **arenas; /* arenas[0] unused, as memory_id is 1-based */
+  size_t *arena_sizes;
+  bool *arena_mapped;
+  uint32_t narenas;
+  size_t planned_total;
+
+  px_chain *chains;
+  uint32_t nchains;
+
+  int32_t *inputs;
+  uint32_t nin;
+  bool *input_set;
+
+  px_output *outs;
+  uint32_t nout;
+
+  px_ctx ctx;
+  char msg[1024];
+};
+
+/* Runs every chain once (the caller holds m->lock). */
+pyexec_status px_method_run(pyexec_method *m);
+
+/* Gives an unplanned output with no binding its own storage (once). */
+pyexec_status px_output_ensure_storage(pyexec_method *m, px_output *o);
+
+#endif /* PX_METHOD_H */
