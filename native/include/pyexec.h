@@ -318,6 +318,12 @@ PYEXEC_API pyexec_status pyexec_method_set_output_ptr(pyexec_method *method,
                                                       size_t index, void *data,
                                                       size_t nbytes);
 
+/* Returns PYEXEC_OK when output `index` can be bound with
+ * pyexec_method_set_output_ptr, or the reason it cannot (the slot-level
+ * checks of that function, without a buffer and without side effects). */
+PYEXEC_API pyexec_status pyexec_method_check_bindable(const pyexec_method *method,
+                                                      size_t index);
+
 /* If output `index` is the very same program value as an input, stores that
  * input's index in *input_index and returns 1; otherwise returns 0 (also for an
  * index out of range). Decided from the program's structure; no side effects. */

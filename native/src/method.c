@@ -352,7 +352,7 @@ static pyexec_status build_kernel_call(pyexec_method *m, const px_fb_table *args
                                        uint32_t i, const px_kernel_def **kernels, char **names, uint32_t nops) {
   int32_t opi;
   px_fb_vec a;
-  if (!px_fb_i32(args, 0, -1, &opi) || !px_fb_vector(args, 1, 4, &a))
+  if (!px_fb_i32(args, 0, 0, &opi) || !px_fb_vector(args, 1, 4, &a))
     return BAD("chain %u instruction %u: kernel call is malformed", c, i);
   if (opi < 0 || (uint32_t)opi >= nops)
     return BAD("chain %u instruction %u: operator index %d is out of range (%u operators)", c, i, opi, nops);
@@ -424,11 +424,11 @@ static pyexec_status build_chains(pyexec_method *m) {
           break;
         case INSTR_DELEGATE: {
           int32_t di;
-          if (!px_fb_i32(&args, 0, -1, &di)) return BAD("chain %u instruction %u is malformed", c, i);
+          if (!px_fb_i32(&args, 0, 0, &di)) return BAD("chain %u instruction %u is malformed", c, i);
           return delegate_error(m, di);
         }
         case INSTR_MOVE:
-          if (!px_fb_i32(&args, 0, -1, &ins->a) || !px_fb_i32(&args, 1, -1, &ins->b))
+          if (!px_fb_i32(&args, 0, 0, &ins->a) || !px_fb_i32(&args, 1, 0, &ins->b))
             return BAD("chain %u instruction %u is malformed", c, i);
           if ((st = check_value_index(m, ins->a, c, i, "move source")) ||
               (st = check_value_index(m, ins->b, c, i, "move target")))
@@ -439,7 +439,7 @@ static pyexec_status build_chains(pyexec_method *m) {
           m->written[ins->b] = true;
           break;
         case INSTR_JUMP_FALSE:
-          if (!px_fb_i32(&args, 0, -1, &ins->a) || !px_fb_i32(&args, 1, -1, &ins->b))
+          if (!px_fb_i32(&args, 0, 0, &ins->a) || !px_fb_i32(&args, 1, 0, &ins->b))
             return BAD("chain %u instruction %u is malformed", c, i);
           if ((st = check_value_index(m, ins->a, c, i, "condition"))) return st;
           if (m->values[ins->a].tag != PX_V_BOOL && m->values[ins->a].tag != PX_V_TENSOR)
@@ -448,7 +448,7 @@ static pyexec_status build_chains(pyexec_method *m) {
             return BAD("chain %u instruction %u: jump destination %d is out of range", c, i, ins->b);
           break;
         case INSTR_FREE:
-          if (!px_fb_i32(&args, 0, -1, &ins->a)) return BAD("chain %u instruction %u is malformed", c, i);
+          if (!px_fb_i32(&args, 0, 0, &ins->a)) return BAD("chain %u instruction %u is malformed", c, i);
           if ((st = check_value_index(m, ins->a, c, i, "freed"))) return st;
           break;
         default: return BAD("chain %u instruction %u has unknown kind %u", c, i, type);
@@ -735,7 +735,7 @@ pyexec_status px_output_ensure_storage(pyexec_method *m, px_output *o) {
   return PYEXEC_OK;
 }
 
-static pyexec_status check_bindable(pyexec_method *m, size_t index) {
+static pyexec_status check_bindable(const pyexec_method *m, size_t index) {
   if (index >= m->nout)
     return px_invalid_argument("output index %zu is out of range (method '%s' has %u outputs)", index,
                                m->plan->name, m->nout);
@@ -753,6 +753,11 @@ static pyexec_status check_bindable(pyexec_method *m, size_t index) {
     return px_invalid_argument("output %zu is listed at more than one output index; it cannot be bound", index);
   if (!v->u.t->contiguous) return px_invalid_argument("output %zu has a non-contiguous dim_order", index);
   return PYEXEC_OK;
+}
+
+PYEXEC_API pyexec_status pyexec_method_check_bindable(const pyexec_method *m, size_t index) {
+  if (!m) return px_invalid_argument("method must not be NULL");
+  return check_bindable(m, index);
 }
 
 PYEXEC_API pyexec_status pyexec_method_set_output_ptr(pyexec_method *m, size_t index, void *data, size_t nbytes) {

@@ -51,6 +51,8 @@ static pyexec_status segment_bytes(const pyexec_program *p, uint32_t index, cons
   if (!px_fb_vec_table(&p->segments, index, &seg) ||
       !px_fb_u64(&seg, SEGMENT_OFFSET, 0, &off) || !px_fb_u64(&seg, SEGMENT_SIZE, 0, &size))
     return BAD("segment %u is malformed", index);
+  if (p->seg_base == 0 && size > 0)
+    return BAD("%s: segment %u holds data, but the file has no extended header locating segments", what, index);
   if (off > UINT64_MAX - p->seg_base)
     return BAD("segment %u offset overflows", index);
   pyexec_status st = file_range(p, p->seg_base + off, size, what, base);
@@ -95,8 +97,6 @@ static pyexec_status parse(pyexec_program *p) {
   px_fb_vec plans;
   if (!px_fb_vector(&p->root, PROG_PLANS, 4, &plans)) return BAD("execution_plan is malformed");
   if (!px_fb_vector(&p->root, PROG_SEGMENTS, 4, &p->segments)) return BAD("segments are malformed");
-  if (p->segments.count && p->seg_base == 0)
-    return BAD("program has %u segments but no extended header locating them", p->segments.count);
 
   p->plans = calloc(plans.count ? plans.count : 1, sizeof *p->plans);
   if (!p->plans) return px_no_memory("plan table");
@@ -445,12 +445,12 @@ bool px_plan_value_written(const pyexec_program *p, const px_plan *plan, int32_t
         continue;
       if (type == INSTR_MOVE) {
         int32_t to;
-        if (px_fb_i32(&args, 1, -1, &to) && to == vidx) return true;
+        if (px_fb_i32(&args, 1, 0, &to) && to == vidx) return true;
       } else if (type == INSTR_KERNEL) {
         int32_t opi;
         px_fb_vec a;
         char name[512];
-        if (!px_fb_i32(&args, 0, -1, &opi) || opi < 0 || !px_fb_vector(&args, 1, 4, &a)) continue;
+        if (!px_fb_i32(&args, 0, 0, &opi) || opi < 0 || !px_fb_vector(&args, 1, 4, &a)) continue;
         if (px_plan_operator_name(plan, (uint32_t)opi, name, sizeof name)) continue;
         const px_kernel_def *k = px_kernel_find(name);
         const char *bar = k ? strchr(k->sig, '|') : NULL;

@@ -1,0 +1,338 @@
+/*
+ * test_runtime.c - exercises libpyexec through its public header only, as a
+ * C program with no Python: load, metadata, inputs, binding, aliasing,
+ * execution, and malformed files. Usage: test_runtime DATA_DIR
+ * (the .pte fixtures come from scripts/make_fixtures.py).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pyexec.h"
+
+static int failures = 0;
+static int checks = 0;
+
+#define CHECK(cond)                                                          \
+  do {                                                                       \
+    checks++;                                                                \
+    if (!(cond)) {                                                           \
+      failures++;                                                            \
+      fprintf(stderr, "%s:%d: CHECK failed: %s (last error: %s)\n", __FILE__, \
+              __LINE__, #cond, pyexec_last_error());                         \
+    }                                                                        \
+  } while (0)
+
+#define CHECK_OK(expr) CHECK((expr) == PYEXEC_OK)
+
+static const char *data_dir = "tests/data";
+
+static char *path_of(const char *name) {
+  static char buf[1024];
+  snprintf(buf, sizeof buf, "%s/%s", data_dir, name);
+  return buf;
+}
+
+static unsigned char *read_file(const char *name, size_t *size) {
+  FILE *f = fopen(path_of(name), "rb");
+  if (!f) return NULL;
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  unsigned char *buf = malloc((size_t)n);
+  if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+    free(buf);
+    buf = NULL;
+  }
+  fclose(f);
+  *size = (size_t)n;
+  return buf;
+}
+
+static pyexec_value tensor_value(float *data, const int64_t *sizes, int dim, size_t nbytes) {
+  pyexec_value v;
+  memset(&v, 0, sizeof v);
+  v.kind = PYEXEC_VALUE_TENSOR;
+  v.tensor.dtype = PYEXEC_DTYPE_FLOAT32;
+  v.tensor.dim = dim;
+  v.tensor.sizes = sizes;
+  v.tensor.data = data;
+  v.tensor.nbytes = nbytes;
+  return v;
+}
+
+static int contains(const char *haystack, const char *needle) { return strstr(haystack, needle) != NULL; }
+
+/* ---- version and metadata ---------------------------------------------- */
+
+static void test_version(void) {
+  CHECK(strcmp(pyexec_version(), PYEXEC_VERSION_STRING) == 0);
+  CHECK(pyexec_version_number() == PYEXEC_VERSION_NUMBER);
+  CHECK(pyexec_dtype_size(PYEXEC_DTYPE_FLOAT32) == 4);
+  CHECK(strcmp(pyexec_dtype_name(PYEXEC_DTYPE_INT64), "int64") == 0);
+}
+
+static void test_metadata(void) {
+  pyexec_program *p = NULL;
+  CHECK_OK(pyexec_program_load_file(path_of("add_mul.pte"), &p));
+  if (!p) return;
+  CHECK(pyexec_program_method_count(p) == 1);
+  CHECK(strcmp(pyexec_program_method_name(p, 0), "forward") == 0);
+  CHECK(pyexec_program_method_name(p, 1) == NULL);
+  size_t nin = 0, nout = 0;
+  CHECK_OK(pyexec_program_method_io_count(p, "forward", &nin, &nout));
+  CHECK(nin == 2 && nout == 2);
+  pyexec_value_info info;
+  CHECK_OK(pyexec_program_input_info(p, "forward", 0, &info));
+  CHECK(info.kind == PYEXEC_VALUE_TENSOR && info.dtype == PYEXEC_DTYPE_FLOAT32);
+  CHECK(info.dim == 2 && info.sizes[0] == 2 && info.sizes[1] == 3);
+  CHECK(info.is_memory_planned == 1 && info.is_dynamic == 0 && info.nbytes == 24);
+  CHECK(pyexec_program_input_info(p, "forward", 2, &info) == PYEXEC_ERR_INVALID_ARGUMENT);
+  CHECK(pyexec_program_input_info(p, "nope", 0, &info) == PYEXEC_ERR_INVALID_ARGUMENT);
+  CHECK(contains(pyexec_last_error(), "no method 'nope'"));
+  char ops[256];
+  size_t needed = 0, missing = 99;
+  CHECK_OK(pyexec_program_method_operators(p, "forward", ops, sizeof ops, &needed, &missing));
+  CHECK(missing == 0 && contains(ops, "aten::add.out\n") && contains(ops, "aten::mul.out\n"));
+  pyexec_program_free(p);
+  pyexec_program_free(NULL); /* harmless */
+}
+
+/* ---- planned inputs and outputs ---------------------------------------- */
+
+static void test_planned(void) {
+  pyexec_program *p = NULL;
+  pyexec_method *m = NULL;
+  CHECK_OK(pyexec_program_load_file(path_of("add_mul.pte"), &p));
+  if (!p) return;
+  CHECK_OK(pyexec_method_load(p, "forward", &m));
+  if (!m) return;
+  CHECK(pyexec_method_execute(m) == PYEXEC_ERR_INVALID_ARGUMENT);
+  CHECK(contains(pyexec_last_error(), "input 0 has not been set"));
+
+  float x[6] = {1, 2, 3, 4, 5, 6}, y[6] = {0.5f, -1, 2, 0, 3, -4};
+  int64_t s[2] = {2, 3};
+  pyexec_value in[2] = {tensor_value(x, s, 2, sizeof x), tensor_value(y, s, 2, sizeof y)};
+  CHECK_OK(pyexec_method_set_inputs(m, in, 2));
+  x[0] = 100; /* planned inputs are copied: this must not matter */
+  CHECK_OK(pyexec_method_execute(m));
+  pyexec_value out;
+  CHECK_OK(pyexec_method_get_output(m, 0, &out));
+  CHECK(out.kind == PYEXEC_VALUE_TENSOR && out.tensor.dim == 2 && out.tensor.sizes[1] == 3);
+  const float *o = out.tensor.data;
+  CHECK(o[0] == 1.0f + 0.5f && o[5] == 6.0f - 4.0f);
+  CHECK_OK(pyexec_method_get_output(m, 1, &out));
+  o = out.tensor.data;
+  CHECK(o[0] == 0.5f && o[2] == 6.0f && o[5] == -24.0f);
+
+  /* planned outputs cannot be bound */
+  float buf[6];
+  CHECK(pyexec_method_set_output_ptr(m, 0, buf, sizeof buf) == PYEXEC_ERR_INVALID_ARGUMENT);
+  CHECK(contains(pyexec_last_error(), "memory-planned"));
+
+  /* bad inputs: count, dtype, shape; a failure blocks execute */
+  CHECK(pyexec_method_set_inputs(m, in, 1) == PYEXEC_ERR_INVALID_ARGUMENT);
+  CHECK(contains(pyexec_last_error(), "takes 2 inputs, got 1"));
+  CHECK(pyexec_method_execute(m) == PYEXEC_ERR_INVALID_ARGUMENT);
+  pyexec_value bad[2] = {in[0], in[1]};
+  bad[1].tensor.dtype = PYEXEC_DTYPE_FLOAT64;
+  CHECK(pyexec_method_set_inputs(m, bad, 2) == PYEXEC_ERR_INVALID_ARGUMENT);
+  CHECK(contains(pyexec_last_error(), "input 1 has dtype float32, tensor has float64"));
+  int64_t s2[2] = {3, 2};
+  bad[1] = tensor_value(y, s2, 2, sizeof y);
+  CHECK(pyexec_method_set_inputs(m, bad, 2) == PYEXEC_ERR_INVALID_ARGUMENT);
+  CHECK(contains(pyexec_last_error(), "input 1 has shape [2, 3], tensor has shape [3, 2]"));
+  bad[1] = tensor_value(y, s, 2, 8);
+  CHECK(pyexec_method_set_inputs(m, bad, 2) == PYEXEC_ERR_INVALID_ARGUMENT);
+  CHECK(pyexec_method_execute(m) == PYEXEC_ERR_INVALID_ARGUMENT);
+  CHECK_OK(pyexec_method_set_inputs(m, in, 2));
+  CHECK_OK(pyexec_method_execute(m));
+
+  /* two methods from one program are independent */
+  pyexec_method *m2 = NULL;
+  CHECK_OK(pyexec_method_load(p, "forward", &m2));
+  CHECK(m2 && pyexec_method_execute(m2) == PYEXEC_ERR_INVALID_ARGUMENT);
+  CHECK(pyexec_method_load(p, "missing", &m2) == PYEXEC_ERR_INVALID_ARGUMENT);
+  pyexec_method_free(m2);
+  pyexec_method_free(m);
+  pyexec_method_free(NULL);
+  pyexec_program_free(p);
+}
+
+/* ---- unplanned inputs, output binding ----------------------------------- */
+
+static void test_unplanned_binding(void) {
+  pyexec_program *p = NULL;
+  pyexec_method *m = NULL;
+  CHECK_OK(pyexec_program_load_file(path_of("add_mul_unplanned.pte"), &p));
+  if (!p) return;
+  CHECK_OK(pyexec_method_load(p, "forward", &m));
+  if (!m) return;
+  pyexec_value_info info;
+  CHECK_OK(pyexec_method_output_info(m, 0, &info));
+  CHECK(info.is_memory_planned == 0);
+  CHECK(pyexec_method_check_bindable(m, 0) == PYEXEC_OK);
+  CHECK(pyexec_method_check_bindable(m, 7) == PYEXEC_ERR_INVALID_ARGUMENT);
+
+  /* bind before the first execute */
+  float bound[6] = {0};
+  CHECK_OK(pyexec_method_set_output_ptr(m, 0, bound, sizeof bound));
+  CHECK(pyexec_method_set_output_ptr(m, 1, bound + 2, 4 * sizeof(float)) == PYEXEC_ERR_INVALID_ARGUMENT);
+  CHECK(contains(pyexec_last_error(), "needs 24 bytes"));
+  float big[12];
+  CHECK(pyexec_method_set_output_ptr(m, 1, bound, sizeof bound) == PYEXEC_ERR_INVALID_ARGUMENT);
+  CHECK(contains(pyexec_last_error(), "overlaps the memory bound to output 0"));
+  CHECK_OK(pyexec_method_set_output_ptr(m, 1, big, sizeof big));
+
+  float x[6] = {1, 2, 3, 4, 5, 6}, y[6] = {1, 1, 1, 1, 1, 1};
+  int64_t s[2] = {2, 3};
+  pyexec_value in[2] = {tensor_value(x, s, 2, sizeof x), tensor_value(y, s, 2, sizeof y)};
+  CHECK_OK(pyexec_method_set_inputs(m, in, 2));
+  CHECK_OK(pyexec_method_execute(m));
+  CHECK(bound[0] == 2.0f && bound[5] == 7.0f);
+  CHECK(big[3] == 4.0f);
+  /* unplanned inputs are borrowed: a change is seen by the next execute */
+  x[5] = 10;
+  CHECK_OK(pyexec_method_execute(m));
+  CHECK(bound[5] == 11.0f);
+  pyexec_value out;
+  CHECK_OK(pyexec_method_get_output(m, 0, &out));
+  CHECK(out.tensor.data == bound);
+
+  /* an input may not overlap a bound output, nor a binding an input */
+  pyexec_value overlap[2] = {tensor_value(bound, s, 2, sizeof bound), in[1]};
+  CHECK(pyexec_method_set_inputs(m, overlap, 2) == PYEXEC_ERR_INVALID_ARGUMENT);
+  CHECK(contains(pyexec_last_error(), "input 0 overlaps the memory bound to output 0"));
+  CHECK_OK(pyexec_method_set_inputs(m, in, 2));
+  CHECK(pyexec_method_set_output_ptr(m, 1, y, sizeof y) == PYEXEC_ERR_INVALID_ARGUMENT);
+  CHECK(contains(pyexec_last_error(), "overlaps the memory of input 1"));
+
+  /* unbinding returns the method's own storage; the old buffer is not written again */
+  CHECK_OK(pyexec_method_set_output_ptr(m, 0, NULL, 0));
+  bound[0] = -1;
+  CHECK_OK(pyexec_method_execute(m));
+  CHECK(bound[0] == -1.0f);
+  CHECK_OK(pyexec_method_get_output(m, 0, &out));
+  CHECK(out.tensor.data != bound && ((const float *)out.tensor.data)[0] == 2.0f);
+  pyexec_method_free(m);
+  pyexec_program_free(p);
+}
+
+/* ---- in-place update of a caller-owned cache ---------------------------- */
+
+static void test_alias_in_place(void) {
+  pyexec_program *p = NULL;
+  pyexec_method *m = NULL;
+  CHECK_OK(pyexec_program_load_file(path_of("cache_update_unplanned.pte"), &p));
+  if (!p) return;
+  CHECK_OK(pyexec_method_load(p, "forward", &m));
+  if (!m) return;
+  size_t j = 99;
+  CHECK(pyexec_method_query_alias(m, 0, &j) == 1 && j == 0);
+  CHECK(pyexec_method_query_alias(m, 1, &j) == 0);
+  CHECK(pyexec_method_query_alias(m, 9, &j) == 0);
+  /* the alias query has no side effects: no input is marked as set */
+  CHECK(pyexec_method_execute(m) == PYEXEC_ERR_INVALID_ARGUMENT);
+  CHECK(contains(pyexec_last_error(), "input 0 has not been set"));
+  float dummy[32];
+  CHECK(pyexec_method_set_output_ptr(m, 0, dummy, sizeof dummy) == PYEXEC_ERR_INVALID_ARGUMENT);
+  CHECK(contains(pyexec_last_error(), "is input 0"));
+
+  float cache[32] = {0};
+  int64_t idx = 5;
+  float val[4] = {1, 2, 3, 4};
+  int64_t cs[2] = {8, 4}, is[1] = {1}, vs[2] = {1, 4};
+  pyexec_value in[3] = {tensor_value(cache, cs, 2, sizeof cache), tensor_value(NULL, is, 1, 8),
+                        tensor_value(val, vs, 2, sizeof val)};
+  in[1].tensor.dtype = PYEXEC_DTYPE_INT64;
+  in[1].tensor.data = &idx;
+  CHECK_OK(pyexec_method_set_inputs(m, in, 3));
+  CHECK_OK(pyexec_method_execute(m));
+  CHECK(cache[5 * 4 + 0] == 1.0f && cache[5 * 4 + 3] == 4.0f && cache[0] == 0.0f);
+  pyexec_value out;
+  CHECK_OK(pyexec_method_get_output(m, 0, &out));
+  CHECK(out.tensor.data == cache);
+  CHECK_OK(pyexec_method_get_output(m, 1, &out));
+  CHECK(((const float *)out.tensor.data)[2] == 3.0f);
+  idx = 9; /* out of range: the kernel must refuse, not write */
+  CHECK(pyexec_method_execute(m) == PYEXEC_ERR_EXECUTION);
+  pyexec_method_free(m);
+  pyexec_program_free(p);
+}
+
+/* ---- malformed files ---------------------------------------------------- */
+
+static void try_everything(const unsigned char *buf, size_t n) {
+  pyexec_program *p = NULL;
+  if (pyexec_program_load_buffer(buf, n, &p) != PYEXEC_OK) return;
+  for (size_t k = 0; k < pyexec_program_method_count(p); k++) {
+    const char *name = pyexec_program_method_name(p, k);
+    pyexec_value_info info;
+    size_t nin = 0, nout = 0;
+    pyexec_program_method_io_count(p, name, &nin, &nout);
+    for (size_t i = 0; i < nin; i++) pyexec_program_input_info(p, name, i, &info);
+    pyexec_method *m = NULL;
+    if (pyexec_method_load(p, name, &m) != PYEXEC_OK) continue;
+    float data[64] = {0};
+    int64_t sizes[PYEXEC_MAX_DIM];
+    pyexec_value in[8];
+    size_t count = nin < 8 ? nin : 8;
+    int usable = 1;
+    for (size_t i = 0; i < count; i++) {
+      if (pyexec_method_input_info(m, i, &info) != PYEXEC_OK || info.nbytes > sizeof data) usable = 0;
+      for (int d = 0; d < info.dim; d++) sizes[d] = info.sizes[d];
+      in[i] = tensor_value(data, sizes, info.dim, sizeof data);
+      in[i].tensor.dtype = info.dtype;
+    }
+    if (usable && pyexec_method_set_inputs(m, in, count) == PYEXEC_OK) pyexec_method_execute(m);
+    pyexec_method_free(m);
+  }
+  pyexec_program_free(p);
+}
+
+static void test_malformed(void) {
+  size_t n = 0;
+  unsigned char *good = read_file("add_mul.pte", &n);
+  CHECK(good != NULL);
+  if (!good) return;
+  unsigned char *buf = malloc(n);
+  pyexec_program *p = NULL;
+
+  memcpy(buf, good, n);
+  memcpy(buf + 4, "XX99", 4);
+  CHECK(pyexec_program_load_buffer(buf, n, &p) == PYEXEC_ERR_INVALID_PROGRAM);
+  CHECK(contains(pyexec_last_error(), "ET12"));
+  CHECK(pyexec_program_load_buffer(good, 4, &p) == PYEXEC_ERR_INVALID_PROGRAM);
+  CHECK(pyexec_program_load_file(path_of("does-not-exist.pte"), &p) == PYEXEC_ERR_IO);
+  CHECK(contains(pyexec_last_error(), "does-not-exist.pte"));
+
+  /* every truncation, and every byte overwritten with a few patterns */
+  for (size_t len = 0; len < n; len++) try_everything(good, len);
+  static const unsigned char patterns[] = {0x00, 0xff, 0x7f, 0x80, 0x01};
+  for (size_t i = 0; i < n; i++) {
+    for (size_t k = 0; k < sizeof patterns; k++) {
+      memcpy(buf, good, n);
+      buf[i] = patterns[k];
+      try_everything(buf, n);
+    }
+  }
+  memcpy(buf, good, n);
+  CHECK_OK(pyexec_program_load_buffer(buf, n, &p));
+  pyexec_program_free(p);
+  free(buf);
+  free(good);
+}
+
+int main(int argc, char **argv) {
+  if (argc > 1) data_dir = argv[1];
+  test_version();
+  test_metadata();
+  test_planned();
+  test_unplanned_binding();
+  test_alias_in_place();
+  test_malformed();
+  printf("%d checks, %d failed\n", checks, failures);
+  printf("%d passed, %d failed\n", checks - failures, failures);
+  return failures ? 1 : 0;
+}

@@ -1,0 +1,463 @@
+"""Program, Method and their metadata over the C library."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Union
+
+import numpy as np
+
+from . import _dtypes
+from ._errors import InvalidArgumentError, check, raise_status
+from ._ffi import ffi, lib
+from ._tensors import (
+
+    as_output_type,
+    check_numpy_code,
+    contiguous_copy,
+    describe,
+    numpy_view,
+    to_torch,
+)
+
+Source = Union[str, "os.PathLike[str]", bytes, bytearray, memoryview]
+
+_OUTPUT_TYPES = ("auto", "torch", "numpy")
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """A method's tensor input or output as the program declares it."""
+
+    sizes: tuple[int, ...]
+    """Sizes; the upper bound when the tensor is dynamic."""
+    dtype: str
+    """torch's name of the dtype ("float32")."""
+    dim_order: tuple[int, ...]
+    nbytes: int
+    """Bytes at the upper-bound sizes."""
+    is_memory_planned: bool
+    is_dynamic: bool
+    is_mutated: bool
+    """The program writes this value (an input updated in place)."""
+
+
+@dataclass(frozen=True)
+class MethodMeta:
+    name: str
+    inputs: tuple[TensorInfo | None, ...]
+    """One entry per input: TensorInfo, or None for a non-tensor value."""
+    outputs: tuple[TensorInfo | None, ...]
+
+
+def _info(v: Any) -> TensorInfo | None:
+    if v.kind != lib.PYEXEC_VALUE_TENSOR:
+        return None
+    dim = v.dim
+    return TensorInfo(
+        sizes=tuple(v.sizes[0:dim]),
+        dtype=_dtypes.NAMES.get(v.dtype, str(v.dtype)),
+        dim_order=tuple(v.dim_order[0:dim]),
+        nbytes=int(v.nbytes),
+        is_memory_planned=bool(v.is_memory_planned),
+        is_dynamic=bool(v.is_dynamic),
+        is_mutated=bool(v.is_mutated),
+    )
+
+
+class _ProgramHandle:
+    """Owns the C program; freed when the last Python reference goes."""
+
+    __slots__ = ("ptr", "__weakref__")
+
+    def __init__(self, ptr: Any) -> None:
+        self.ptr = ffi.gc(ptr, lib.pyexec_program_free)
+
+
+class _MethodHandle:
+    """Owns the C method and keeps its program alive. Arrays returned without
+    a copy hold this object, so the memory they show outlives the Method."""
+
+    __slots__ = ("ptr", "program", "__weakref__")
+
+    def __init__(self, ptr: Any, program: _ProgramHandle) -> None:
+        self.program = program
+        self.ptr = ffi.gc(ptr, lib.pyexec_method_free)
+
+
+def load(source: Source) -> Program:
+    """Loads an ExecuTorch program from a path (memory-mapped) or from bytes."""
+    return Program(source)
+
+
+class Program:
+    """A loaded .pte file. Methods loaded from it keep it alive."""
+
+    def __init__(self, source: Source) -> None:
+        out = ffi.new("pyexec_program **")
+        if isinstance(source, (str, os.PathLike)):
+            path = os.fsencode(source)
+            check(lib.pyexec_program_load_file(path, out))
+        elif isinstance(source, (bytes, bytearray, memoryview)):
+            data = source
+            if isinstance(data, memoryview) and not data.c_contiguous:
+                data = data.tobytes()
+            buf = ffi.from_buffer(data)
+            check(lib.pyexec_program_load_buffer(buf, len(buf), out))
+        else:
+            raise InvalidArgumentError(
+                f"load() takes a path, bytes, bytearray or memoryview, got {type(source).__name__}"
+            )
+        self._handle = _ProgramHandle(out[0])
+        p = self._handle.ptr
+        names = []
+        for i in range(lib.pyexec_program_method_count(p)):
+            names.append(ffi.string(lib.pyexec_program_method_name(p, i)).decode())
+        self._names = tuple(names)
+        self._meta: dict[str, MethodMeta] = {}
+
+    @property
+    def method_names(self) -> tuple[str, ...]:
+        return self._names
+
+    def _check_name(self, name: str) -> bytes:
+        if not isinstance(name, str):
+            raise InvalidArgumentError(f"method name must be a str, got {type(name).__name__}")
+        if name not in self._names:
+            raise InvalidArgumentError(f"program has no method {name!r} (methods: {', '.join(self._names)})")
+        return name.encode()
+
+    def method_meta(self, name: str) -> MethodMeta:
+        """Metadata of method `name`, read without loading the method."""
+        meta = self._meta.get(name)
+        if meta is not None:
+            return meta
+        bname = self._check_name(name)
+        p = self._handle.ptr
+        nin = ffi.new("size_t *")
+        nout = ffi.new("size_t *")
+        check(lib.pyexec_program_method_io_count(p, bname, nin, nout))
+        info = ffi.new("pyexec_value_info *")
+        ins = []
+        for i in range(nin[0]):
+            check(lib.pyexec_program_input_info(p, bname, i, info))
+            ins.append(_info(info))
+        outs = []
+        for i in range(nout[0]):
+            check(lib.pyexec_program_output_info(p, bname, i, info))
+            outs.append(_info(info))
+        meta = MethodMeta(name=name, inputs=tuple(ins), outputs=tuple(outs))
+        self._meta[name] = meta
+        return meta
+
+    def operators(self, name: str = "forward") -> tuple[list[str], list[str]]:
+        """(operators method `name` uses, those this library has no kernel for)."""
+        bname = self._check_name(name)
+        needed = ffi.new("size_t *")
+        missing = ffi.new("size_t *")
+        check(lib.pyexec_program_method_operators(self._handle.ptr, bname, ffi.NULL, 0, needed, missing))
+        buf = ffi.new("char[]", needed[0])
+        check(lib.pyexec_program_method_operators(self._handle.ptr, bname, buf, needed[0], needed, missing))
+        lines = ffi.string(buf).decode().splitlines()
+        return [ln.lstrip("!") for ln in lines], [ln[1:] for ln in lines if ln.startswith("!")]
+
+    def load_method(self, name: str = "forward", output_type: str = "auto") -> Method:
+        """A new, independent Method with its own planned memory, state and bindings."""
+        return Method(self, name, output_type)
+
+
+class Method:
+    """An executable instance of one method of a program."""
+
+    _handle: _MethodHandle | None = None
+
+    def __init__(self, program: Program, name: str, output_type: str = "auto") -> None:
+        if output_type not in _OUTPUT_TYPES:
+            raise InvalidArgumentError(f"output_type must be one of {', '.join(_OUTPUT_TYPES)}, got {output_type!r}")
+        bname = program._check_name(name)
+        self.meta: MethodMeta = program.method_meta(name)
+        out = ffi.new("pyexec_method **")
+        check(lib.pyexec_method_load(program._handle.ptr, bname, out))
+        self._handle = _MethodHandle(out[0], program._handle)
+        self._m = self._handle.ptr
+        self._output_type = output_type
+        self._last_kind = "numpy"
+        self._lock = threading.Lock()
+        nin, nout = len(self.meta.inputs), len(self.meta.outputs)
+        self._nin, self._nout = nin, nout
+        # One reusable C argument array; sizes arrays per tensor input.
+        self._values = ffi.new("pyexec_value[]", max(nin, 1))
+        self._sizes = [ffi.new("int64_t[]", max(len(i.sizes), 1)) if i else None for i in self.meta.inputs]
+        self._caller_inputs: list[Any] = [None] * nin  # objects the method reads in place
+        self._inputs_ready = False
+        self._bound: list[Any] = [None] * nout
+        self._bound_ptr: list[tuple[int, int] | None] = [None] * nout
+        self._alias: list[int | None] = [self._query_alias(i) for i in range(nout)]
+        self._out_value = ffi.new("pyexec_value *")
+        self._views: list[Any] = [None] * nout  # (ptr, shape, numpy view, torch view)
+
+    # ---- metadata -------------------------------------------------------
+
+    def _query_alias(self, index: int) -> int | None:
+        j = ffi.new("size_t *")
+        return int(j[0]) if lib.pyexec_method_query_alias(self._m, index, j) else None
+
+    def output_aliases_input(self, index: int) -> int | None:
+        """The input index whose value is the very same program value as output
+        `index` (decided from the program's structure; no side effects)."""
+        self._check_output_index(index)
+        return self._alias[index]
+
+    def _check_output_index(self, index: Any) -> None:
+        if not isinstance(index, int) or isinstance(index, bool):
+            raise InvalidArgumentError(f"output index must be an int, got {type(index).__name__}")
+        if not 0 <= index < self._nout:
+            raise InvalidArgumentError(
+                f"output index {index} is out of range (method '{self.meta.name}' has {self._nout} outputs)"
+            )
+
+    # ---- inputs ---------------------------------------------------------
+
+    def set_inputs(self, inputs: Sequence[Any]) -> None:
+        """Installs all inputs at once (planned: copied; unplanned: read in place)."""
+        with self._lock:
+            self._set_inputs_locked(inputs)
+
+    def _invalidate_inputs(self) -> None:
+        self._inputs_ready = False
+        lib.pyexec_method_set_inputs(self._m, ffi.NULL, 0) if self._nin else None
+
+    def _set_inputs_locked(self, inputs: Sequence[Any]) -> None:
+        try:
+            keep = self._fill_inputs(inputs)
+        except BaseException:
+            self._invalidate_inputs()
+            raise
+        st = lib.pyexec_method_set_inputs(self._m, self._values, self._nin)
+        if st:
+            self._inputs_ready = False
+            raise_status(st)
+        self._caller_inputs = keep
+        self._inputs_ready = True
+
+    def _fill_inputs(self, inputs: Sequence[Any]) -> list[Any]:
+        if isinstance(inputs, (str, bytes)) or not isinstance(inputs, Sequence):
+            raise InvalidArgumentError(f"inputs must be a sequence (list or tuple), got {type(inputs).__name__}")
+        n = len(inputs)
+        if n != self._nin:
+            raise InvalidArgumentError(
+                f"method '{self.meta.name}' takes {self._nin} input{'s' if self._nin != 1 else ''}, got {n}"
+            )
+        keep: list[Any] = [None] * n
+        first_kind = None
+        for j in range(n):
+            x = inputs[j]
+            info = self.meta.inputs[j]
+            v = self._values[j]
+            if info is None:
+                self._fill_scalar(j, x, v)
+                continue
+            d = describe(x, f"input {j}")
+            if first_kind is None:
+                first_kind = d.kind
+            if not d.cpu:
+                raise InvalidArgumentError(f"input {j} is on device {x.device}; only CPU tensors are supported")
+            if d.code is None:
+                raise InvalidArgumentError(f"input {j} has dtype {info.dtype}, tensor has {d.dtype_name}")
+            if not d.contiguous:
+                if info.is_mutated and not info.is_memory_planned:
+                    raise InvalidArgumentError(
+                        f"input {j} must be contiguous: the program writes it in place"
+                    )
+                d = contiguous_copy(d)
+            if info.is_mutated and not info.is_memory_planned and not d.writable:
+                raise InvalidArgumentError(f"input {j} is read-only, but the program writes it in place")
+            shape = d.shape
+            if len(shape) > len(info.sizes) or len(shape) > 16:
+                raise InvalidArgumentError(
+                    f"input {j} has rank {len(info.sizes)}, tensor has rank {len(shape)}"
+                )
+            sizes = self._sizes[j]
+            sizes[0 : len(shape)] = shape
+            v.kind = lib.PYEXEC_VALUE_TENSOR
+            t = v.tensor
+            t.dtype = d.code
+            t.dim = len(shape)
+            t.sizes = sizes
+            t.data = ffi.cast("void *", d.ptr) if d.kind == "torch" else d.ptr
+            t.nbytes = d.nbytes
+            keep[j] = d.obj if not info.is_memory_planned else None
+        if first_kind is not None:
+            self._last_kind = first_kind
+        elif n:
+            self._last_kind = "numpy"
+        return keep
+
+    def _fill_scalar(self, j: int, x: Any, v: Any) -> None:
+        if x is None:
+            v.kind = lib.PYEXEC_VALUE_NONE
+        elif isinstance(x, bool):
+            v.kind = lib.PYEXEC_VALUE_BOOL
+            v.b = int(x)
+        elif isinstance(x, int):
+            v.kind = lib.PYEXEC_VALUE_INT
+            v.i = x
+        elif isinstance(x, float):
+            v.kind = lib.PYEXEC_VALUE_DOUBLE
+            v.d = x
+        elif isinstance(x, (np.ndarray,)) or hasattr(x, "__dlpack__"):
+            v.kind = lib.PYEXEC_VALUE_TENSOR  # the library names the mismatch
+            v.tensor.dim = 0
+        else:
+            raise InvalidArgumentError(f"input {j}: unsupported type {type(x).__name__}")
+
+    # ---- outputs --------------------------------------------------------
+
+    def set_output(self, tensor: Any, index: int) -> None:
+        """Binds unplanned output `index` to `tensor` (None unbinds): later calls
+        write that output straight into it and return it."""
+        with self._lock:
+            self._check_output_index(index)
+            st = lib.pyexec_method_check_bindable(self._m, index)
+            if st:
+                raise_status(st)
+            if tensor is None:
+                check(lib.pyexec_method_set_output_ptr(self._m, index, ffi.NULL, 0))
+                self._bound[index] = None
+                self._bound_ptr[index] = None
+                self._views[index] = None
+                return
+            info = self.meta.outputs[index]
+            assert info is not None
+            d = describe(tensor, f"output {index}")
+            if d.code is None or _dtypes.NAMES[d.code] != info.dtype:
+                raise InvalidArgumentError(f"output {index} has dtype {info.dtype}, tensor has {d.dtype_name}")
+            if not d.cpu:
+                raise InvalidArgumentError(
+                    f"output {index}: tensor is on device {tensor.device}; only CPU tensors can be bound"
+                )
+            if not d.contiguous:
+                raise InvalidArgumentError(f"output {index}: tensor is not contiguous")
+            if not d.writable:
+                raise InvalidArgumentError(f"output {index}: tensor is read-only")
+            if d.obj is not tensor:  # read through DLPack: bind the array numpy sees
+                tensor = d.obj
+            ptr = ffi.cast("void *", d.ptr) if d.kind == "torch" else d.ptr
+            check(lib.pyexec_method_set_output_ptr(self._m, index, ptr, d.nbytes))
+            self._bound[index] = tensor
+            self._bound_ptr[index] = (int(ffi.cast("uintptr_t", ptr)), d.nbytes)
+            self._views[index] = None
+
+    def _recheck_bindings(self) -> None:
+        """A bound torch tensor's storage can be swapped by the caller
+        (resize_, set_): re-bind, which re-runs the size and overlap checks."""
+        torch = _dtypes.torch_module()
+        if torch is None:
+            return
+        for i, t in enumerate(self._bound):
+            if t is None or not isinstance(t, torch.Tensor):
+                continue
+            bp = self._bound_ptr[i]
+            if bp is not None and t.data_ptr() == bp[0] and t.nbytes == bp[1] and t.is_contiguous():
+                continue
+            if not t.is_contiguous():
+                raise InvalidArgumentError(f"output {i}: the bound tensor is no longer contiguous")
+            ptr = t.data_ptr()
+            check(lib.pyexec_method_set_output_ptr(self._m, i, ffi.cast("void *", ptr), t.nbytes))
+            self._bound_ptr[i] = (ptr, t.nbytes)
+
+    def execute(self, inputs: Sequence[Any] | None = None, clone_outputs: bool = True) -> list[Any]:
+        """Runs the method (installing `inputs` first, if given) and returns its outputs."""
+        with self._lock:
+            if inputs is not None:
+                self._set_inputs_locked(inputs)
+            if self._bound_ptr.count(None) != self._nout:
+                self._recheck_bindings()
+            st = lib.pyexec_method_execute(self._m)
+            if st:
+                raise_status(st)
+            return self._outputs_locked(clone_outputs)
+
+    def get_outputs(self, clone_outputs: bool = True) -> list[Any]:
+        """The outputs of the last execute."""
+        with self._lock:
+            return self._outputs_locked(clone_outputs)
+
+    def _kind(self) -> str:
+        return self._last_kind if self._output_type == "auto" else self._output_type
+
+    def _outputs_locked(self, clone: bool) -> list[Any]:
+        kind = self._kind()
+        result: list[Any] = []
+        ov = self._out_value
+        for i in range(self._nout):
+            bound = self._bound[i]
+            a = self._alias[i]
+            if a is not None and self._caller_inputs[a] is not None:
+                x = self._caller_inputs[a]
+                result.append(self._alias_output(x, kind, clone))
+                continue
+            check(lib.pyexec_method_get_output(self._m, i, ov))
+            k = ov.kind
+            if k != lib.PYEXEC_VALUE_TENSOR:
+                result.append(self._scalar_output(ov))
+                continue
+            t = ov.tensor
+            shape = tuple(t.sizes[0 : t.dim])
+            if bound is not None:
+                result.append(self._bound_output(bound, shape))
+                continue
+            ptr = int(ffi.cast("uintptr_t", t.data))
+            cached = self._views[i]
+            if cached is None or cached[0] != ptr or cached[1] != shape:
+                code = t.dtype
+                if kind == "numpy":
+                    check_numpy_code(code, f"output {i}")
+                nv = numpy_view(ptr, code, shape, self._handle)
+                cached = [ptr, shape, nv, None, code]
+                self._views[i] = cached
+            if kind == "torch":
+                tv = cached[3]
+                if tv is None:
+                    tv = cached[3] = to_torch(cached[2], cached[4])
+                result.append(tv.clone() if clone else tv)
+            else:
+                check_numpy_code(cached[4], f"output {i}")
+                result.append(cached[2].copy() if clone else cached[2])
+        return result
+
+    @staticmethod
+    def _scalar_output(ov: Any) -> Any:
+        k = ov.kind
+        if k == lib.PYEXEC_VALUE_INT:
+            return int(ov.i)
+        if k == lib.PYEXEC_VALUE_DOUBLE:
+            return float(ov.d)
+        if k == lib.PYEXEC_VALUE_BOOL:
+            return bool(ov.b)
+        if k == lib.PYEXEC_VALUE_STRING:
+            return ffi.unpack(ov.string.data, ov.string.size).decode("utf-8", "replace")
+        return None
+
+    @staticmethod
+    def _bound_output(bound: Any, shape: tuple[int, ...]) -> Any:
+        if tuple(bound.shape) == shape:
+            return bound
+        numel = 1
+        for s in shape:
+            numel *= s
+        return bound.reshape(-1)[:numel].reshape(shape)
+
+    @staticmethod
+    def _alias_output(x: Any, kind: str, clone: bool) -> Any:
+        torch = _dtypes.torch_module()
+        if torch is not None and isinstance(x, torch.Tensor):
+            y = x.detach().clone() if clone else x.detach()
+        else:
+            y = np.array(x, copy=True) if clone else np.asarray(x).view()
+        return as_output_type(y, kind)
+
+

@@ -1,0 +1,147 @@
+"""Tensors in and out: reading a caller's torch / numpy / DLPack tensor as
+(pointer, bytes, shape, dtype code), and making numpy / torch views over
+memory the library or the caller owns."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from . import _dtypes
+from ._errors import InvalidArgumentError, UnsupportedError
+from ._ffi import ffi
+
+
+class Described:
+    """A caller's tensor as the library sees it."""
+
+    __slots__ = ("obj", "kind", "ptr", "nbytes", "shape", "code", "contiguous", "writable", "cpu", "dtype_name")
+
+    def __init__(
+        self,
+        obj: Any,
+        kind: str,
+        ptr: Any,
+        nbytes: int,
+        shape: tuple[int, ...],
+        code: int | None,
+        contiguous: bool,
+        writable: bool,
+        cpu: bool,
+        dtype_name: str,
+    ) -> None:
+        self.obj = obj
+        self.kind = kind  # "torch" or "numpy"
+        self.ptr = ptr  # int (torch) or cffi buffer (numpy)
+        self.nbytes = nbytes
+        self.shape = shape
+        self.code = code
+        self.contiguous = contiguous
+        self.writable = writable
+        self.cpu = cpu
+        self.dtype_name = dtype_name
+
+
+def is_tensor_like(x: Any) -> bool:
+    if isinstance(x, np.ndarray):
+        return True
+    torch = _dtypes.torch_module()
+    if torch is not None and isinstance(x, torch.Tensor):
+        return True
+    return hasattr(x, "__dlpack__")
+
+
+def describe(x: Any, what: str) -> Described:
+    """Reads a tensor-like object; raises InvalidArgumentError for anything else."""
+    torch = _dtypes.torch_module()
+    if torch is not None and isinstance(x, torch.Tensor):
+        code = _dtypes.torch_maps()[0].get(x.dtype)
+        name = _dtypes.NAMES[code] if code is not None else str(x.dtype).replace("torch.", "")
+        cpu = bool(x.is_cpu)
+        return Described(
+            x, "torch", x.data_ptr() if cpu else 0, x.nbytes, tuple(x.shape), code,
+            bool(x.is_contiguous()), True, cpu, name,
+        )
+    if not isinstance(x, np.ndarray):
+        if hasattr(x, "__dlpack__"):
+            try:
+                x = np.from_dlpack(x)
+            except (BufferError, TypeError, RuntimeError, ValueError) as exc:
+                raise InvalidArgumentError(f"{what}: cannot read the object through DLPack ({exc})") from None
+        else:
+            raise InvalidArgumentError(
+                f"{what}: expected a torch.Tensor, numpy.ndarray or an object with __dlpack__, "
+                f"got {type(x).__name__}"
+            )
+    code = _dtypes.CODE_BY_NUMPY.get(x.dtype)
+    name = _dtypes.NAMES[code] if code is not None else str(x.dtype)
+    contiguous = bool(x.flags.c_contiguous)
+    ptr: Any = None
+    if contiguous:
+        ptr = ffi.from_buffer(x) if x.size else ffi.NULL
+    return Described(x, "numpy", ptr, x.nbytes, x.shape, code, contiguous, bool(x.flags.writeable), True, name)
+
+
+def contiguous_copy(d: Described) -> Described:
+    """A contiguous copy of a described tensor (staging)."""
+    if d.kind == "torch":
+        return describe(d.obj.contiguous(), "")
+    return describe(np.ascontiguousarray(d.obj), "")
+
+
+class _Memory:
+    """Exposes a raw block to numpy while keeping its owner alive: arrays made
+    from it hold this object as their base, and it holds the owner."""
+
+    __slots__ = ("__array_interface__", "_owner")
+
+    def __init__(self, ptr: int, nbytes: int, owner: Any) -> None:
+        self.__array_interface__ = {
+            "data": (ptr, False),
+            "shape": (nbytes,),
+            "typestr": "|u1",
+            "version": 3,
+        }
+        self._owner = owner
+
+
+def numpy_view(ptr: int, code: int, shape: tuple[int, ...], owner: Any) -> np.ndarray:
+    """A numpy array over `ptr` (numel elements of dtype `code`), keeping
+    `owner` alive while the array (or any view of it) lives."""
+    storage = _dtypes.NUMPY_STORAGE[code]
+    numel = 1
+    for s in shape:
+        numel *= s
+    if numel == 0 or ptr == 0:
+        return np.empty(shape, dtype=storage)
+    raw = np.asarray(_Memory(ptr, numel * storage.itemsize, owner))
+    return raw.view(storage).reshape(shape)
+
+
+def to_torch(arr: np.ndarray, code: int) -> Any:
+    import torch
+
+    t = torch.from_numpy(arr)
+    if code == 15:
+        t = t.view(torch.bfloat16)
+    return t
+
+
+def check_numpy_code(code: int, what: str) -> None:
+    if code == 15:
+        raise UnsupportedError(f"{what} is bfloat16, which numpy cannot represent; use output_type='torch'")
+
+
+def as_output_type(x: Any, output_type: str) -> Any:
+    """A caller's tensor seen as the requested output type, sharing memory."""
+    torch = _dtypes.torch_module()
+    if output_type == "torch":
+        if torch is not None and isinstance(x, torch.Tensor):
+            return x
+        import torch as _torch
+
+        return _torch.from_numpy(np.asarray(x))
+    if torch is not None and isinstance(x, torch.Tensor):
+        return x.numpy()
+    return np.asarray(x)
