@@ -14,7 +14,6 @@ from . import _dtypes
 from ._errors import InvalidArgumentError, check, raise_status
 from ._ffi import ffi, lib
 from ._tensors import (
-
     as_output_type,
     check_numpy_code,
     contiguous_copy,
@@ -190,7 +189,7 @@ class Method:
         self._nin, self._nout = nin, nout
         # One reusable C argument array; sizes arrays per tensor input.
         self._values = ffi.new("pyexec_value[]", max(nin, 1))
-        self._sizes = [ffi.new("int64_t[]", max(len(i.sizes), 1)) if i else None for i in self.meta.inputs]
+        self._sizes: list[Any] = [ffi.new("int64_t[]", max(len(i.sizes), 1)) if i else None for i in self.meta.inputs]
         self._caller_inputs: list[Any] = [None] * nin  # objects the method reads in place
         self._inputs_ready = False
         self._bound: list[Any] = [None] * nout
@@ -232,18 +231,22 @@ class Method:
 
     def _set_inputs_locked(self, inputs: Sequence[Any]) -> None:
         try:
-            keep = self._fill_inputs(inputs)
+            keep, staged = self._fill_inputs(inputs)
         except BaseException:
             self._invalidate_inputs()
             raise
         st = lib.pyexec_method_set_inputs(self._m, self._values, self._nin)
+        del staged  # planned inputs (and their staged copies) were copied by the call
         if st:
             self._inputs_ready = False
             raise_status(st)
         self._caller_inputs = keep
         self._inputs_ready = True
 
-    def _fill_inputs(self, inputs: Sequence[Any]) -> list[Any]:
+    def _fill_inputs(self, inputs: Sequence[Any]) -> tuple[list[Any], list[Any]]:
+        """Fills the C argument array. Returns the objects the method will read
+        in place (kept until the next successful set_inputs) and every object
+        whose memory the array points to (kept until the C call returns)."""
         if isinstance(inputs, (str, bytes)) or not isinstance(inputs, Sequence):
             raise InvalidArgumentError(f"inputs must be a sequence (list or tuple), got {type(inputs).__name__}")
         n = len(inputs)
@@ -252,6 +255,7 @@ class Method:
                 f"method '{self.meta.name}' takes {self._nin} input{'s' if self._nin != 1 else ''}, got {n}"
             )
         keep: list[Any] = [None] * n
+        staged: list[Any] = [None] * n
         first_kind = None
         for j in range(n):
             x = inputs[j]
@@ -289,12 +293,13 @@ class Method:
             t.sizes = sizes
             t.data = ffi.cast("void *", d.ptr) if d.kind == "torch" else d.ptr
             t.nbytes = d.nbytes
+            staged[j] = d
             keep[j] = d.obj if not info.is_memory_planned else None
         if first_kind is not None:
             self._last_kind = first_kind
         elif n:
             self._last_kind = "numpy"
-        return keep
+        return keep, staged
 
     def _fill_scalar(self, j: int, x: Any, v: Any) -> None:
         if x is None:

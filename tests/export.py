@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 
-def export_program(
+def export_manager(
     module: torch.nn.Module,
     inputs: tuple[Any, ...],
     *,
@@ -20,14 +20,18 @@ def export_program(
     alloc_graph_output: bool = True,
     reinplace: bool = False,
     strict_ir: bool = True,
-) -> bytes:
-    """Exports `module` with executorch's exporter and returns the .pte bytes."""
+) -> Any:
+    """Exports `module` with executorch's exporter (on copies of `inputs`) and
+    returns the ExecutorchProgramManager."""
     from executorch.exir import EdgeCompileConfig, ExecutorchBackendConfig, to_edge
     from executorch.exir.passes import MemoryPlanningPass
 
-    with warnings.catch_warnings():
+    args = tuple(x.clone() if isinstance(x, torch.Tensor) else x for x in inputs)
+    # no_grad: to_executorch re-traces in-place updates of user inputs on fake
+    # tensors, which autograd refuses when parameters require grad.
+    with warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore")
-        ep = torch.export.export(module, inputs, dynamic_shapes=dynamic_shapes, strict=False)
+        ep = torch.export.export(module, args, dynamic_shapes=dynamic_shapes, strict=False)
         edge = to_edge(ep, compile_config=EdgeCompileConfig(_check_ir_validity=strict_ir))
         config = ExecutorchBackendConfig(
             memory_planning_pass=MemoryPlanningPass(
@@ -35,7 +39,12 @@ def export_program(
             ),
             run_reinplace_pass=reinplace,
         )
-        return bytes(edge.to_executorch(config).buffer)
+        return edge.to_executorch(config)
+
+
+def export_program(module: torch.nn.Module, inputs: tuple[Any, ...], **kwargs: Any) -> bytes:
+    """Exports `module` (see export_manager) and returns the .pte bytes."""
+    return bytes(export_manager(module, inputs, **kwargs).buffer)
 
 
 def run_with_executorch(pte: bytes, inputs: Sequence[Any]) -> list[Any]:

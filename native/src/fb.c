@@ -124,7 +124,9 @@ bool px_fb_vector(const px_fb_table *t, int slot, size_t elsize, px_fb_vec *out)
 static bool string_at(const uint8_t *buf, size_t len, size_t target, const char **s,
                       uint32_t *n) {
   px_fb_vec v;
-  if (!vector_at(buf, len, target, 1, &v)) return false;
+  /* As flatbuffers' verifier: the terminating NUL must be inside the buffer. */
+  if (!vector_at(buf, len, target, 1, &v) || v.pos + v.count >= len || buf[v.pos + v.count] != 0)
+    return false;
   *s = (const char *)buf + v.pos;
   *n = v.count;
   return true;

@@ -1,0 +1,862 @@
+/*
+ * conv.c - convolution (1-D and 2-D, grouped, depthwise, transposed), pooling
+ * (max with indices, average, adaptive average) and 2-D upsampling (nearest,
+ * bilinear).
+ *
+ * float32 convolution goes through the shared GEMM (gemm.h): im2col into
+ * scratch (or the input itself for 1x1 / stride 1 / no padding), direct loops
+ * for depthwise, GEMM + col2im for transposed. Other dtypes use plain loops on
+ * operands widened to double (floating) or 64-bit wrap-around integers.
+ * 1-D operators arrive as 2-D ones with a height of 1 (the exporter inserts
+ * the unsqueeze), and 1-D convolution is run as 2-D with a 1-row kernel.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "../kernel.h"
+#include "gemm.h"
+
+typedef float v8f __attribute__((vector_size(32)));
+typedef float v8f_u __attribute__((vector_size(32), aligned(4), may_alias));
+#define v8_load(p) (*(const v8f_u *)(p))
+#define v8_store(p, v) (*(v8f_u *)(p) = (v))
+
+/* y[0..n) += a * x[0..n) */
+static inline void axpy_f32(int64_t n, float a, const float *x, float *y) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) v8_store(y + i, v8_load(y + i) + a * v8_load(x + i));
+  for (; i < n; i++) y[i] += a * x[i];
+}
+
+static int same_dtype(px_ctx *ctx, const px_tensor *a, const char *an, const px_tensor *b,
+                      const char *bn) {
+  if (a->dtype != b->dtype)
+    return px_fail(ctx, "%s has dtype %s but %s has dtype %s", an, px_dtype_name(a->dtype), bn,
+                   px_dtype_name(b->dtype));
+  return 0;
+}
+
+/* Reads a per-spatial-dim parameter list (length 1 is broadcast; length 0
+ * takes `dflt`, used for pooling strides) into v[0..nsp). */
+static int spatial_param(px_ctx *ctx, px_value *list, int nsp, const char *what,
+                         const int64_t *dflt, int64_t *v) {
+  const int64_t *p = px_intlist(list);
+  uint32_t n = list->u.il.n;
+  if (n == 0 && dflt) {
+    for (int k = 0; k < nsp; k++) v[k] = dflt[k];
+    return 0;
+  }
+  if (n != 1 && n != (uint32_t)nsp)
+    return px_fail(ctx, "%s must have 1 or %d values, got %u", what, nsp, n);
+  for (int k = 0; k < nsp; k++) v[k] = p[n == 1 ? 0 : k];
+  return 0;
+}
+
+/* ======================================================================== */
+/* convolution                                                               */
+/* ======================================================================== */
+
+typedef struct conv_geom {
+  int64_t N, Cin, H, W;      /* input */
+  int64_t Cout, KH, KW;      /* output channels, kernel */
+  int64_t OH, OW;            /* output spatial */
+  int64_t sh, sw, ph, pw, dh, dw, oph, opw;
+  int64_t G, Cin_g, Cout_g;  /* groups, channels per group */
+} conv_geom;
+
+/* Unfolds one group of one image: col[(c*KH + ki)*KW + kj][oh*OW + ow]. */
+static void im2col_f32(const conv_geom *g, const float *in, float *col) {
+  int64_t HW = g->H * g->W, OHW = g->OH * g->OW;
+  for (int64_t c = 0; c < g->Cin_g; c++) {
+    const float *plane = in + c * HW;
+    for (int64_t ki = 0; ki < g->KH; ki++)
+      for (int64_t kj = 0; kj < g->KW; kj++) {
+        float *row = col + ((c * g->KH + ki) * g->KW + kj) * OHW;
+        /* ow range whose input column is inside [0, W) */
+        int64_t off = kj * g->dw - g->pw;
+        int64_t lo = off >= 0 ? 0 : (-off + g->sw - 1) / g->sw;
+        int64_t hi = g->W - off <= 0 ? 0 : (g->W - off - 1) / g->sw + 1;
+        if (hi > g->OW) hi = g->OW;
+        if (lo > hi) lo = hi;
+        for (int64_t oh = 0; oh < g->OH; oh++) {
+          float *dst = row + oh * g->OW;
+          int64_t ih = oh * g->sh - g->ph + ki * g->dh;
+          if (ih < 0 || ih >= g->H) {
+            memset(dst, 0, sizeof(float) * (size_t)g->OW);
+            continue;
+          }
+          const float *src = plane + ih * g->W + off;
+          for (int64_t ow = 0; ow < lo; ow++) dst[ow] = 0.0f;
+          if (g->sw == 1)
+            memcpy(dst + lo, src + lo, sizeof(float) * (size_t)(hi - lo));
+          else
+            for (int64_t ow = lo; ow < hi; ow++) dst[ow] = src[ow * g->sw];
+          for (int64_t ow = hi; ow < g->OW; ow++) dst[ow] = 0.0f;
+        }
+      }
+  }
+}
+
+/* Folds one group of one image back (transposed convolution): out[c][oh][ow]
+ * += col[(c*KH + ki)*KW + kj][ih*W + iw] with oh = ih*sh - ph + ki*dh. */
+static void col2im_f32(const conv_geom *g, const float *col, float *out) {
+  int64_t HW = g->H * g->W, OHW = g->OH * g->OW;
+  for (int64_t c = 0; c < g->Cout_g; c++) {
+    float *plane = out + c * OHW;
+    for (int64_t ki = 0; ki < g->KH; ki++)
+      for (int64_t kj = 0; kj < g->KW; kj++) {
+        const float *row = col + ((c * g->KH + ki) * g->KW + kj) * HW;
+        int64_t off = kj * g->dw - g->pw; /* ow = iw*sw + off */
+        int64_t lo = off >= 0 ? 0 : (-off + g->sw - 1) / g->sw;
+        int64_t hi = g->OW - off <= 0 ? 0 : (g->OW - off - 1) / g->sw + 1;
+        if (hi > g->W) hi = g->W;
+        if (lo > hi) lo = hi;
+        for (int64_t ih = 0; ih < g->H; ih++) {
+          int64_t oh = ih * g->sh - g->ph + ki * g->dh;
+          if (oh < 0 || oh >= g->OH) continue;
+          float *dst = plane + oh * g->OW + off;
+          const float *src = row + ih * g->W;
+          if (g->sw == 1)
+            axpy_f32(hi - lo, 1.0f, src + lo, dst + lo);
+          else
+            for (int64_t iw = lo; iw < hi; iw++) dst[iw * g->sw] += src[iw];
+        }
+      }
+  }
+}
+
+/* Depthwise (one input channel per group): direct loops. */
+static void depthwise_f32(const conv_geom *g, const float *in, const float *w, const float *bias,
+                          float *out) {
+  int64_t HW = g->H * g->W, OHW = g->OH * g->OW;
+  for (int64_t n = 0; n < g->N; n++)
+    for (int64_t oc = 0; oc < g->Cout; oc++) {
+      const float *plane = in + (n * g->Cin + oc / g->Cout_g) * HW;
+      float *o = out + (n * g->Cout + oc) * OHW;
+      float b = bias ? bias[oc] : 0.0f;
+      for (int64_t k = 0; k < OHW; k++) o[k] = b;
+      const float *wk = w + oc * g->KH * g->KW;
+      for (int64_t ki = 0; ki < g->KH; ki++)
+        for (int64_t kj = 0; kj < g->KW; kj++) {
+          float wv = wk[ki * g->KW + kj];
+          int64_t off = kj * g->dw - g->pw;
+          int64_t lo = off >= 0 ? 0 : (-off + g->sw - 1) / g->sw;
+          int64_t hi = g->W - off <= 0 ? 0 : (g->W - off - 1) / g->sw + 1;
+          if (hi > g->OW) hi = g->OW;
+          if (lo > hi) lo = hi;
+          for (int64_t oh = 0; oh < g->OH; oh++) {
+            int64_t ih = oh * g->sh - g->ph + ki * g->dh;
+            if (ih < 0 || ih >= g->H) continue;
+            const float *src = plane + ih * g->W + off;
+            float *dst = o + oh * g->OW;
+            if (g->sw == 1)
+              axpy_f32(hi - lo, wv, src + lo, dst + lo);
+            else
+              for (int64_t ow = lo; ow < hi; ow++) dst[ow] += wv * src[ow * g->sw];
+          }
+        }
+    }
+}
+
+static int conv_f32(px_ctx *ctx, const conv_geom *g, bool transposed, const float *in,
+                    const float *w, const float *bias, float *out) {
+  int64_t HW = g->H * g->W, OHW = g->OH * g->OW;
+  int64_t kk = g->KH * g->KW;
+  if (!transposed) {
+    if (g->Cin_g == 1 && kk > 1) {
+      depthwise_f32(g, in, w, bias, out);
+      return 0;
+    }
+    int64_t K = g->Cin_g * kk;
+    bool direct = kk == 1 && g->sh == 1 && g->sw == 1 && g->ph == 0 && g->pw == 0;
+    float *col = NULL;
+    if (!direct) {
+      col = px_scratch(ctx, sizeof(float) * (size_t)(K * OHW));
+      if (!col) return PYEXEC_ERR_EXECUTION;
+    }
+    void *work = px_scratch(ctx, px_gemm_f32_work_size(g->Cout_g, OHW, K));
+    if (!work) return PYEXEC_ERR_EXECUTION;
+    for (int64_t n = 0; n < g->N; n++)
+      for (int64_t gi = 0; gi < g->G; gi++) {
+        const float *x = in + (n * g->Cin + gi * g->Cin_g) * HW;
+        float *o = out + (n * g->Cout + gi * g->Cout_g) * OHW;
+        const float *B = x;
+        if (!direct) {
+          im2col_f32(g, x, col);
+          B = col;
+        }
+        if (bias)
+          for (int64_t c = 0; c < g->Cout_g; c++) {
+            float b = bias[gi * g->Cout_g + c];
+            for (int64_t k = 0; k < OHW; k++) o[c * OHW + k] = b;
+          }
+        int rc = px_gemm_f32(ctx, work, g->Cout_g, OHW, K, 1.0f, w + gi * g->Cout_g * K, K, 1, B,
+                             OHW, 1, bias ? 1.0f : 0.0f, o, OHW);
+        if (rc) return rc;
+      }
+    return 0;
+  }
+  /* transposed: weight is [Cin, Cout_g, KH, KW] */
+  int64_t R = g->Cout_g * kk; /* rows of col */
+  float *col = px_scratch(ctx, sizeof(float) * (size_t)(R * HW));
+  void *work = px_scratch(ctx, px_gemm_f32_work_size(R, HW, g->Cin_g));
+  if (!col || !work) return PYEXEC_ERR_EXECUTION;
+  for (int64_t n = 0; n < g->N; n++) {
+    for (int64_t c = 0; c < g->Cout; c++) {
+      float b = bias ? bias[c] : 0.0f;
+      float *o = out + (n * g->Cout + c) * OHW;
+      for (int64_t k = 0; k < OHW; k++) o[k] = b;
+    }
+    for (int64_t gi = 0; gi < g->G; gi++) {
+      const float *x = in + (n * g->Cin + gi * g->Cin_g) * HW;
+      const float *wg = w + gi * g->Cin_g * R;
+      /* col[R, HW] = wg^T [R, Cin_g] @ x [Cin_g, HW] */
+      int rc = px_gemm_f32(ctx, work, R, HW, g->Cin_g, 1.0f, wg, 1, R, x, HW, 1, 0.0f, col, HW);
+      if (rc) return rc;
+      col2im_f32(g, col, out + (n * g->Cout + gi * g->Cout_g) * OHW);
+    }
+  }
+  return 0;
+}
+
+/* Naive loops for the other dtypes, on widened copies (ACC = double or
+ * uint64_t). in/w/bias/out are contiguous arrays of ACC. */
+#define DEFINE_CONV_NAIVE(NAME, ACC)                                                          \
+  static void NAME(const conv_geom *g, bool transposed, const ACC *in, const ACC *w,         \
+                   const ACC *bias, ACC *out) {                                              \
+    int64_t HW = g->H * g->W, OHW = g->OH * g->OW, kk = g->KH * g->KW;                       \
+    if (!transposed) {                                                                       \
+      for (int64_t n = 0; n < g->N; n++)                                                     \
+        for (int64_t oc = 0; oc < g->Cout; oc++) {                                           \
+          int64_t gi = oc / g->Cout_g;                                                       \
+          for (int64_t oh = 0; oh < g->OH; oh++)                                             \
+            for (int64_t ow = 0; ow < g->OW; ow++) {                                         \
+              ACC acc = bias ? bias[oc] : (ACC)0;                                            \
+              for (int64_t c = 0; c < g->Cin_g; c++) {                                       \
+                const ACC *plane = in + (n * g->Cin + gi * g->Cin_g + c) * HW;               \
+                const ACC *wk = w + (oc * g->Cin_g + c) * kk;                                \
+                for (int64_t ki = 0; ki < g->KH; ki++) {                                     \
+                  int64_t ih = oh * g->sh - g->ph + ki * g->dh;                              \
+                  if (ih < 0 || ih >= g->H) continue;                                        \
+                  for (int64_t kj = 0; kj < g->KW; kj++) {                                   \
+                    int64_t iw = ow * g->sw - g->pw + kj * g->dw;                            \
+                    if (iw < 0 || iw >= g->W) continue;                                      \
+                    acc += plane[ih * g->W + iw] * wk[ki * g->KW + kj];                      \
+                  }                                                                          \
+                }                                                                            \
+              }                                                                              \
+              out[(n * g->Cout + oc) * OHW + oh * g->OW + ow] = acc;                         \
+            }                                                                                \
+        }                                                                                    \
+      return;                                                                                \
+    }                                                                                        \
+    for (int64_t n = 0; n < g->N; n++)                                                       \
+      for (int64_t oc = 0; oc < g->Cout; oc++)                                               \
+        for (int64_t k = 0; k < OHW; k++)                                                    \
+          out[(n * g->Cout + oc) * OHW + k] = bias ? bias[oc] : (ACC)0;                      \
+    for (int64_t n = 0; n < g->N; n++)                                                       \
+      for (int64_t ic = 0; ic < g->Cin; ic++) {                                              \
+        int64_t gi = ic / g->Cin_g;                                                          \
+        for (int64_t ih = 0; ih < g->H; ih++)                                                \
+          for (int64_t iw = 0; iw < g->W; iw++) {                                            \
+            ACC v = in[(n * g->Cin + ic) * HW + ih * g->W + iw];                             \
+            for (int64_t c = 0; c < g->Cout_g; c++) {                                        \
+              const ACC *wk = w + (ic * g->Cout_g + c) * kk;                                 \
+              ACC *plane = out + (n * g->Cout + gi * g->Cout_g + c) * OHW;                   \
+              for (int64_t ki = 0; ki < g->KH; ki++) {                                       \
+                int64_t oh = ih * g->sh - g->ph + ki * g->dh;                                \
+                if (oh < 0 || oh >= g->OH) continue;                                         \
+                for (int64_t kj = 0; kj < g->KW; kj++) {                                     \
+                  int64_t ow = iw * g->sw - g->pw + kj * g->dw;                              \
+                  if (ow < 0 || ow >= g->OW) continue;                                       \
+                  plane[oh * g->OW + ow] += v * wk[ki * g->KW + kj];                         \
+                }                                                                            \
+              }                                                                              \
+            }                                                                                \
+          }                                                                                  \
+      }                                                                                      \
+  }
+
+DEFINE_CONV_NAIVE(conv_naive_f64, double)
+DEFINE_CONV_NAIVE(conv_naive_u64, uint64_t)
+
+/* aten::convolution.out(Tensor input, Tensor weight, Tensor? bias,
+ *   SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed,
+ *   SymInt[] output_padding, SymInt groups, *, Tensor(a!) out) */
+static int k_convolution(px_ctx *ctx, px_value *const *args) {
+  px_tensor *in = args[0]->u.t, *w = args[1]->u.t, *out = args[9]->u.t;
+  px_tensor *bias = args[2]->tag == PX_V_NONE ? NULL : args[2]->u.t;
+  bool transposed = args[6]->u.b;
+  int64_t groups = args[8]->u.i;
+  int rc;
+  /* ---- dtypes and ranks ---- */
+  if (in->dim != 3 && in->dim != 4)
+    return px_fail(ctx, "input must be 3-D or 4-D (batched 1-D or 2-D convolution), got %d dims",
+                   in->dim);
+  if (w->dim != in->dim)
+    return px_fail(ctx, "weight has %d dims but input has %d", w->dim, in->dim);
+  if (out->dim != in->dim)
+    return px_fail(ctx, "out has %d dims but input has %d", out->dim, in->dim);
+  if ((rc = same_dtype(ctx, w, "weight", in, "input"))) return rc;
+  if ((rc = same_dtype(ctx, out, "out", in, "input"))) return rc;
+  if (bias && (rc = same_dtype(ctx, bias, "bias", in, "input"))) return rc;
+  if (in->dtype == PX_BOOL || !px_dtype_supported(in->dtype))
+    return px_fail(ctx, "dtype %s is not supported", px_dtype_name(in->dtype));
+  if ((rc = px_require_contiguous(ctx, in, "input")) ||
+      (rc = px_require_contiguous(ctx, w, "weight")) ||
+      (rc = px_require_contiguous(ctx, out, "out")) ||
+      (bias && (rc = px_require_contiguous(ctx, bias, "bias"))))
+    return rc;
+  /* ---- parameters ---- */
+  int nsp = in->dim - 2;
+  int64_t st[2], pd[2], dl[2], op[2];
+  if ((rc = spatial_param(ctx, args[3], nsp, "stride", NULL, st)) ||
+      (rc = spatial_param(ctx, args[4], nsp, "padding", NULL, pd)) ||
+      (rc = spatial_param(ctx, args[5], nsp, "dilation", NULL, dl)))
+    return rc;
+  if (transposed) {
+    if ((rc = spatial_param(ctx, args[7], nsp, "output_padding", NULL, op))) return rc;
+  } else {
+    op[0] = op[1] = 0;
+  }
+  if (groups <= 0) return px_fail(ctx, "groups must be positive, got %lld", (long long)groups);
+  for (int k = 0; k < nsp; k++) {
+    if (st[k] <= 0) return px_fail(ctx, "stride must be positive, got %lld", (long long)st[k]);
+    if (dl[k] <= 0)
+      return px_fail(ctx, "dilation must be positive, got %lld", (long long)dl[k]);
+    if (pd[k] < 0) return px_fail(ctx, "padding must be non-negative, got %lld", (long long)pd[k]);
+    if (op[k] < 0 || (transposed && op[k] >= st[k] && op[k] >= dl[k]))
+      return px_fail(ctx, "output_padding %lld must be non-negative and smaller than stride "
+                     "(%lld) or dilation (%lld)", (long long)op[k], (long long)st[k],
+                     (long long)dl[k]);
+  }
+  conv_geom g;
+  g.N = in->sizes[0];
+  g.Cin = in->sizes[1];
+  g.H = nsp == 2 ? in->sizes[2] : 1;
+  g.W = in->sizes[in->dim - 1];
+  g.KH = nsp == 2 ? w->sizes[2] : 1;
+  g.KW = w->sizes[w->dim - 1];
+  g.sh = nsp == 2 ? st[0] : 1;
+  g.sw = st[nsp - 1];
+  g.ph = nsp == 2 ? pd[0] : 0;
+  g.pw = pd[nsp - 1];
+  g.dh = nsp == 2 ? dl[0] : 1;
+  g.dw = dl[nsp - 1];
+  g.oph = nsp == 2 ? op[0] : 0;
+  g.opw = op[nsp - 1];
+  g.G = groups;
+  if (g.Cin % groups)
+    return px_fail(ctx, "input channels (%lld) are not divisible by groups (%lld)",
+                   (long long)g.Cin, (long long)groups);
+  g.Cin_g = g.Cin / groups;
+  if (!transposed) {
+    g.Cout = w->sizes[0];
+    if (g.Cout % groups)
+      return px_fail(ctx, "output channels (%lld) are not divisible by groups (%lld)",
+                     (long long)g.Cout, (long long)groups);
+    g.Cout_g = g.Cout / groups;
+    if (w->sizes[1] != g.Cin_g)
+      return px_fail(ctx, "weight expects %lld input channels per group, input has %lld",
+                     (long long)w->sizes[1], (long long)g.Cin_g);
+  } else {
+    if (w->sizes[0] != g.Cin)
+      return px_fail(ctx, "transposed weight has %lld input channels, input has %lld",
+                     (long long)w->sizes[0], (long long)g.Cin);
+    g.Cout_g = w->sizes[1];
+    g.Cout = g.Cout_g * groups;
+  }
+  if (bias && (bias->dim != 1 || bias->sizes[0] != g.Cout))
+    return px_fail(ctx, "bias must have shape [%lld], got %d dims with %lld elements",
+                   (long long)g.Cout, bias->dim, (long long)bias->numel);
+  int64_t spat_in[2] = {g.H, g.W}, ks[2] = {g.KH, g.KW}, s2[2] = {g.sh, g.sw},
+          p2[2] = {g.ph, g.pw}, d2[2] = {g.dh, g.dw}, o2[2] = {g.oph, g.opw}, osp[2];
+  for (int k = 0; k < 2; k++) {
+    int64_t eff = d2[k] * (ks[k] - 1) + 1;
+    if (!transposed) {
+      if (spat_in[k] + 2 * p2[k] < eff)
+        return px_fail(ctx, "input size %lld (padded %lld) is smaller than the dilated kernel "
+                       "size %lld", (long long)spat_in[k], (long long)(spat_in[k] + 2 * p2[k]),
+                       (long long)eff);
+      osp[k] = (spat_in[k] + 2 * p2[k] - eff) / s2[k] + 1;
+    } else {
+      osp[k] = (spat_in[k] - 1) * s2[k] - 2 * p2[k] + eff + o2[k];
+      if (osp[k] <= 0)
+        return px_fail(ctx, "computed output size %lld is not positive", (long long)osp[k]);
+    }
+  }
+  g.OH = osp[0];
+  g.OW = osp[1];
+  int64_t os[4] = {g.N, g.Cout, g.OH, g.OW};
+  if (nsp == 1) os[2] = g.OW;
+  if ((rc = px_resize(ctx, out, in->dim, os))) return rc;
+  if (out->numel == 0) return 0;
+  /* ---- compute ---- */
+  if (in->dtype == PX_F32)
+    return conv_f32(ctx, &g, transposed, in->data, w->data, bias ? bias->data : NULL, out->data);
+  bool fl = px_is_floating(in->dtype);
+  int wide = fl ? PX_F64 : PX_I64;
+  void *xi = px_scratch(ctx, 8 * (size_t)(in->numel + 1));
+  void *xw = px_scratch(ctx, 8 * (size_t)(w->numel + 1));
+  void *xb = bias ? px_scratch(ctx, 8 * (size_t)(bias->numel + 1)) : NULL;
+  void *xo = px_scratch(ctx, 8 * (size_t)out->numel);
+  if (!xi || !xw || (bias && !xb) || !xo) return PYEXEC_ERR_EXECUTION;
+  px_convert(xi, wide, in->data, in->dtype, in->numel);
+  px_convert(xw, wide, w->data, w->dtype, w->numel);
+  if (bias) px_convert(xb, wide, bias->data, bias->dtype, bias->numel);
+  if (fl)
+    conv_naive_f64(&g, transposed, xi, xw, xb, xo);
+  else
+    conv_naive_u64(&g, transposed, xi, xw, xb, xo);
+  px_convert(out->data, out->dtype, xo, wide, out->numel);
+  return 0;
+}
+
+/* ======================================================================== */
+/* pooling                                                                   */
+/* ======================================================================== */
+
+typedef struct pool_geom {
+  int64_t planes, H, W, OH, OW;
+  int64_t kh, kw, sh, sw, ph, pw, dh, dw;
+} pool_geom;
+
+static int64_t pool_out_size(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil) {
+  int64_t num = in + 2 * p - d * (k - 1) - 1 + (ceil ? s - 1 : 0);
+  int64_t o = (num >= 0 ? num / s : -((-num + s - 1) / s)) + 1;
+  if (ceil && (o - 1) * s >= in + p) o--;
+  return o;
+}
+
+/* Shared checks of max_pool2d / avg_pool2d: input rank, kernel, stride,
+ * padding, dilation, output size; resizes `out` (and `out2`). */
+static int pool_setup(px_ctx *ctx, const px_tensor *in, px_value *kernel, px_value *stride,
+                      px_value *padding, px_value *dilation, bool ceil, px_tensor *out,
+                      px_tensor *out2, pool_geom *g) {
+  int rc;
+  if (in->dim != 3 && in->dim != 4)
+    return px_fail(ctx, "input must be 3-D or 4-D, got %d dims", in->dim);
+  if (out->dim != in->dim || (out2 && out2->dim != in->dim))
+    return px_fail(ctx, "outputs must have the input's rank (%d)", in->dim);
+  int64_t k[2], s[2], p[2], d[2] = {1, 1};
+  if ((rc = spatial_param(ctx, kernel, 2, "kernel_size", NULL, k))) return rc;
+  if ((rc = spatial_param(ctx, stride, 2, "stride", k, s))) return rc;
+  if ((rc = spatial_param(ctx, padding, 2, "padding", NULL, p))) return rc;
+  if (dilation && (rc = spatial_param(ctx, dilation, 2, "dilation", NULL, d))) return rc;
+  int64_t hw[2] = {in->sizes[in->dim - 2], in->sizes[in->dim - 1]}, o[2];
+  for (int i = 0; i < 2; i++) {
+    if (k[i] <= 0 || s[i] <= 0 || d[i] <= 0)
+      return px_fail(ctx, "kernel_size (%lld), stride (%lld) and dilation (%lld) must be "
+                     "positive", (long long)k[i], (long long)s[i], (long long)d[i]);
+    if (p[i] < 0 || p[i] > k[i] / 2)
+      return px_fail(ctx, "padding %lld must be non-negative and at most half the kernel size "
+                     "%lld", (long long)p[i], (long long)k[i]);
+    o[i] = pool_out_size(hw[i], k[i], s[i], p[i], d[i], ceil);
+    if (o[i] < 1 || hw[i] < 1)
+      return px_fail(ctx, "input size %lld with kernel %lld, padding %lld and dilation %lld "
+                     "gives output size %lld", (long long)hw[i], (long long)k[i],
+                     (long long)p[i], (long long)d[i], (long long)o[i]);
+  }
+  int64_t os[4];
+  memcpy(os, in->sizes, sizeof(int64_t) * (size_t)in->dim);
+  os[in->dim - 2] = o[0];
+  os[in->dim - 1] = o[1];
+  if ((rc = px_resize(ctx, out, in->dim, os))) return rc;
+  if (out2 && (rc = px_resize(ctx, out2, in->dim, os))) return rc;
+  g->planes = px_prod(in->sizes, 0, in->dim - 2);
+  g->H = hw[0];
+  g->W = hw[1];
+  g->OH = o[0];
+  g->OW = o[1];
+  g->kh = k[0];
+  g->kw = k[1];
+  g->sh = s[0];
+  g->sw = s[1];
+  g->ph = p[0];
+  g->pw = p[1];
+  g->dh = d[0];
+  g->dw = d[1];
+  return 0;
+}
+
+/* Max pooling for one dtype: T elements compared as C; NaN wins (and a later
+ * NaN replaces an earlier one), ties keep the first position, as in torch. */
+#define DEFINE_MAXPOOL(NAME, T, C, LOAD, LOWEST)                                             \
+  static void NAME(const pool_geom *g, const void *inp, void *outp, int64_t *idx) {         \
+    const T *in = inp;                                                                       \
+    T *out = outp;                                                                           \
+    for (int64_t pl = 0; pl < g->planes; pl++) {                                             \
+      const T *plane = in + pl * g->H * g->W;                                                \
+      for (int64_t oh = 0; oh < g->OH; oh++) {                                               \
+        int64_t h0 = oh * g->sh - g->ph, h1 = h0 + (g->kh - 1) * g->dh + 1;                  \
+        if (h1 > g->H) h1 = g->H;                                                            \
+        while (h0 < 0) h0 += g->dh;                                                          \
+        for (int64_t ow = 0; ow < g->OW; ow++) {                                             \
+          int64_t w0 = ow * g->sw - g->pw, w1 = w0 + (g->kw - 1) * g->dw + 1;                \
+          if (w1 > g->W) w1 = g->W;                                                          \
+          while (w0 < 0) w0 += g->dw;                                                        \
+          int64_t best = h0 * g->W + w0;                                                     \
+          C bv = LOWEST;                                                                     \
+          for (int64_t ih = h0; ih < h1; ih += g->dh)                                        \
+            for (int64_t iw = w0; iw < w1; iw += g->dw) {                                    \
+              C v = LOAD(plane[ih * g->W + iw]);                                             \
+              if (v > bv || v != v) {                                                        \
+                bv = v;                                                                      \
+                best = ih * g->W + iw;                                                       \
+              }                                                                              \
+            }                                                                                \
+          int64_t o = (pl * g->OH + oh) * g->OW + ow;                                        \
+          out[o] = plane[best < g->H * g->W ? best : 0];                                     \
+          idx[o] = best;                                                                     \
+        }                                                                                    \
+      }                                                                                      \
+    }                                                                                        \
+  }
+
+#define LOAD_SAME(x) (x)
+#define LOAD_HALF(x) px_half_to_float(x)
+#define LOAD_BF16(x) px_bf16_to_float(x)
+DEFINE_MAXPOOL(maxpool_f32, float, float, LOAD_SAME, -INFINITY)
+DEFINE_MAXPOOL(maxpool_f64, double, double, LOAD_SAME, -INFINITY)
+DEFINE_MAXPOOL(maxpool_f16, uint16_t, float, LOAD_HALF, -INFINITY)
+DEFINE_MAXPOOL(maxpool_bf16, uint16_t, float, LOAD_BF16, -INFINITY)
+DEFINE_MAXPOOL(maxpool_i64, int64_t, int64_t, LOAD_SAME, INT64_MIN)
+DEFINE_MAXPOOL(maxpool_i32, int32_t, int32_t, LOAD_SAME, INT32_MIN)
+DEFINE_MAXPOOL(maxpool_i16, int16_t, int16_t, LOAD_SAME, INT16_MIN)
+DEFINE_MAXPOOL(maxpool_i8, int8_t, int8_t, LOAD_SAME, INT8_MIN)
+DEFINE_MAXPOOL(maxpool_u8, uint8_t, uint8_t, LOAD_SAME, 0)
+
+/* aten::max_pool2d_with_indices.out(Tensor self, int[2] kernel_size,
+ *   int[2] stride=[], int[2] padding=0, int[2] dilation=1, bool ceil_mode=False,
+ *   *, Tensor(a!) out, Tensor(b!) indices) -> (Tensor(a!), Tensor(b!)) */
+static int k_max_pool2d_with_indices(px_ctx *ctx, px_value *const *args) {
+  px_tensor *in = args[0]->u.t, *out = args[6]->u.t, *ind = args[7]->u.t;
+  int rc;
+  if ((rc = same_dtype(ctx, out, "out", in, "self"))) return rc;
+  if ((rc = px_require_dtype(ctx, ind, PX_I64, "indices"))) return rc;
+  if ((rc = px_require_contiguous(ctx, in, "self")) ||
+      (rc = px_require_contiguous(ctx, out, "out")) ||
+      (rc = px_require_contiguous(ctx, ind, "indices")))
+    return rc;
+  pool_geom g;
+  if ((rc = pool_setup(ctx, in, args[1], args[2], args[3], args[4], args[5]->u.b, out, ind, &g)))
+    return rc;
+  if (out->numel == 0) return 0;
+  int64_t *ix = ind->data;
+  switch (in->dtype) {
+    case PX_F32: maxpool_f32(&g, in->data, out->data, ix); break;
+    case PX_F64: maxpool_f64(&g, in->data, out->data, ix); break;
+    case PX_F16: maxpool_f16(&g, in->data, out->data, ix); break;
+    case PX_BF16: maxpool_bf16(&g, in->data, out->data, ix); break;
+    case PX_I64: maxpool_i64(&g, in->data, out->data, ix); break;
+    case PX_I32: maxpool_i32(&g, in->data, out->data, ix); break;
+    case PX_I16: maxpool_i16(&g, in->data, out->data, ix); break;
+    case PX_I8: maxpool_i8(&g, in->data, out->data, ix); break;
+    case PX_U8: maxpool_u8(&g, in->data, out->data, ix); break;
+    default: return px_fail(ctx, "dtype %s is not supported", px_dtype_name(in->dtype));
+  }
+  return 0;
+}
+
+/* aten::avg_pool2d.out(Tensor self, int[2] kernel_size, int[2] stride=[],
+ *   int[2] padding=0, bool ceil_mode=False, bool count_include_pad=True,
+ *   int? divisor_override=None, *, Tensor(a!) out) */
+static int k_avg_pool2d(px_ctx *ctx, px_value *const *args) {
+  px_tensor *in = args[0]->u.t, *out = args[7]->u.t;
+  bool include_pad = args[5]->u.b;
+  bool has_div = args[6]->tag != PX_V_NONE;
+  int64_t divisor = has_div ? args[6]->u.i : 0;
+  int rc;
+  if ((rc = same_dtype(ctx, out, "out", in, "self"))) return rc;
+  if (in->dtype == PX_BOOL || !px_dtype_supported(in->dtype))
+    return px_fail(ctx, "dtype %s is not supported", px_dtype_name(in->dtype));
+  if (has_div && divisor == 0) return px_fail(ctx, "divisor_override must be non-zero");
+  if ((rc = px_require_contiguous(ctx, in, "self")) ||
+      (rc = px_require_contiguous(ctx, out, "out")))
+    return rc;
+  pool_geom g;
+  if ((rc = pool_setup(ctx, in, args[1], args[2], args[3], NULL, args[4]->u.b, out, NULL, &g)))
+    return rc;
+  if (out->numel == 0) return 0;
+  bool fl = px_is_floating(in->dtype);
+  for (int64_t pl = 0; pl < g.planes; pl++) {
+    int64_t base = pl * g.H * g.W;
+    for (int64_t oh = 0; oh < g.OH; oh++) {
+      int64_t h0 = oh * g.sh - g.ph, h1 = h0 + g.kh;
+      if (h1 > g.H + g.ph) h1 = g.H + g.ph;
+      for (int64_t ow = 0; ow < g.OW; ow++) {
+        int64_t w0 = ow * g.sw - g.pw, w1 = w0 + g.kw;
+        if (w1 > g.W + g.pw) w1 = g.W + g.pw;
+        int64_t pool = (h1 - h0) * (w1 - w0);
+        int64_t a0 = h0 < 0 ? 0 : h0, a1 = h1 > g.H ? g.H : h1;
+        int64_t b0 = w0 < 0 ? 0 : w0, b1 = w1 > g.W ? g.W : w1;
+        int64_t o = (pl * g.OH + oh) * g.OW + ow;
+        if (a0 >= a1 || b0 >= b1) {
+          px_store_d(out->data, out->dtype, o, 0.0);
+          continue;
+        }
+        int64_t div = has_div ? divisor : include_pad ? pool : (a1 - a0) * (b1 - b0);
+        if (in->dtype == PX_F32) {
+          const float *p = (const float *)in->data + base;
+          float s = 0.0f;
+          for (int64_t ih = a0; ih < a1; ih++)
+            for (int64_t iw = b0; iw < b1; iw++) s += p[ih * g.W + iw];
+          ((float *)out->data)[o] = s / (float)div;
+        } else if (fl) {
+          double s = 0.0;
+          for (int64_t ih = a0; ih < a1; ih++)
+            for (int64_t iw = b0; iw < b1; iw++) s += px_load_d(in->data, in->dtype, base + ih * g.W + iw);
+          px_store_d(out->data, out->dtype, o, s / (double)div);
+        } else {
+          int64_t s = 0;
+          for (int64_t ih = a0; ih < a1; ih++)
+            for (int64_t iw = b0; iw < b1; iw++)
+              s = (int64_t)((uint64_t)s + (uint64_t)px_load_i(in->data, in->dtype, base + ih * g.W + iw));
+          px_store_i(out->data, out->dtype, o, (div == -1 && s == INT64_MIN) ? s : s / div);
+        }
+      }
+    }
+  }
+  return 0;
+}
+
+/* aten::_adaptive_avg_pool2d.out(Tensor self, SymInt[2] output_size, *,
+ *   Tensor(a!) out) */
+static int k_adaptive_avg_pool2d(px_ctx *ctx, px_value *const *args) {
+  px_tensor *in = args[0]->u.t, *out = args[2]->u.t;
+  int rc;
+  if (in->dim != 3 && in->dim != 4)
+    return px_fail(ctx, "input must be 3-D or 4-D, got %d dims", in->dim);
+  if (out->dim != in->dim)
+    return px_fail(ctx, "out has %d dims but input has %d", out->dim, in->dim);
+  if ((rc = same_dtype(ctx, out, "out", in, "self"))) return rc;
+  if (!px_is_floating(in->dtype))
+    return px_fail(ctx, "dtype %s is not supported (floating types only)",
+                   px_dtype_name(in->dtype));
+  if (args[1]->u.il.n != 2)
+    return px_fail(ctx, "output_size must have 2 values, got %u", args[1]->u.il.n);
+  const int64_t *osz = px_intlist(args[1]);
+  if (osz[0] < 0 || osz[1] < 0)
+    return px_fail(ctx, "output_size [%lld, %lld] must be non-negative", (long long)osz[0],
+                   (long long)osz[1]);
+  for (int k = 1; k < in->dim; k++)
+    if (in->sizes[k] == 0)
+      return px_fail(ctx, "input has a zero-sized non-batch dimension %d", k);
+  if ((rc = px_require_contiguous(ctx, in, "self")) ||
+      (rc = px_require_contiguous(ctx, out, "out")))
+    return rc;
+  int64_t os[4];
+  memcpy(os, in->sizes, sizeof(int64_t) * (size_t)in->dim);
+  os[in->dim - 2] = osz[0];
+  os[in->dim - 1] = osz[1];
+  if ((rc = px_resize(ctx, out, in->dim, os))) return rc;
+  if (out->numel == 0) return 0;
+  int64_t planes = px_prod(in->sizes, 0, in->dim - 2);
+  int64_t H = in->sizes[in->dim - 2], W = in->sizes[in->dim - 1], OH = osz[0], OW = osz[1];
+  for (int64_t pl = 0; pl < planes; pl++)
+    for (int64_t oh = 0; oh < OH; oh++) {
+      int64_t h0 = (oh * H) / OH, h1 = ((oh + 1) * H + OH - 1) / OH;
+      for (int64_t ow = 0; ow < OW; ow++) {
+        int64_t w0 = (ow * W) / OW, w1 = ((ow + 1) * W + OW - 1) / OW;
+        int64_t o = (pl * OH + oh) * OW + ow, cnt = (h1 - h0) * (w1 - w0);
+        if (in->dtype == PX_F32) {
+          const float *p = (const float *)in->data + pl * H * W;
+          float s = 0.0f;
+          for (int64_t ih = h0; ih < h1; ih++)
+            for (int64_t iw = w0; iw < w1; iw++) s += p[ih * W + iw];
+          ((float *)out->data)[o] = s / (float)cnt;
+        } else {
+          double s = 0.0;
+          for (int64_t ih = h0; ih < h1; ih++)
+            for (int64_t iw = w0; iw < w1; iw++) s += px_load_d(in->data, in->dtype, pl * H * W + ih * W + iw);
+          px_store_d(out->data, out->dtype, o, s / (double)cnt);
+        }
+      }
+    }
+  return 0;
+}
+
+/* ======================================================================== */
+/* upsampling                                                                */
+/* ======================================================================== */
+
+/* Output size and per-dim scale for the .vec overloads: exactly one of
+ * output_size (args[osz]) and scale_factors (args[sf]) is given. scale[k] is
+ * the scale_factor given (0 when the output size was given). */
+static int upsample_setup(px_ctx *ctx, const px_tensor *in, px_value *osz_v, px_value *sf_v,
+                          px_tensor *out, int64_t *oh, int64_t *ow, double *scale) {
+  int rc;
+  if (in->dim != 4) return px_fail(ctx, "input must be 4-D, got %d dims", in->dim);
+  if (out->dim != 4) return px_fail(ctx, "out must be 4-D, got %d dims", out->dim);
+  if ((rc = same_dtype(ctx, out, "out", in, "input"))) return rc;
+  bool has_o = osz_v->tag != PX_V_NONE, has_s = sf_v->tag != PX_V_NONE;
+  if (has_o == has_s)
+    return px_fail(ctx, "exactly one of output_size and scale_factors must be given");
+  int64_t H = in->sizes[2], W = in->sizes[3];
+  if (has_o) {
+    if (osz_v->u.il.n != 2)
+      return px_fail(ctx, "output_size must have 2 values, got %u", osz_v->u.il.n);
+    const int64_t *o = px_intlist(osz_v);
+    *oh = o[0];
+    *ow = o[1];
+    scale[0] = scale[1] = 0.0;
+  } else {
+    if (sf_v->u.dl.n != 2)
+      return px_fail(ctx, "scale_factors must have 2 values, got %u", sf_v->u.dl.n);
+    scale[0] = sf_v->u.dl.vals[0];
+    scale[1] = sf_v->u.dl.vals[1];
+    *oh = (int64_t)floor((double)H * scale[0]);
+    *ow = (int64_t)floor((double)W * scale[1]);
+  }
+  if (*oh <= 0 || *ow <= 0)
+    return px_fail(ctx, "output size [%lld, %lld] must be positive", (long long)*oh,
+                   (long long)*ow);
+  if (H <= 0 || W <= 0)
+    return px_fail(ctx, "input spatial size [%lld, %lld] must be positive", (long long)H,
+                   (long long)W);
+  if ((rc = px_require_contiguous(ctx, in, "input")) ||
+      (rc = px_require_contiguous(ctx, out, "out")))
+    return rc;
+  int64_t os[4] = {in->sizes[0], in->sizes[1], *oh, *ow};
+  return px_resize(ctx, out, 4, os);
+}
+
+/* torch's compute_scales_value<float>: 1/scale_factor when given, else in/out */
+static float scale_value(double sf, int64_t in, int64_t out) {
+  return sf > 0 ? (float)(1.0 / sf) : (float)in / (float)out;
+}
+
+static int64_t nearest_src(int64_t dst, int64_t in, int64_t out, double sf) {
+  if (out == in) return dst;
+  if (out == 2 * in) return dst >> 1;
+  float s = scale_value(sf, in, out);
+  int64_t v = (int64_t)floorf((float)dst * s);
+  return v < in - 1 ? v : in - 1;
+}
+
+/* aten::upsample_nearest2d.vec_out(Tensor input, SymInt[]? output_size,
+ *   float[]? scale_factors, *, Tensor(a!) out) */
+static int k_upsample_nearest2d(px_ctx *ctx, px_value *const *args) {
+  px_tensor *in = args[0]->u.t, *out = args[3]->u.t;
+  int64_t OH, OW;
+  double sf[2];
+  int rc = upsample_setup(ctx, in, args[1], args[2], out, &OH, &OW, sf);
+  if (rc) return rc;
+  if (out->numel == 0) return 0;
+  int64_t H = in->sizes[2], W = in->sizes[3], planes = in->sizes[0] * in->sizes[1];
+  int64_t *wi = px_scratch(ctx, sizeof(int64_t) * (size_t)OW);
+  if (!wi) return PYEXEC_ERR_EXECUTION;
+  for (int64_t ow = 0; ow < OW; ow++) wi[ow] = nearest_src(ow, W, OW, sf[1]);
+  size_t es = px_elsize(in->dtype);
+  for (int64_t pl = 0; pl < planes; pl++)
+    for (int64_t oh = 0; oh < OH; oh++) {
+      int64_t ih = nearest_src(oh, H, OH, sf[0]);
+      int64_t src = (pl * H + ih) * W, dst = (pl * OH + oh) * OW;
+      switch (es) {
+        case 4: {
+          const uint32_t *s = (const uint32_t *)in->data + src;
+          uint32_t *d = (uint32_t *)out->data + dst;
+          for (int64_t ow = 0; ow < OW; ow++) d[ow] = s[wi[ow]];
+          break;
+        }
+        case 8: {
+          const uint64_t *s = (const uint64_t *)in->data + src;
+          uint64_t *d = (uint64_t *)out->data + dst;
+          for (int64_t ow = 0; ow < OW; ow++) d[ow] = s[wi[ow]];
+          break;
+        }
+        case 2: {
+          const uint16_t *s = (const uint16_t *)in->data + src;
+          uint16_t *d = (uint16_t *)out->data + dst;
+          for (int64_t ow = 0; ow < OW; ow++) d[ow] = s[wi[ow]];
+          break;
+        }
+        default: {
+          const uint8_t *s = (const uint8_t *)in->data + src;
+          uint8_t *d = (uint8_t *)out->data + dst;
+          for (int64_t ow = 0; ow < OW; ow++) d[ow] = s[wi[ow]];
+          break;
+        }
+      }
+    }
+  return 0;
+}
+
+/* Source index and weights of linear interpolation along one dim. */
+static void linear_coeffs(int64_t in, int64_t out, bool align, double sf, int64_t *i0,
+                          int64_t *i1, float *l1) {
+  float scale = align ? (out > 1 ? (float)(in - 1) / (float)(out - 1) : 0.0f)
+                      : scale_value(sf, in, out);
+  for (int64_t d = 0; d < out; d++) {
+    float src = align ? scale * (float)d : scale * ((float)d + 0.5f) - 0.5f;
+    if (!align && src < 0) src = 0;
+    int64_t a = (int64_t)src;
+    if (a > in - 1) a = in - 1;
+    float l = src - (float)a;
+    if (l < 0) l = 0;
+    if (l > 1) l = 1;
+    i0[d] = a;
+    i1[d] = a + (a < in - 1 ? 1 : 0);
+    l1[d] = l;
+  }
+}
+
+/* aten::upsample_bilinear2d.vec_out(Tensor input, SymInt[]? output_size,
+ *   bool align_corners, float[]? scale_factors, *, Tensor(a!) out) */
+static int k_upsample_bilinear2d(px_ctx *ctx, px_value *const *args) {
+  px_tensor *in = args[0]->u.t, *out = args[4]->u.t;
+  bool align = args[2]->u.b;
+  int64_t OH, OW;
+  double sf[2];
+  if (!px_is_floating(in->dtype))
+    return px_fail(ctx, "dtype %s is not supported (floating types only)",
+                   px_dtype_name(in->dtype));
+  int rc = upsample_setup(ctx, in, args[1], args[3], out, &OH, &OW, sf);
+  if (rc) return rc;
+  if (out->numel == 0) return 0;
+  int64_t H = in->sizes[2], W = in->sizes[3], planes = in->sizes[0] * in->sizes[1];
+  int64_t *hi0 = px_scratch(ctx, sizeof(int64_t) * (size_t)OH);
+  int64_t *hi1 = px_scratch(ctx, sizeof(int64_t) * (size_t)OH);
+  int64_t *wi0 = px_scratch(ctx, sizeof(int64_t) * (size_t)OW);
+  int64_t *wi1 = px_scratch(ctx, sizeof(int64_t) * (size_t)OW);
+  float *hl = px_scratch(ctx, sizeof(float) * (size_t)OH);
+  float *wl = px_scratch(ctx, sizeof(float) * (size_t)OW);
+  if (!hi0 || !hi1 || !wi0 || !wi1 || !hl || !wl) return PYEXEC_ERR_EXECUTION;
+  linear_coeffs(H, OH, align, sf[0], hi0, hi1, hl);
+  linear_coeffs(W, OW, align, sf[1], wi0, wi1, wl);
+  for (int64_t pl = 0; pl < planes; pl++)
+    for (int64_t oh = 0; oh < OH; oh++) {
+      float h1 = hl[oh], h0 = 1.0f - h1;
+      int64_t r0 = (pl * H + hi0[oh]) * W, r1 = (pl * H + hi1[oh]) * W;
+      int64_t dst = (pl * OH + oh) * OW;
+      if (in->dtype == PX_F32) {
+        const float *x = in->data;
+        float *o = (float *)out->data + dst;
+        for (int64_t ow = 0; ow < OW; ow++) {
+          float w1 = wl[ow], w0 = 1.0f - w1;
+          o[ow] = h0 * (w0 * x[r0 + wi0[ow]] + w1 * x[r0 + wi1[ow]]) +
+                  h1 * (w0 * x[r1 + wi0[ow]] + w1 * x[r1 + wi1[ow]]);
+        }
+      } else {
+        for (int64_t ow = 0; ow < OW; ow++) {
+          double w1 = wl[ow], w0 = 1.0 - w1;
+          double v = h0 * (w0 * px_load_d(in->data, in->dtype, r0 + wi0[ow]) +
+                           w1 * px_load_d(in->data, in->dtype, r0 + wi1[ow])) +
+                     h1 * (w0 * px_load_d(in->data, in->dtype, r1 + wi0[ow]) +
+                           w1 * px_load_d(in->data, in->dtype, r1 + wi1[ow]));
+          px_store_d(out->data, out->dtype, dst + ow, v);
+        }
+      }
+    }
+  return 0;
+}
+
+const px_kernel_def px_kernels_conv[] = {
+    {"aten::convolution.out", "TTtLLLBLIT|T", k_convolution},
+    {"aten::max_pool2d_with_indices.out", "TLLLLBTT|X", k_max_pool2d_with_indices},
+    {"aten::avg_pool2d.out", "TLLLBBiT|T", k_avg_pool2d},
+    {"aten::_adaptive_avg_pool2d.out", "TLT|T", k_adaptive_avg_pool2d},
+    {"aten::upsample_nearest2d.vec_out", "TlfT|T", k_upsample_nearest2d},
+    {"aten::upsample_bilinear2d.vec_out", "TlBfT|T", k_upsample_bilinear2d},
+    {NULL, NULL, NULL},
+};

@@ -1,0 +1,29 @@
+/*
+ * gemm.h - the float32 matrix multiply shared by the kernel families
+ * (private; implemented in linalg.c).
+ */
+#ifndef PX_GEMM_H
+#define PX_GEMM_H
+
+#include "../kernel.h"
+
+/* Bytes of packing workspace px_gemm_f32 needs for an M x N x K product. */
+size_t px_gemm_f32_work_size(int64_t M, int64_t N, int64_t K);
+
+/* C = alpha * A @ B + beta * C for float32 matrices.
+ *
+ * A is M x K with element (i, k) at A[i * rsa + k * csa]; B is K x N with
+ * element (k, j) at B[k * rsb + j * csb] (any strides, so transposed operands
+ * cost nothing); C is M x N, row-major with row stride ldc.
+ * beta == 0 writes C without reading it (NaN or Inf already in C do not
+ * propagate), as torch's addmm does.
+ *
+ * work: NULL, or at least px_gemm_f32_work_size(M, N, K) bytes, 64-byte
+ * aligned (callers that multiply in a loop take it once from px_scratch and
+ * pass it to every call); NULL takes it from px_scratch on each call.
+ * Returns 0, or px_fail's status when scratch memory runs out. */
+int px_gemm_f32(px_ctx *ctx, void *work, int64_t M, int64_t N, int64_t K, float alpha,
+                const float *A, int64_t rsa, int64_t csa, const float *B, int64_t rsb,
+                int64_t csb, float beta, float *C, int64_t ldc);
+
+#endif /* PX_GEMM_H */

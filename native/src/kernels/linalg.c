@@ -1,0 +1,713 @@
+/*
+ * linalg.c - matrix products (mm, bmm, addmm), pairwise distances (cdist) and
+ * embedding lookups, plus the cache-blocked float32 GEMM (gemm.h) that
+ * convolution reuses.
+ *
+ * The GEMM follows the usual Goto/BLIS structure: B is packed in KC x NC
+ * blocks into NR-wide column panels, A in MC x KC blocks into MR-high row
+ * panels, and a register-tiled micro-kernel multiplies one MR x NR tile. On
+ * x86-64 machines with AVX2 and FMA (checked at run time) a 6 x 16 micro-kernel
+ * written with intrinsics is used; elsewhere a portable 4 x 8 one written with
+ * GCC vector extensions.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "../kernel.h"
+#include "gemm.h"
+
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#include <immintrin.h>
+#define PX_X86_KERNELS 1
+#else
+#define PX_X86_KERNELS 0
+#endif
+
+/* ======================================================================== */
+/* float32 GEMM                                                              */
+/* ======================================================================== */
+
+#define GEMM_MC 120  /* rows of A per packed block (multiple of 6 and 4) */
+#define GEMM_KC 256  /* most depth per packed block */
+#define GEMM_NC 4096 /* columns of B per packed block (multiple of 16 and 8) */
+#define GEMM_MR_MAX 6
+#define GEMM_NR_MAX 16
+
+typedef float v4f __attribute__((vector_size(16)));
+typedef float v8f __attribute__((vector_size(32)));
+/* Unaligned, aliasing views for loads and stores through float pointers. */
+typedef float v4f_u __attribute__((vector_size(16), aligned(4), may_alias));
+typedef float v8f_u __attribute__((vector_size(32), aligned(4), may_alias));
+#define v4_load(p) (*(const v4f_u *)(p))
+#define v4_store(p, v) (*(v4f_u *)(p) = (v))
+#define v8_load(p) (*(const v8f_u *)(p))
+#define v8_store(p, v) (*(v8f_u *)(p) = (v))
+
+typedef void (*ukr_fn)(int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
+                       float alpha, float beta, int mr, int nr);
+
+/* Writes alpha * acc (+ beta * C) for the top-left mr x nr part of a tile
+ * held row-major in acc with row length ld. */
+static void tile_store(const float *acc, int ld, float *c, int64_t ldc, float alpha, float beta,
+                       int mr, int nr) {
+  for (int i = 0; i < mr; i++) {
+    float *cr = c + i * ldc;
+    const float *ar = acc + i * ld;
+    if (beta == 0.0f)
+      for (int j = 0; j < nr; j++) cr[j] = alpha * ar[j];
+    else
+      for (int j = 0; j < nr; j++) cr[j] = alpha * ar[j] + beta * cr[j];
+  }
+}
+
+/* Portable 4 x 8 micro-kernel: a is packed 4 per k, b 8 per k. */
+static void ukr_4x8(int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
+                    float alpha, float beta, int mr, int nr) {
+  v4f c00 = {0}, c01 = {0}, c10 = {0}, c11 = {0}, c20 = {0}, c21 = {0}, c30 = {0}, c31 = {0};
+  for (int64_t p = 0; p < kc; p++) {
+    v4f b0 = v4_load(b), b1 = v4_load(b + 4);
+    c00 += a[0] * b0;
+    c01 += a[0] * b1;
+    c10 += a[1] * b0;
+    c11 += a[1] * b1;
+    c20 += a[2] * b0;
+    c21 += a[2] * b1;
+    c30 += a[3] * b0;
+    c31 += a[3] * b1;
+    a += 4;
+    b += 8;
+  }
+  float t[4 * 8] __attribute__((aligned(32)));
+  v4_store(t + 0, c00);
+  v4_store(t + 4, c01);
+  v4_store(t + 8, c10);
+  v4_store(t + 12, c11);
+  v4_store(t + 16, c20);
+  v4_store(t + 20, c21);
+  v4_store(t + 24, c30);
+  v4_store(t + 28, c31);
+  tile_store(t, 8, c, ldc, alpha, beta, mr, nr);
+}
+
+#if PX_X86_KERNELS
+/* 6 x 16 AVX2/FMA micro-kernel: a is packed 6 per k, b 16 per k. */
+__attribute__((target("avx2,fma"))) static void ukr_6x16_avx2(int64_t kc, const float *a,
+                                                              const float *b, float *c,
+                                                              int64_t ldc, float alpha,
+                                                              float beta, int mr, int nr) {
+  __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps();
+  __m256 c10 = _mm256_setzero_ps(), c11 = _mm256_setzero_ps();
+  __m256 c20 = _mm256_setzero_ps(), c21 = _mm256_setzero_ps();
+  __m256 c30 = _mm256_setzero_ps(), c31 = _mm256_setzero_ps();
+  __m256 c40 = _mm256_setzero_ps(), c41 = _mm256_setzero_ps();
+  __m256 c50 = _mm256_setzero_ps(), c51 = _mm256_setzero_ps();
+  for (int64_t p = 0; p < kc; p++) {
+    __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
+    __m256 av = _mm256_broadcast_ss(a + 0);
+    c00 = _mm256_fmadd_ps(av, b0, c00);
+    c01 = _mm256_fmadd_ps(av, b1, c01);
+    av = _mm256_broadcast_ss(a + 1);
+    c10 = _mm256_fmadd_ps(av, b0, c10);
+    c11 = _mm256_fmadd_ps(av, b1, c11);
+    av = _mm256_broadcast_ss(a + 2);
+    c20 = _mm256_fmadd_ps(av, b0, c20);
+    c21 = _mm256_fmadd_ps(av, b1, c21);
+    av = _mm256_broadcast_ss(a + 3);
+    c30 = _mm256_fmadd_ps(av, b0, c30);
+    c31 = _mm256_fmadd_ps(av, b1, c31);
+    av = _mm256_broadcast_ss(a + 4);
+    c40 = _mm256_fmadd_ps(av, b0, c40);
+    c41 = _mm256_fmadd_ps(av, b1, c41);
+    av = _mm256_broadcast_ss(a + 5);
+    c50 = _mm256_fmadd_ps(av, b0, c50);
+    c51 = _mm256_fmadd_ps(av, b1, c51);
+    a += 6;
+    b += 16;
+  }
+  if (mr == 6 && nr == 16) {
+    __m256 va = _mm256_set1_ps(alpha);
+    __m256 acc[12] = {c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51};
+    if (beta == 0.0f) {
+      for (int i = 0; i < 6; i++) {
+        _mm256_storeu_ps(c + i * ldc, _mm256_mul_ps(va, acc[2 * i]));
+        _mm256_storeu_ps(c + i * ldc + 8, _mm256_mul_ps(va, acc[2 * i + 1]));
+      }
+    } else if (beta == 1.0f) {
+      for (int i = 0; i < 6; i++) {
+        float *cr = c + i * ldc;
+        _mm256_storeu_ps(cr, _mm256_fmadd_ps(va, acc[2 * i], _mm256_loadu_ps(cr)));
+        _mm256_storeu_ps(cr + 8, _mm256_fmadd_ps(va, acc[2 * i + 1], _mm256_loadu_ps(cr + 8)));
+      }
+    } else {
+      __m256 vb = _mm256_set1_ps(beta);
+      for (int i = 0; i < 6; i++) {
+        float *cr = c + i * ldc;
+        _mm256_storeu_ps(cr, _mm256_fmadd_ps(va, acc[2 * i],
+                                             _mm256_mul_ps(vb, _mm256_loadu_ps(cr))));
+        _mm256_storeu_ps(cr + 8, _mm256_fmadd_ps(va, acc[2 * i + 1],
+                                                 _mm256_mul_ps(vb, _mm256_loadu_ps(cr + 8))));
+      }
+    }
+    return;
+  }
+  float t[6 * 16] __attribute__((aligned(32)));
+  _mm256_store_ps(t + 0, c00);
+  _mm256_store_ps(t + 8, c01);
+  _mm256_store_ps(t + 16, c10);
+  _mm256_store_ps(t + 24, c11);
+  _mm256_store_ps(t + 32, c20);
+  _mm256_store_ps(t + 40, c21);
+  _mm256_store_ps(t + 48, c30);
+  _mm256_store_ps(t + 56, c31);
+  _mm256_store_ps(t + 64, c40);
+  _mm256_store_ps(t + 72, c41);
+  _mm256_store_ps(t + 80, c50);
+  _mm256_store_ps(t + 88, c51);
+  tile_store(t, 16, c, ldc, alpha, beta, mr, nr);
+}
+#endif
+
+typedef struct gemm_arch {
+  int mr, nr;
+  ukr_fn ukr;
+  bool avx2;
+} gemm_arch;
+
+static gemm_arch gemm_select(void) {
+  gemm_arch g = {4, 8, ukr_4x8, false};
+#if PX_X86_KERNELS
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+    g.mr = 6;
+    g.nr = 16;
+    g.ukr = ukr_6x16_avx2;
+    g.avx2 = true;
+  }
+#endif
+  return g;
+}
+
+/* Packs rows [0, mc) x depth [0, kc) of A into mr-high panels, k-major,
+ * zero-padding the last panel. */
+static void pack_a(int64_t mc, int64_t kc, const float *A, int64_t rsa, int64_t csa, int mr,
+                   float *pa) {
+  for (int64_t i0 = 0; i0 < mc; i0 += mr) {
+    int m = (int)(mc - i0 < mr ? mc - i0 : mr);
+    if (csa == 1) {
+      for (int i = 0; i < m; i++) {
+        const float *src = A + (i0 + i) * rsa;
+        for (int64_t p = 0; p < kc; p++) pa[p * mr + i] = src[p];
+      }
+    } else {
+      for (int64_t p = 0; p < kc; p++) {
+        const float *src = A + i0 * rsa + p * csa;
+        for (int i = 0; i < m; i++) pa[p * mr + i] = src[i * rsa];
+      }
+    }
+    for (int i = m; i < mr; i++)
+      for (int64_t p = 0; p < kc; p++) pa[p * mr + i] = 0.0f;
+    pa += (int64_t)mr * kc;
+  }
+}
+
+/* Packs depth [0, kc) x columns [0, nc) of B into nr-wide panels, k-major,
+ * zero-padding the last panel. */
+static void pack_b(int64_t kc, int64_t nc, const float *B, int64_t rsb, int64_t csb, int nr,
+                   float *pb) {
+  for (int64_t j0 = 0; j0 < nc; j0 += nr) {
+    int n = (int)(nc - j0 < nr ? nc - j0 : nr);
+    if (csb == 1) {
+      for (int64_t p = 0; p < kc; p++) {
+        float *dst = pb + p * nr;
+        memcpy(dst, B + p * rsb + j0, sizeof(float) * (size_t)n);
+        for (int j = n; j < nr; j++) dst[j] = 0.0f;
+      }
+    } else {
+      for (int j = 0; j < n; j++) {
+        const float *src = B + (j0 + j) * csb;
+        for (int64_t p = 0; p < kc; p++) pb[p * nr + j] = src[p * rsb];
+      }
+      for (int64_t p = 0; p < kc; p++)
+        for (int j = n; j < nr; j++) pb[p * nr + j] = 0.0f;
+    }
+    pb += (int64_t)nr * kc;
+  }
+}
+
+/* C = beta * C (beta == 0: zeros, without reading C). */
+static void scale_rows(int64_t M, int64_t N, float beta, float *C, int64_t ldc) {
+  for (int64_t i = 0; i < M; i++) {
+    float *cr = C + i * ldc;
+    if (beta == 0.0f)
+      memset(cr, 0, sizeof(float) * (size_t)N);
+    else if (beta != 1.0f)
+      for (int64_t j = 0; j < N; j++) cr[j] *= beta;
+  }
+}
+
+/* Small-M products with a row-major B (csb == 1): each row of C is built as a
+ * sum of scaled rows of B, streaming B once per row of A without packing.
+ * Stamped out twice: portable, and compiled for AVX2 (same source). */
+#define DEFINE_ROWS_KERNEL(NAME, ATTR)                                                       \
+  ATTR static void NAME(int64_t M, int64_t N, int64_t K, float alpha, const float *A,      \
+                        int64_t rsa, int64_t csa, const float *B, int64_t rsb, float *C,   \
+                        int64_t ldc) {                                                     \
+    for (int64_t i = 0; i < M; i++) {                                                      \
+      float *cr = C + i * ldc;                                                             \
+      const float *ar = A + i * rsa;                                                       \
+      int64_t k = 0;                                                                       \
+      for (; k + 1 < K; k += 2) {                                                          \
+        float s0 = alpha * ar[k * csa], s1 = alpha * ar[(k + 1) * csa];                    \
+        const float *b0 = B + k * rsb, *b1 = b0 + rsb;                                     \
+        int64_t j = 0;                                                                     \
+        for (; j + 8 <= N; j += 8)                                                         \
+          v8_store(cr + j, v8_load(cr + j) + s0 * v8_load(b0 + j) + s1 * v8_load(b1 + j)); \
+        for (; j < N; j++) cr[j] = cr[j] + s0 * b0[j] + s1 * b1[j];                        \
+      }                                                                                    \
+      for (; k < K; k++) {                                                                 \
+        float s0 = alpha * ar[k * csa];                                                    \
+        const float *b0 = B + k * rsb;                                                     \
+        int64_t j = 0;                                                                     \
+        for (; j + 8 <= N; j += 8) v8_store(cr + j, v8_load(cr + j) + s0 * v8_load(b0 + j)); \
+        for (; j < N; j++) cr[j] = cr[j] + s0 * b0[j];                                     \
+      }                                                                                    \
+    }                                                                                      \
+  }
+
+DEFINE_ROWS_KERNEL(gemm_rows, )
+#if PX_X86_KERNELS
+DEFINE_ROWS_KERNEL(gemm_rows_avx2, __attribute__((target("avx2,fma"))))
+#endif
+
+/* Small-M products with a column-major B (rsb == 1): dot products. */
+static void gemm_dots(int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+                      int64_t rsa, int64_t csa, const float *B, int64_t csb, float *C,
+                      int64_t ldc) {
+  for (int64_t i = 0; i < M; i++) {
+    const float *ar = A + i * rsa;
+    for (int64_t j = 0; j < N; j++) {
+      const float *bc = B + j * csb;
+      v8f acc = {0};
+      int64_t k = 0;
+      if (csa == 1)
+        for (; k + 8 <= K; k += 8) acc += v8_load(ar + k) * v8_load(bc + k);
+      float s = 0.0f;
+      for (int l = 0; l < 8; l++) s += acc[l];
+      for (; k < K; k++) s += ar[k * csa] * bc[k];
+      C[i * ldc + j] += alpha * s;
+    }
+  }
+}
+
+size_t px_gemm_f32_work_size(int64_t M, int64_t N, int64_t K) {
+  if (M <= 0 || N <= 0 || K <= 0) return 64;
+  int64_t kc = K < GEMM_KC ? K : GEMM_KC;
+  int64_t mc = M < GEMM_MC ? M : GEMM_MC;
+  int64_t nc = N < GEMM_NC ? N : GEMM_NC;
+  int64_t floats = (mc + GEMM_MR_MAX) * kc + kc * (nc + GEMM_NR_MAX);
+  return (size_t)floats * sizeof(float) + 128;
+}
+
+int px_gemm_f32(px_ctx *ctx, void *work, int64_t M, int64_t N, int64_t K, float alpha,
+                const float *A, int64_t rsa, int64_t csa, const float *B, int64_t rsb,
+                int64_t csb, float beta, float *C, int64_t ldc) {
+  if (M <= 0 || N <= 0) return 0;
+  if (K <= 0 || alpha == 0.0f) { /* BLAS semantics: A and B are not read */
+    scale_rows(M, N, beta, C, ldc);
+    return 0;
+  }
+  gemm_arch g = gemm_select();
+
+  /* Few rows: stream B directly, no packing. */
+  if (M < g.mr && (csb == 1 || rsb == 1)) {
+    scale_rows(M, N, beta, C, ldc);
+    if (csb == 1) {
+#if PX_X86_KERNELS
+      if (g.avx2) {
+        gemm_rows_avx2(M, N, K, alpha, A, rsa, csa, B, rsb, C, ldc);
+        return 0;
+      }
+#endif
+      gemm_rows(M, N, K, alpha, A, rsa, csa, B, rsb, C, ldc);
+    } else {
+      gemm_dots(M, N, K, alpha, A, rsa, csa, B, csb, C, ldc);
+    }
+    return 0;
+  }
+
+  if (!work) {
+    work = px_scratch(ctx, px_gemm_f32_work_size(M, N, K));
+    if (!work) return PYEXEC_ERR_EXECUTION;
+  }
+  int64_t kc_max = K < GEMM_KC ? K : GEMM_KC;
+  int64_t mc_max = M < GEMM_MC ? M : GEMM_MC;
+  float *pa = (float *)work;
+  float *pb = pa + ((mc_max + GEMM_MR_MAX) * kc_max + 15) / 16 * 16;
+  const int mr = g.mr, nr = g.nr;
+
+  /* Depth blocks of equal size (K = 576 gives 3 x 192, not 256 + 256 + 64). */
+  int64_t kblocks = (K + GEMM_KC - 1) / GEMM_KC;
+  int64_t kstep = (K + kblocks - 1) / kblocks;
+  for (int64_t jc = 0; jc < N; jc += GEMM_NC) {
+    int64_t nc = N - jc < GEMM_NC ? N - jc : GEMM_NC;
+    for (int64_t pc = 0; pc < K; pc += kstep) {
+      int64_t kc = K - pc < kstep ? K - pc : kstep;
+      float beta_blk = pc == 0 ? beta : 1.0f;
+      pack_b(kc, nc, B + pc * rsb + jc * csb, rsb, csb, nr, pb);
+      for (int64_t ic = 0; ic < M; ic += GEMM_MC) {
+        int64_t mc = M - ic < GEMM_MC ? M - ic : GEMM_MC;
+        pack_a(mc, kc, A + ic * rsa + pc * csa, rsa, csa, mr, pa);
+        for (int64_t jr = 0; jr < nc; jr += nr) {
+          int n = (int)(nc - jr < nr ? nc - jr : nr);
+          const float *bp = pb + (jr / nr) * nr * kc;
+          for (int64_t ir = 0; ir < mc; ir += mr) {
+            int m = (int)(mc - ir < mr ? mc - ir : mr);
+            g.ukr(kc, pa + (ir / mr) * mr * kc, bp, C + (ic + ir) * ldc + jc + jr, ldc, alpha,
+                  beta_blk, m, n);
+          }
+        }
+      }
+    }
+  }
+  return 0;
+}
+
+/* ======================================================================== */
+/* Matrix products for every dtype                                           */
+/* ======================================================================== */
+
+/* A bias broadcast to M x N: element (i, j) at data[i * rs + j * cs]. */
+typedef struct bias_view {
+  const void *data;
+  int dtype;
+  int64_t rs, cs;
+} bias_view;
+
+static bool is_mm_dtype(int dt) { return dt != PX_BOOL && px_dtype_supported(dt); }
+
+/* out[b] (M x N, contiguous) = alpha * A[b] @ B[b] + beta * bias, for `batch`
+ * products; A is M x K and B is K x N, both contiguous. bias may be NULL. */
+static int matmul_any(px_ctx *ctx, int dtype, int64_t batch, int64_t M, int64_t N, int64_t K,
+                      const void *A, const void *B, void *out, const bias_view *bias,
+                      const px_value *alpha_v, const px_value *beta_v) {
+  if (batch == 0 || M == 0 || N == 0) return 0;
+  bool use_bias = bias != NULL;
+  if (dtype == PX_F32) {
+    float alpha = alpha_v ? (float)px_scalar_d(alpha_v) : 1.0f;
+    float beta = beta_v ? (float)px_scalar_d(beta_v) : 0.0f;
+    if (use_bias && beta == 0.0f) use_bias = false;
+    void *work = NULL;
+    if (M >= 4 && K > 0) { /* shared across the batch */
+      work = px_scratch(ctx, px_gemm_f32_work_size(M, N, K));
+      if (!work) return PYEXEC_ERR_EXECUTION;
+    }
+    for (int64_t b = 0; b < batch; b++) {
+      float *o = (float *)out + b * M * N;
+      if (use_bias)
+        for (int64_t i = 0; i < M; i++)
+          for (int64_t j = 0; j < N; j++)
+            o[i * N + j] = ((const float *)bias->data)[i * bias->rs + j * bias->cs];
+      int rc = px_gemm_f32(ctx, work, M, N, K, alpha, (const float *)A + b * M * K, K, 1,
+                           (const float *)B + b * K * N, N, 1, use_bias ? beta : 0.0f, o, N);
+      if (rc) return rc;
+    }
+    return 0;
+  }
+  if (px_is_floating(dtype)) {
+    double alpha = alpha_v ? px_scalar_d(alpha_v) : 1.0;
+    double beta = beta_v ? px_scalar_d(beta_v) : 0.0;
+    if (use_bias && beta == 0.0) use_bias = false;
+    if (dtype == PX_F64) {
+      double *acc = px_scratch(ctx, sizeof(double) * (size_t)N);
+      if (!acc) return PYEXEC_ERR_EXECUTION;
+      for (int64_t b = 0; b < batch; b++) {
+        const double *a = (const double *)A + b * M * K, *bm = (const double *)B + b * K * N;
+        double *o = (double *)out + b * M * N;
+        for (int64_t i = 0; i < M; i++) {
+          for (int64_t j = 0; j < N; j++) acc[j] = 0.0;
+          for (int64_t k = 0; k < K; k++) {
+            double s = a[i * K + k];
+            const double *br = bm + k * N;
+            for (int64_t j = 0; j < N; j++) acc[j] += s * br[j];
+          }
+          for (int64_t j = 0; j < N; j++) {
+            double v = alpha * acc[j];
+            if (use_bias) v += beta * ((const double *)bias->data)[i * bias->rs + j * bias->cs];
+            o[i * N + j] = v;
+          }
+        }
+      }
+      return 0;
+    }
+    /* float16 / bfloat16: widen to float32, multiply, round once. */
+    float *fa = px_scratch(ctx, sizeof(float) * (size_t)(M * K + 1));
+    float *fb = px_scratch(ctx, sizeof(float) * (size_t)(K * N + 1));
+    float *fo = px_scratch(ctx, sizeof(float) * (size_t)(M * N));
+    if (!fa || !fb || !fo) return PYEXEC_ERR_EXECUTION;
+    size_t es = px_elsize(dtype);
+    for (int64_t b = 0; b < batch; b++) {
+      px_convert(fa, PX_F32, (const char *)A + (size_t)(b * M * K) * es, dtype, M * K);
+      px_convert(fb, PX_F32, (const char *)B + (size_t)(b * K * N) * es, dtype, K * N);
+      int rc = px_gemm_f32(ctx, NULL, M, N, K, (float)alpha, fa, K, 1, fb, N, 1, 0.0f, fo, N);
+      if (rc) return rc;
+      for (int64_t i = 0; i < M; i++)
+        for (int64_t j = 0; j < N; j++) {
+          float v = fo[i * N + j];
+          if (use_bias)
+            v += (float)beta * (float)px_load_d(bias->data, bias->dtype, i * bias->rs + j * bias->cs);
+          px_store_d(out, dtype, b * M * N + i * N + j, v);
+        }
+    }
+    return 0;
+  }
+  /* Integers: wrap-around arithmetic in 64 bits, truncated on store (the same
+   * result modulo 2^bits as torch's accumulation in the narrow type). */
+  if ((alpha_v && alpha_v->tag == PX_V_DOUBLE) || (beta_v && beta_v->tag == PX_V_DOUBLE))
+    return px_fail(ctx, "alpha and beta must be integers for an integer (%s) product",
+                   px_dtype_name(dtype));
+  uint64_t alpha = alpha_v ? (uint64_t)px_scalar_i(alpha_v) : 1u;
+  uint64_t beta = beta_v ? (uint64_t)px_scalar_i(beta_v) : 0u;
+  int64_t *ia = px_scratch(ctx, sizeof(int64_t) * (size_t)(M * K + 1));
+  int64_t *ib = px_scratch(ctx, sizeof(int64_t) * (size_t)(K * N + 1));
+  uint64_t *acc = px_scratch(ctx, sizeof(uint64_t) * (size_t)N);
+  if (!ia || !ib || !acc) return PYEXEC_ERR_EXECUTION;
+  size_t es = px_elsize(dtype);
+  for (int64_t b = 0; b < batch; b++) {
+    px_convert(ia, PX_I64, (const char *)A + (size_t)(b * M * K) * es, dtype, M * K);
+    px_convert(ib, PX_I64, (const char *)B + (size_t)(b * K * N) * es, dtype, K * N);
+    for (int64_t i = 0; i < M; i++) {
+      for (int64_t j = 0; j < N; j++) acc[j] = 0;
+      for (int64_t k = 0; k < K; k++) {
+        uint64_t s = (uint64_t)ia[i * K + k];
+        const int64_t *br = ib + k * N;
+        for (int64_t j = 0; j < N; j++) acc[j] += s * (uint64_t)br[j];
+      }
+      for (int64_t j = 0; j < N; j++) {
+        uint64_t v = alpha * acc[j];
+        if (use_bias)
+          v += beta * (uint64_t)px_load_i(bias->data, bias->dtype, i * bias->rs + j * bias->cs);
+        px_store_i(out, dtype, b * M * N + i * N + j, (int64_t)v);
+      }
+    }
+  }
+  return 0;
+}
+
+static int check_same_dtype(px_ctx *ctx, const px_tensor *a, const char *an, const px_tensor *b,
+                            const char *bn) {
+  if (a->dtype != b->dtype)
+    return px_fail(ctx, "%s has dtype %s but %s has dtype %s", an, px_dtype_name(a->dtype), bn,
+                   px_dtype_name(b->dtype));
+  return 0;
+}
+
+static int check_mm_operands(px_ctx *ctx, const px_tensor *a, const px_tensor *b,
+                             const px_tensor *out, int rank) {
+  if (a->dim != rank || b->dim != rank)
+    return px_fail(ctx, "expected %d-D operands, got self with %d dims and mat2 with %d dims",
+                   rank, a->dim, b->dim);
+  if (a->sizes[rank - 1] != b->sizes[rank - 2])
+    return px_fail(ctx, "self's columns (%lld) do not match mat2's rows (%lld)",
+                   (long long)a->sizes[rank - 1], (long long)b->sizes[rank - 2]);
+  if (rank == 3 && a->sizes[0] != b->sizes[0])
+    return px_fail(ctx, "batch sizes differ: self has %lld, mat2 has %lld",
+                   (long long)a->sizes[0], (long long)b->sizes[0]);
+  int rc;
+  if ((rc = check_same_dtype(ctx, a, "self", b, "mat2"))) return rc;
+  if ((rc = check_same_dtype(ctx, out, "out", a, "self"))) return rc;
+  if (!is_mm_dtype(a->dtype))
+    return px_fail(ctx, "dtype %s is not supported", px_dtype_name(a->dtype));
+  if ((rc = px_require_contiguous(ctx, a, "self"))) return rc;
+  if ((rc = px_require_contiguous(ctx, b, "mat2"))) return rc;
+  return px_require_contiguous(ctx, out, "out");
+}
+
+/* aten::mm.out(Tensor self, Tensor mat2, *, Tensor(a!) out) */
+static int k_mm(px_ctx *ctx, px_value *const *args) {
+  px_tensor *a = args[0]->u.t, *b = args[1]->u.t, *out = args[2]->u.t;
+  int rc = check_mm_operands(ctx, a, b, out, 2);
+  if (rc) return rc;
+  int64_t M = a->sizes[0], K = a->sizes[1], N = b->sizes[1];
+  int64_t os[2] = {M, N};
+  if ((rc = px_resize(ctx, out, 2, os))) return rc;
+  if (M * N == 0) return 0;
+  return matmul_any(ctx, a->dtype, 1, M, N, K, a->data, b->data, out->data, NULL, NULL, NULL);
+}
+
+/* aten::bmm.out(Tensor self, Tensor mat2, *, Tensor(a!) out) */
+static int k_bmm(px_ctx *ctx, px_value *const *args) {
+  px_tensor *a = args[0]->u.t, *b = args[1]->u.t, *out = args[2]->u.t;
+  int rc = check_mm_operands(ctx, a, b, out, 3);
+  if (rc) return rc;
+  int64_t B = a->sizes[0], M = a->sizes[1], K = a->sizes[2], N = b->sizes[2];
+  int64_t os[3] = {B, M, N};
+  if ((rc = px_resize(ctx, out, 3, os))) return rc;
+  if (B * M * N == 0) return 0;
+  return matmul_any(ctx, a->dtype, B, M, N, K, a->data, b->data, out->data, NULL, NULL, NULL);
+}
+
+/* aten::addmm.out(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1,
+ *                 Scalar alpha=1, Tensor(a!) out) */
+static int k_addmm(px_ctx *ctx, px_value *const *args) {
+  px_tensor *self = args[0]->u.t, *a = args[1]->u.t, *b = args[2]->u.t, *out = args[5]->u.t;
+  int rc = check_mm_operands(ctx, a, b, out, 2);
+  if (rc) return rc;
+  if ((rc = check_same_dtype(ctx, self, "self", a, "mat1"))) return rc;
+  if ((rc = px_require_contiguous(ctx, self, "self"))) return rc;
+  int64_t M = a->sizes[0], K = a->sizes[1], N = b->sizes[1];
+  bias_view bv = {self->data, self->dtype, 0, 0};
+  if (self->dim > 2)
+    return px_fail(ctx, "self must have at most 2 dims, got %d", self->dim);
+  int64_t sm = self->dim == 2 ? self->sizes[0] : 1;
+  int64_t sn = self->dim >= 1 ? self->sizes[self->dim - 1] : 1;
+  if ((sm != 1 && sm != M) || (sn != 1 && sn != N))
+    return px_fail(ctx, "self of size [%lld, %lld] cannot be broadcast to [%lld, %lld]",
+                   (long long)sm, (long long)sn, (long long)M, (long long)N);
+  bv.cs = sn == 1 ? 0 : 1;
+  bv.rs = sm == 1 ? 0 : sn;
+  int64_t os[2] = {M, N};
+  if ((rc = px_resize(ctx, out, 2, os))) return rc;
+  if (M * N == 0) return 0;
+  return matmul_any(ctx, a->dtype, 1, M, N, K, a->data, b->data, out->data, &bv, args[4],
+                    args[3]);
+}
+
+/* ======================================================================== */
+/* _cdist_forward                                                            */
+/* ======================================================================== */
+
+/* aten::_cdist_forward.out(Tensor x1, Tensor x2, float p, int? compute_mode, *,
+ *                          Tensor(a!) out) */
+static int k_cdist(px_ctx *ctx, px_value *const *args) {
+  px_tensor *x1 = args[0]->u.t, *x2 = args[1]->u.t, *out = args[4]->u.t;
+  double p = args[2]->tag == PX_V_INT ? (double)args[2]->u.i : args[2]->u.d;
+  int rc;
+  if (x1->dim < 2 || x2->dim < 2)
+    return px_fail(ctx, "x1 and x2 need at least 2 dims, got %d and %d", x1->dim, x2->dim);
+  if ((rc = check_same_dtype(ctx, x1, "x1", x2, "x2"))) return rc;
+  if ((rc = check_same_dtype(ctx, out, "out", x1, "x1"))) return rc;
+  if (x1->dtype != PX_F32 && x1->dtype != PX_F64)
+    return px_fail(ctx, "cdist supports float32 and float64, got %s", px_dtype_name(x1->dtype));
+  if (!(p >= 0)) return px_fail(ctx, "p must be non-negative, got %g", p);
+  int64_t D = x1->sizes[x1->dim - 1];
+  if (x2->sizes[x2->dim - 1] != D)
+    return px_fail(ctx, "x1 has %lld columns but x2 has %lld", (long long)D,
+                   (long long)x2->sizes[x2->dim - 1]);
+  int64_t P = x1->sizes[x1->dim - 2], R = x2->sizes[x2->dim - 2];
+  int odim;
+  int64_t os[PX_MAX_DIM];
+  if ((rc = px_broadcast_sizes(ctx, x1->dim - 2, x1->sizes, x2->dim - 2, x2->sizes, &odim, os)))
+    return rc;
+  if (odim + 2 != out->dim)
+    return px_fail(ctx, "out has %d dims, expected %d", out->dim, odim + 2);
+  os[odim] = P;
+  os[odim + 1] = R;
+  if ((rc = px_require_contiguous(ctx, x1, "x1")) || (rc = px_require_contiguous(ctx, x2, "x2")) ||
+      (rc = px_require_contiguous(ctx, out, "out")))
+    return rc;
+  if ((rc = px_resize(ctx, out, odim + 2, os))) return rc;
+  if (out->numel == 0) return 0;
+  int64_t nb = px_prod(os, 0, odim);
+  int mode = p == 0 ? 0 : p == 1 ? 1 : p == 2 ? 2 : isinf(p) ? 3 : 4;
+  int64_t bidx[PX_MAX_DIM] = {0};
+  for (int64_t bi = 0; bi < nb; bi++) {
+    /* offsets of this batch in x1 / x2 (broadcast leading dims) */
+    int64_t o1 = 0, o2 = 0, rem = bi;
+    for (int d = odim - 1; d >= 0; d--) {
+      bidx[d] = rem % os[d];
+      rem /= os[d];
+    }
+    for (int d = 0; d < odim; d++) {
+      int d1 = d - (odim - (x1->dim - 2)), d2 = d - (odim - (x2->dim - 2));
+      if (d1 >= 0 && x1->sizes[d1] != 1) o1 += bidx[d] * x1->strides[d1];
+      if (d2 >= 0 && x2->sizes[d2] != 1) o2 += bidx[d] * x2->strides[d2];
+    }
+    for (int64_t i = 0; i < P; i++)
+      for (int64_t j = 0; j < R; j++) {
+        double acc = 0.0;
+        int64_t k1 = o1 + i * D, k2 = o2 + j * D, ko = bi * P * R + i * R + j;
+        if (x1->dtype == PX_F32) {
+          const float *u = (const float *)x1->data + k1, *v = (const float *)x2->data + k2;
+          float s = 0.0f;
+          switch (mode) {
+            case 0: for (int64_t k = 0; k < D; k++) s += (u[k] - v[k]) != 0.0f; break;
+            case 1: for (int64_t k = 0; k < D; k++) s += fabsf(u[k] - v[k]); break;
+            case 2: for (int64_t k = 0; k < D; k++) s += (u[k] - v[k]) * (u[k] - v[k]); break;
+            case 3:
+              for (int64_t k = 0; k < D; k++) {
+                float d = fabsf(u[k] - v[k]);
+                if (d > s || isnan(d)) s = d;
+              }
+              break;
+            default: for (int64_t k = 0; k < D; k++) s += powf(fabsf(u[k] - v[k]), (float)p); break;
+          }
+          if (mode == 2) s = sqrtf(s);
+          else if (mode == 4) s = powf(s, (float)(1.0 / p));
+          ((float *)out->data)[ko] = s;
+        } else {
+          const double *u = (const double *)x1->data + k1, *v = (const double *)x2->data + k2;
+          switch (mode) {
+            case 0: for (int64_t k = 0; k < D; k++) acc += (u[k] - v[k]) != 0.0; break;
+            case 1: for (int64_t k = 0; k < D; k++) acc += fabs(u[k] - v[k]); break;
+            case 2: for (int64_t k = 0; k < D; k++) acc += (u[k] - v[k]) * (u[k] - v[k]); break;
+            case 3:
+              for (int64_t k = 0; k < D; k++) {
+                double d = fabs(u[k] - v[k]);
+                if (d > acc || isnan(d)) acc = d;
+              }
+              break;
+            default: for (int64_t k = 0; k < D; k++) acc += pow(fabs(u[k] - v[k]), p); break;
+          }
+          if (mode == 2) acc = sqrt(acc);
+          else if (mode == 4) acc = pow(acc, 1.0 / p);
+          ((double *)out->data)[ko] = acc;
+        }
+      }
+  }
+  return 0;
+}
+
+/* ======================================================================== */
+/* embedding                                                                 */
+/* ======================================================================== */
+
+/* aten::embedding.out(Tensor weight, Tensor indices, SymInt padding_idx=-1,
+ *                     bool scale_grad_by_freq=False, bool sparse=False, *,
+ *                     Tensor(a!) out) */
+static int k_embedding(px_ctx *ctx, px_value *const *args) {
+  px_tensor *w = args[0]->u.t, *idx = args[1]->u.t, *out = args[5]->u.t;
+  int rc;
+  if (w->dim != 2) return px_fail(ctx, "weight must be 2-D, got %d dims", w->dim);
+  if (idx->dtype != PX_I64 && idx->dtype != PX_I32)
+    return px_fail(ctx, "indices must be int64 or int32, got %s", px_dtype_name(idx->dtype));
+  if ((rc = check_same_dtype(ctx, out, "out", w, "weight"))) return rc;
+  if (idx->dim + 1 > PX_MAX_DIM)
+    return px_fail(ctx, "indices have too many dims (%d)", idx->dim);
+  if ((rc = px_require_contiguous(ctx, w, "weight")) ||
+      (rc = px_require_contiguous(ctx, idx, "indices")) ||
+      (rc = px_require_contiguous(ctx, out, "out")))
+    return rc;
+  int64_t os[PX_MAX_DIM];
+  memcpy(os, idx->sizes, sizeof(int64_t) * (size_t)idx->dim);
+  int64_t V = w->sizes[0], D = w->sizes[1];
+  os[idx->dim] = D;
+  if ((rc = px_resize(ctx, out, idx->dim + 1, os))) return rc;
+  size_t row = (size_t)D * px_elsize(w->dtype);
+  for (int64_t k = 0; k < idx->numel; k++) {
+    int64_t r = idx->dtype == PX_I64 ? ((const int64_t *)idx->data)[k]
+                                     : ((const int32_t *)idx->data)[k];
+    if (r < 0 || r >= V)
+      return px_fail(ctx, "index %lld is out of range for a weight with %lld rows",
+                     (long long)r, (long long)V);
+    if (row) memcpy((char *)out->data + (size_t)k * row, (const char *)w->data + (size_t)r * row, row);
+  }
+  return 0;
+}
+
+const px_kernel_def px_kernels_linalg[] = {
+    {"aten::mm.out", "TTT|T", k_mm},
+    {"aten::bmm.out", "TTT|T", k_bmm},
+    {"aten::addmm.out", "TTTSST|T", k_addmm},
+    {"aten::_cdist_forward.out", "TTDiT|T", k_cdist},
+    {"aten::embedding.out", "TTIBBT|T", k_embedding},
+    {NULL, NULL, NULL},
+};

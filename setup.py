@@ -1,0 +1,39 @@
+"""Builds libpyexec with the native Makefile and bundles it (with its header)
+inside the package. The Python side is pure Python over cffi's ABI mode and
+the library does not link Python, so one py3-none-<platform> wheel serves
+every CPython 3."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+from setuptools import setup
+from setuptools.command.bdist_wheel import bdist_wheel
+from setuptools.command.build_py import build_py
+
+ROOT = Path(__file__).resolve().parent
+
+
+class BuildPyWithLibrary(build_py):
+    def run(self) -> None:
+        subprocess.run(["make", "-C", str(ROOT / "native"), "-j2"], check=True)
+        super().run()
+        dest = Path(self.build_lib) / "pyexec" / "_lib"
+        dest.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / "native" / "build" / "libpyexec.so", dest / "libpyexec.so")
+        shutil.copy2(ROOT / "native" / "include" / "pyexec.h", dest / "pyexec.h")
+
+
+class PlatformWheel(bdist_wheel):
+    def finalize_options(self) -> None:
+        super().finalize_options()
+        self.root_is_pure = False
+
+    def get_tag(self) -> tuple[str, str, str]:
+        _, _, plat = super().get_tag()
+        return "py3", "none", plat
+
+
+setup(cmdclass={"build_py": BuildPyWithLibrary, "bdist_wheel": PlatformWheel})

@@ -1,0 +1,157 @@
+"""Loading programs: sources, metadata, and the errors for bad files, missing
+kernels and bad inputs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from export import export_program
+
+import pyexec
+
+
+class AddMul(torch.nn.Module):
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return x + y, x * y
+
+
+@pytest.fixture(scope="module")
+def add_mul() -> bytes:
+    return export_program(AddMul(), (torch.randn(2, 3), torch.randn(2, 3)))
+
+
+# ---- sources ---------------------------------------------------------------
+
+
+def test_load_from_path_bytes_and_memoryview_agree(add_mul: bytes, tmp_path: Path) -> None:
+    path = tmp_path / "m.pte"
+    path.write_bytes(add_mul)
+    x, y = torch.randn(2, 3), torch.randn(2, 3)
+    for source in (str(path), path, add_mul, bytearray(add_mul), memoryview(add_mul)):
+        s, p = pyexec.load(source).load_method("forward").execute([x, y])
+        torch.testing.assert_close(s, x + y)
+        torch.testing.assert_close(p, x * y)
+
+
+def test_metadata_without_loading_the_method(add_mul: bytes) -> None:
+    program = pyexec.load(add_mul)
+    assert program.method_names == ("forward",)
+    meta = program.method_meta("forward")
+    assert meta.name == "forward"
+    assert len(meta.inputs) == 2 and len(meta.outputs) == 2
+    info = meta.inputs[0]
+    assert info is not None
+    assert info.sizes == (2, 3) and info.dtype == "float32" and info.dim_order == (0, 1)
+    assert info.nbytes == 24 and info.is_memory_planned and not info.is_dynamic
+
+
+def test_unknown_method_is_named(add_mul: bytes) -> None:
+    with pytest.raises(pyexec.InvalidArgumentError, match="no method 'backward'"):
+        pyexec.load(add_mul).load_method("backward")
+
+
+def test_missing_file_is_a_file_error(tmp_path: Path) -> None:
+    with pytest.raises(pyexec.FileError, match="missing.pte"):
+        pyexec.load(tmp_path / "missing.pte")
+
+
+def test_wrong_source_type_is_refused() -> None:
+    with pytest.raises(pyexec.InvalidArgumentError, match="int"):
+        pyexec.load(42)  # type: ignore[arg-type]
+
+
+# ---- malformed files -------------------------------------------------------
+
+
+@pytest.mark.parametrize("cut", [0, 7, 8, 40, 100, 500, -300, -1])
+def test_truncated_file_is_an_invalid_program(add_mul: bytes, cut: int) -> None:
+    with pytest.raises(pyexec.InvalidProgramError):
+        program = pyexec.load(add_mul[:cut])
+        program.load_method("forward")
+
+
+def test_wrong_file_identifier(add_mul: bytes) -> None:
+    bad = add_mul[:4] + b"NOPE" + add_mul[8:]
+    with pytest.raises(pyexec.InvalidProgramError, match="ET12"):
+        pyexec.load(bad)
+
+
+def test_not_a_program_at_all(tmp_path: Path) -> None:
+    path = tmp_path / "text.pte"
+    path.write_text("this is not a program, just some text")
+    with pytest.raises(pyexec.InvalidProgramError):
+        pyexec.load(path)
+
+
+# ---- missing kernels -------------------------------------------------------
+
+
+class Unsupported(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.special.bessel_j0(x) + torch.special.erfcx(x)
+
+
+def test_missing_operators_are_all_listed_at_load() -> None:
+    pte = export_program(Unsupported(), (torch.randn(4),), strict_ir=False)
+    program = pyexec.load(pte)
+    ops, missing = program.operators("forward")
+    assert "aten::special_bessel_j0.out" in missing and "aten::special_erfcx.out" in missing
+    with pytest.raises(pyexec.UnsupportedError) as info:
+        program.load_method("forward")
+    message = str(info.value)
+    assert "aten::special_bessel_j0.out" in message and "aten::special_erfcx.out" in message
+    assert isinstance(info.value, NotImplementedError)
+
+
+# ---- bad inputs ------------------------------------------------------------
+
+
+def test_wrong_input_count(add_mul: bytes) -> None:
+    method = pyexec.load(add_mul).load_method("forward")
+    with pytest.raises(pyexec.InvalidArgumentError, match="takes 2 inputs, got 1"):
+        method.execute([torch.randn(2, 3)])
+
+
+def test_wrong_input_dtype_names_both_sides(add_mul: bytes) -> None:
+    method = pyexec.load(add_mul).load_method("forward")
+    with pytest.raises(pyexec.InvalidArgumentError, match="input 1 has dtype float32, tensor has float64"):
+        method.execute([torch.randn(2, 3), torch.randn(2, 3, dtype=torch.float64)])
+
+
+def test_wrong_input_shape_names_both_sides(add_mul: bytes) -> None:
+    method = pyexec.load(add_mul).load_method("forward")
+    with pytest.raises(pyexec.InvalidArgumentError, match=r"input 0 has shape \[2, 3\], tensor has shape \[3, 2\]"):
+        method.execute([torch.randn(3, 2), torch.randn(2, 3)])
+
+
+def test_wrong_input_rank(add_mul: bytes) -> None:
+    method = pyexec.load(add_mul).load_method("forward")
+    with pytest.raises(pyexec.InvalidArgumentError, match="input 0 has rank 2, tensor has rank 1"):
+        method.execute([torch.randn(6), torch.randn(2, 3)])
+
+
+def test_unsupported_python_type(add_mul: bytes) -> None:
+    method = pyexec.load(add_mul).load_method("forward")
+    with pytest.raises(pyexec.InvalidArgumentError, match="input 0"):
+        method.execute(["hello", torch.randn(2, 3)])
+
+
+def test_execute_before_inputs(add_mul: bytes) -> None:
+    method = pyexec.load(add_mul).load_method("forward")
+    with pytest.raises(pyexec.InvalidArgumentError, match="input 0 has not been set"):
+        method.execute()
+
+
+def test_non_contiguous_planned_input_is_staged(add_mul: bytes) -> None:
+    method = pyexec.load(add_mul).load_method("forward")
+    x = torch.randn(3, 2).t()
+    y = torch.randn(2, 3)
+    s, _ = method.execute([x, y])
+    torch.testing.assert_close(s, x + y)
+
+
+def test_kernels_are_listed() -> None:
+    names = pyexec.kernels()
+    assert "aten::add.out" in names and names == sorted(names)
