@@ -25,8 +25,9 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-import pyexec  # noqa: E402
 from export import export_program  # noqa: E402
+
+import pyexec  # noqa: E402
 
 
 def per_call_us(fn: Callable[[], object], *, number: int, repeat: int = 7) -> float:
@@ -69,32 +70,29 @@ def bench_overhead(number: int) -> list[tuple[str, float, float]]:
     return rows
 
 
-def bench_decode(rows_list: list[int], number: int) -> list[tuple[str, float, float]]:
+def bench_decode_size(rows: int, number: int) -> list[tuple[str, float, float]]:
     from executorch.runtime import Runtime
 
-    out = []
-    for rows in rows_list:
-        mib = rows * 64 * 4 / 2**20
-        cache = torch.zeros(rows, 64)
-        val = torch.randn(1, 64)
-        pte = export_program(
-            CacheStep(), (cache, torch.tensor([0]), val),
-            alloc_graph_input=False, alloc_graph_output=False, reinplace=True,
-        )
-        ours = pyexec.load(pte).load_method("forward")
-        pos = torch.tensor([rows // 2])
-        ours.set_inputs([cache, pos, val])
-        ours_us = per_call_us(lambda: ours.execute(clone_outputs=False), number=number)
-        ours_inputs_us = per_call_us(lambda: ours.execute([cache, pos, val], clone_outputs=False), number=number)
-        assert torch.equal(cache[rows // 2], val[0]), "pyexec did not update the cache in place"
-        et = Runtime.get().load_program(pte).load_method("forward")
-        et_number = max(3, number // max(1, int(mib)))
-        et_us = per_call_us(lambda: et.execute([cache, pos, val]), number=et_number, repeat=3)
-        out.append((f"ExecuTorch decode step, {mib:.0f} MiB cache", et_us, 1.0))
-        out.append((f"pyexec decode step, {mib:.0f} MiB cache, installed inputs", ours_us, ours_us / et_us))
-        out.append((f"pyexec decode step, {mib:.0f} MiB cache, execute(inputs)", ours_inputs_us, ours_inputs_us / et_us))
-        del et, ours
-    return out
+    mib = rows * 64 * 4 / 2**20
+    cache = torch.zeros(rows, 64)
+    val = torch.randn(1, 64)
+    pos = torch.tensor([rows // 2])
+    pte = export_program(
+        CacheStep(), (cache, torch.tensor([0]), val),
+        alloc_graph_input=False, alloc_graph_output=False, reinplace=True,
+    )
+    ours = pyexec.load(pte).load_method("forward")
+    ours.set_inputs([cache, pos, val])
+    installed = per_call_us(lambda: ours.execute(clone_outputs=False), number=number)
+    with_inputs = per_call_us(lambda: ours.execute([cache, pos, val], clone_outputs=False), number=number)
+    assert torch.equal(cache[rows // 2], val[0]), "pyexec did not update the cache in place"
+    et = Runtime.get().load_program(pte).load_method("forward")
+    et_us = per_call_us(lambda: et.execute([cache, pos, val]), number=max(3, number // max(1, int(mib))), repeat=3)
+    return [
+        (f"ExecuTorch decode step, {mib:.0f} MiB cache", et_us, 1.0),
+        (f"pyexec decode step, {mib:.0f} MiB cache, installed inputs", installed, installed / et_us),
+        (f"pyexec decode step, {mib:.0f} MiB cache, execute(inputs)", with_inputs, with_inputs / et_us),
+    ]
 
 
 def main() -> None:
@@ -104,7 +102,8 @@ def main() -> None:
     torch.set_num_threads(1)
     n = 2000 if args.quick else 20000
     rows = bench_overhead(n)
-    rows += bench_decode([4096, 1 << 20], 200 if args.quick else 2000)
+    for cache_rows in (4096, 1 << 20):  # 1 MiB and 256 MiB
+        rows += bench_decode_size(cache_rows, 200 if args.quick else 2000)
     width = max(len(r[0]) for r in rows)
     print(f"{'benchmark':<{width}}  {'us/call':>10}  {'vs ExecuTorch':>13}")
     for name, us, ratio in rows:

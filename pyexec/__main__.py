@@ -93,7 +93,8 @@ def demo(steps: int) -> int:
     copy_us = statistics.median(copy_times) * 1e6
     print(f"decoder: {DEMO_MODEL.name}, {len(caches)} KV caches of {list(cache_infos[0].sizes)} float32 "
           f"({cache_bytes / 1024:.0f} KiB), owned by the caller and updated in place")
-    print("outputs that are inputs: " + ", ".join(f"output {i} = input {j}" for i, j in aliases.items() if j is not None))
+    pairs = [f"output {i} = input {j}" for i, j in aliases.items() if j is not None]
+    print("outputs that are inputs: " + ", ".join(pairs))
     print(f"generated {steps} tokens: {' '.join(map(str, tokens))}")
     print(f"per step (median): {step_us:.1f} us; copying the caches in and out instead would add "
           f"{copy_us:.1f} us per step, and grows with the cache")

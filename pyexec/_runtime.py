@@ -335,44 +335,50 @@ class Method:
                 self._bound_ptr[index] = None
                 self._views[index] = None
                 return
-            info = self.meta.outputs[index]
-            assert info is not None
-            d = describe(tensor, f"output {index}")
-            if d.code is None or _dtypes.NAMES[d.code] != info.dtype:
-                raise InvalidArgumentError(f"output {index} has dtype {info.dtype}, tensor has {d.dtype_name}")
-            if not d.cpu:
-                raise InvalidArgumentError(
-                    f"output {index}: tensor is on device {tensor.device}; only CPU tensors can be bound"
-                )
-            if not d.contiguous:
-                raise InvalidArgumentError(f"output {index}: tensor is not contiguous")
-            if not d.writable:
-                raise InvalidArgumentError(f"output {index}: tensor is read-only")
-            if d.obj is not tensor:  # read through DLPack: bind the array numpy sees
-                tensor = d.obj
-            ptr = ffi.cast("void *", d.ptr) if d.kind == "torch" else d.ptr
-            check(lib.pyexec_method_set_output_ptr(self._m, index, ptr, d.nbytes))
-            self._bound[index] = tensor
-            self._bound_ptr[index] = (int(ffi.cast("uintptr_t", ptr)), d.nbytes)
+            self._bind_locked(tensor, index)
             self._views[index] = None
 
+    def _bind_locked(self, tensor: Any, index: int) -> None:
+        """Checks `tensor` against output `index` and hands its memory to the
+        library (which checks size, alignment and overlaps)."""
+        info = self.meta.outputs[index]
+        assert info is not None
+        d = describe(tensor, f"output {index}")
+        if d.code is None or _dtypes.NAMES[d.code] != info.dtype:
+            raise InvalidArgumentError(f"output {index} has dtype {info.dtype}, tensor has {d.dtype_name}")
+        if not d.cpu:
+            raise InvalidArgumentError(
+                f"output {index}: tensor is on device {tensor.device}; only CPU tensors can be bound"
+            )
+        if not d.contiguous:
+            raise InvalidArgumentError(f"output {index}: tensor is not contiguous")
+        if not d.writable:
+            raise InvalidArgumentError(f"output {index}: tensor is read-only")
+        if d.obj is not tensor:  # read through DLPack: bind the array numpy sees
+            tensor = d.obj
+        ptr = ffi.cast("void *", d.ptr) if d.kind == "torch" else d.ptr
+        check(lib.pyexec_method_set_output_ptr(self._m, index, ptr, d.nbytes))
+        self._bound[index] = tensor
+        self._bound_ptr[index] = (int(ffi.cast("uintptr_t", ptr)), d.nbytes)
+
     def _recheck_bindings(self) -> None:
-        """A bound torch tensor's storage can be swapped by the caller
-        (resize_, set_): re-bind, which re-runs the size and overlap checks."""
+        """The caller can swap a bound tensor's memory (torch resize_, set_ or
+        .data; numpy resize): when its pointer, size or layout changed, bind it again,
+        which re-runs every check. A binding that fails stays unusable (the
+        library writes no stale pointer) until it passes or is replaced."""
         torch = _dtypes.torch_module()
-        if torch is None:
-            return
         for i, t in enumerate(self._bound):
-            if t is None or not isinstance(t, torch.Tensor):
+            if t is None:
                 continue
-            bp = self._bound_ptr[i]
-            if bp is not None and t.data_ptr() == bp[0] and t.nbytes == bp[1] and t.is_contiguous():
+            if torch is not None and isinstance(t, torch.Tensor):
+                same = t.is_cpu and (t.data_ptr(), t.nbytes) == self._bound_ptr[i] and t.is_contiguous()
+            else:
+                same = (t.__array_interface__["data"][0], t.nbytes) == self._bound_ptr[i] and t.flags.c_contiguous
+            if same:
                 continue
-            if not t.is_contiguous():
-                raise InvalidArgumentError(f"output {i}: the bound tensor is no longer contiguous")
-            ptr = t.data_ptr()
-            check(lib.pyexec_method_set_output_ptr(self._m, i, ffi.cast("void *", ptr), t.nbytes))
-            self._bound_ptr[i] = (ptr, t.nbytes)
+            self._bound_ptr[i] = (0, -1)
+            lib.pyexec_method_set_output_ptr(self._m, i, ffi.NULL, 0)
+            self._bind_locked(t, i)
 
     def execute(self, inputs: Sequence[Any] | None = None, clone_outputs: bool = True) -> list[Any]:
         """Runs the method (installing `inputs` first, if given) and returns its outputs."""

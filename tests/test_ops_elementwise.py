@@ -99,17 +99,31 @@ SHAPES = {
 
 
 class FloatBinary(torch.nn.Module):
+    def __init__(self, rounding: bool = True) -> None:
+        super().__init__()
+        self.rounding = rounding
+
     def forward(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        return (
+        # torch eager rounds float16 / bfloat16 quotients to the storage type
+        # before trunc / floor on some paths and not on others (it is not
+        # consistent between same-shape and broadcast operands), so rounded
+        # division is only compared for float32 / float64.
+        rounded = (
+            (
+                torch.div(x, y, rounding_mode="trunc"),
+                torch.div(x, y, rounding_mode="floor"),
+                torch.floor_divide(x, y),
+            )
+            if self.rounding
+            else ()
+        )
+        return rounded + (
             x + y,
             torch.add(x, y, alpha=2),
             x - y,
             torch.sub(x, y, alpha=0.5),
             x * y,
             x / y,
-            torch.div(x, y, rounding_mode="trunc"),
-            torch.div(x, y, rounding_mode="floor"),
-            torch.floor_divide(x, y),
             torch.remainder(x, y),
             torch.fmod(x, y),
             torch.atan2(x, y),
@@ -128,7 +142,8 @@ def test_float_binary(dtype: torch.dtype, case: str) -> None:
         # edge values, including zero divisors (inf / nan results)
         x[:6] = torch.tensor([NAN, INF, -INF, 0.0, -0.0, 3.0], dtype=dtype)
         y[:6] = torch.tensor([1.0, 2.0, -3.0, 0.0, 0.0, 0.0], dtype=dtype)
-    check(FloatBinary(), (x, y), preserve=[A.floor_divide.default], **tol(dtype))
+    module = FloatBinary(rounding=dtype in (torch.float32, torch.float64))
+    check(module, (x, y), preserve=[A.floor_divide.default], **tol(dtype))
 
 
 def test_float32_binary_large_broadcast_rows() -> None:
@@ -137,7 +152,7 @@ def test_float32_binary_large_broadcast_rows() -> None:
     x, y = rand((3, 1100), torch.float32, 3), rand((1100,), torch.float32, 4)
     check(FloatBinary(), (x, y), preserve=[A.floor_divide.default])
     h = rand((2, 1030), torch.float16, 5)
-    check(FloatBinary(), (h, rand((2, 1), torch.float16, 6)), preserve=[A.floor_divide.default], **tol(torch.float16))
+    check(FloatBinary(rounding=False), (h, rand((2, 1), torch.float16, 6)), **tol(torch.float16))
 
 
 class IntBinary(torch.nn.Module):
@@ -172,8 +187,9 @@ def test_int_binary(dtype: torch.dtype, case: str) -> None:
     d = nonzero(rand(ys, dtype, 9, lo, 10))
     if case == "same" and dtype != torch.uint8:
         info = torch.iinfo(dtype)
-        x[:3] = torch.tensor([info.min, info.max, -7], dtype=dtype)  # wrap-around, x / -1
-        d[:3] = torch.tensor([-1, -1, 2], dtype=dtype)
+        # wrap-around and division by -1 (not of the minimum: torch eager traps on it)
+        x[:3] = torch.tensor([info.min, info.max, -7], dtype=dtype)
+        d[:3] = torch.tensor([2, -1, -1], dtype=dtype)
     check(IntBinary(), (x, y, d), preserve=[A.floor_divide.default])
 
 

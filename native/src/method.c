@@ -467,6 +467,9 @@ static pyexec_status build_io(pyexec_method *m) {
   m->nout = out.count;
   ALLOC_OR_FAIL(m->inputs, in.count + 1, "inputs");
   ALLOC_OR_FAIL(m->input_set, in.count + 1, "inputs");
+  ALLOC_OR_FAIL(m->in_stage, in.count + 1, "inputs");
+  ALLOC_OR_FAIL(m->in_src, in.count + 1, "inputs");
+  ALLOC_OR_FAIL(m->in_need, in.count + 1, "inputs");
   ALLOC_OR_FAIL(m->outs, out.count + 1, "outputs");
   for (uint32_t j = 0; j < in.count; j++) {
     int32_t v = px_fb_vec_i32(&in, j);
@@ -507,6 +510,7 @@ static pyexec_status build_io(pyexec_method *m) {
 
 static void method_destroy(pyexec_method *m) {
   for (uint32_t i = 0; i < m->nout; i++) free(m->outs[i].own);
+  for (uint32_t j = 0; j < m->nin; j++) free(m->in_stage[j]);
   for (uint32_t i = 1; i < m->narenas; i++) big_free(m->arenas[i], m->arena_sizes[i], m->arena_mapped[i]);
   px_scratch_release(&m->ctx);
   for (px_alloc *a = m->allocs; a;) {
@@ -587,6 +591,23 @@ static bool ranges_overlap(const void *a, size_t an, const void *b, size_t bn) {
   return an && bn && x < y + bn && y < x + an;
 }
 
+/* Whether [p, p + n) overlaps the method's planned memory (arenas_only) or
+ * also the storage it allocated for unplanned outputs; *output is set to the
+ * output whose storage it overlaps, or -1 for planned memory. */
+static bool in_method_memory(const pyexec_method *m, const void *p, size_t n, bool arenas_only, int64_t *output) {
+  *output = -1;
+  for (uint32_t i = 1; i < m->narenas; i++)
+    if (ranges_overlap(p, n, m->arenas[i], m->arena_sizes[i])) return true;
+  for (uint32_t i = 0; !arenas_only && i < m->nout; i++) {
+    const px_output *o = &m->outs[i];
+    if (o->own && ranges_overlap(p, n, o->own, m->values[o->vidx].u.t->capacity)) {
+      *output = i;
+      return true;
+    }
+  }
+  return false;
+}
+
 static const char *kind_name(int kind) {
   switch (kind) {
     case PYEXEC_VALUE_NONE: return "None";
@@ -642,6 +663,11 @@ static pyexec_status check_tensor_input(pyexec_method *m, uint32_t j, const px_t
     size_t es = px_elsize(t->dtype);
     if ((uintptr_t)x->data % es)
       return px_invalid_argument("input %u: buffer is not aligned to %zu bytes", j, es);
+    int64_t o;
+    if (m->written[m->inputs[j]] && in_method_memory(m, x->data, *need, false, &o))
+      return px_invalid_argument("input %u is written in place by the program, but its memory is the method's own "
+                                 "storage (an output returned without a copy); pass a copy",
+                                 j);
     for (uint32_t i = 0; i < m->nout; i++) {
       const px_output *o = &m->outs[i];
       if (o->bound && ranges_overlap(x->data, *need, o->bound, o->bound_nbytes))
@@ -693,14 +719,40 @@ PYEXEC_API pyexec_status pyexec_method_set_inputs(pyexec_method *m, const pyexec
   if (count != m->nin)
     st = px_invalid_argument("method '%s' takes %u input%s, got %zu", m->plan->name, m->nin, m->nin == 1 ? "" : "s",
                              count);
+  for (uint32_t j = 0; !st && j < m->nin; j++) st = check_input(m, j, &inputs[j], &m->in_need[j]);
+  /* An input whose memory is the method's own (an output returned without a
+   * copy and fed back, as recurrent state is) cannot be read in place: the run
+   * overwrites it. Unplanned ones are copied into a stage buffer, like planned
+   * ones into planned memory; those lying in planned memory are first set
+   * aside, as the copies below write planned memory. */
+  size_t aside = 0;
   for (uint32_t j = 0; !st && j < m->nin; j++) {
-    size_t need;
-    st = check_input(m, j, &inputs[j], &need);
+    const px_value *v = &m->values[m->inputs[j]];
+    const pyexec_tensor *x = &inputs[j].tensor;
+    int64_t o;
+    m->in_src[j] = NULL;
+    if (v->tag != PX_V_TENSOR || !m->in_need[j]) continue;
+    m->in_src[j] = x->data;
+    if (v->u.t->mem == PX_MEM_UNPLANNED && !m->in_stage[j] &&
+        in_method_memory(m, x->data, m->in_need[j], false, &o)) {
+      size_t n = (v->u.t->capacity + 63) & ~(size_t)63;
+      if (!(m->in_stage[j] = aligned_alloc(64, n))) st = px_no_memory("input staging");
+    }
+    if (in_method_memory(m, x->data, m->in_need[j], true, &o)) aside += m->in_need[j];
   }
+  uint8_t *tmp = NULL;
+  if (!st && aside && !(tmp = malloc(aside))) st = px_no_memory("input staging");
   if (st) {
     for (uint32_t j = 0; j < m->nin; j++) m->input_set[j] = false;
     pthread_mutex_unlock(&m->lock);
     return st;
+  }
+  for (size_t j = 0, off = 0; tmp && j < m->nin; j++) {
+    int64_t o;
+    if (!m->in_src[j] || !in_method_memory(m, m->in_src[j], m->in_need[j], true, &o)) continue;
+    memcpy(tmp + off, m->in_src[j], m->in_need[j]);
+    m->in_src[j] = tmp + off;
+    off += m->in_need[j];
   }
   for (uint32_t j = 0; j < m->nin; j++) {
     px_value *v = &m->values[m->inputs[j]];
@@ -708,15 +760,22 @@ PYEXEC_API pyexec_status pyexec_method_set_inputs(pyexec_method *m, const pyexec
     if (v->tag != PX_V_TENSOR) continue;
     px_tensor *t = v->u.t;
     const pyexec_tensor *x = &inputs[j].tensor;
+    const void *src = m->in_src[j];
+    int64_t o;
     if (t->dynamic) {
       memcpy(t->sizes, x->sizes, sizeof(int64_t) * (size_t)t->dim);
       px_tensor_update_layout(t);
     }
-    if (t->mem == PX_MEM_UNPLANNED)
+    if (t->mem != PX_MEM_UNPLANNED) {
+      if (t->nbytes && t->data != src) memmove(t->data, src, t->nbytes);
+    } else if (src && (src != x->data || in_method_memory(m, src, m->in_need[j], false, &o))) {
+      memcpy(m->in_stage[j], src, m->in_need[j]);
+      t->data = m->in_stage[j];
+    } else {
       t->data = x->data;
-    else if (t->nbytes && t->data != x->data)
-      memmove(t->data, x->data, t->nbytes);
+    }
   }
+  free(tmp);
   pthread_mutex_unlock(&m->lock);
   return PYEXEC_OK;
 }
@@ -775,6 +834,15 @@ PYEXEC_API pyexec_status pyexec_method_set_output_ptr(pyexec_method *m, size_t i
     for (uint32_t i = 0; !st && i < m->nout; i++)
       if (i != index && m->outs[i].bound && ranges_overlap(data, nbytes, m->outs[i].bound, m->outs[i].bound_nbytes))
         st = px_invalid_argument("output %zu overlaps the memory bound to output %u", index, i);
+    int64_t own;
+    if (!st && in_method_memory(m, data, nbytes, false, &own) && own != (int64_t)index) {
+      if (own < 0)
+        st = px_invalid_argument("output %zu overlaps memory the method uses (its planned memory); bind memory "
+                                 "the caller owns", index);
+      else
+        st = px_invalid_argument("output %zu overlaps memory the method uses (the storage of output %lld); bind "
+                                 "memory the caller owns", index, (long long)own);
+    }
     for (uint32_t j = 0; !st && j < m->nin; j++) {
       const px_value *iv = &m->values[m->inputs[j]];
       if (!m->input_set[j] || iv->tag != PX_V_TENSOR || iv->u.t->mem != PX_MEM_UNPLANNED) continue;

@@ -58,6 +58,9 @@ struct pyexec_method {
   int32_t *inputs;
   uint32_t nin;
   bool *input_set;
+  void **in_stage;      /* per input: copy of an unplanned input that lies in the method's own memory */
+  const void **in_src;  /* per input, during set_inputs: where its bytes are copied from */
+  size_t *in_need;      /* per input, during set_inputs: bytes at its sizes */
 
   px_output *outs;
   uint32_t nout;

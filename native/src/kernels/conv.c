@@ -853,7 +853,7 @@ static int k_upsample_bilinear2d(px_ctx *ctx, px_value *const *args) {
 
 const px_kernel_def px_kernels_conv[] = {
     {"aten::convolution.out", "TTtLLLBLIT|T", k_convolution},
-    {"aten::max_pool2d_with_indices.out", "TLLLLBTT|X", k_max_pool2d_with_indices},
+    {"aten::max_pool2d_with_indices.out", "TLLLLB|TTX", k_max_pool2d_with_indices},
     {"aten::avg_pool2d.out", "TLLLBBiT|T", k_avg_pool2d},
     {"aten::_adaptive_avg_pool2d.out", "TLT|T", k_adaptive_avg_pool2d},
     {"aten::upsample_nearest2d.vec_out", "TlfT|T", k_upsample_nearest2d},

@@ -483,7 +483,7 @@ static int k_index_select(px_ctx *ctx, px_value *const *args) {
   if (px_require_contiguous(ctx, out, "out")) return PYEXEC_ERR_EXECUTION;
   for (int64_t i = 0; i < ni; i++) {
     int64_t v = load_index(index->data, index->dtype, i);
-    if (v < -dsize || v >= dsize) return index_oob(ctx, v, d, dsize);
+    if (v < 0 || v >= dsize) return index_oob(ctx, v, d, dsize);
   }
   if (out->numel == 0) return 0;
   int64_t outer = self->dim ? px_prod(self->sizes, 0, d) : 1;
@@ -496,14 +496,12 @@ static int k_index_select(px_ctx *ctx, px_value *const *args) {
     if (inner == 1) {
       for (int64_t i = 0; i < ni; i++) {
         int64_t v = load_index(index->data, index->dtype, i);
-        if (v < 0) v += dsize;
         memcpy(dst, base + (size_t)v * es, es);
         dst += es;
       }
     } else {
       for (int64_t i = 0; i < ni; i++) {
         int64_t v = load_index(index->data, index->dtype, i);
-        if (v < 0) v += dsize;
         memcpy(dst, base + (size_t)v * row, row);
         dst += row;
       }
@@ -562,8 +560,7 @@ static int k_gather(px_ctx *ctx, px_value *const *args) {
   do {
     for (int64_t k = 0; k < it.inner; k++) {
       int64_t v = load_index(index->data, index->dtype, it.off[0] + k * it.inner_stride[0]);
-      if (v < -dsize || v >= dsize) return index_oob(ctx, v, d, dsize);
-      if (v < 0) v += dsize;
+      if (v < 0 || v >= dsize) return index_oob(ctx, v, d, dsize);
       int64_t so = it.off[2] + k * it.inner_stride[2] + v * dstride;
       int64_t oo = it.off[1] + k * it.inner_stride[1];
       switch (es) {
@@ -629,8 +626,7 @@ static int scatter_common(px_ctx *ctx, px_tensor *self, int64_t dim, px_tensor *
   do {
     for (int64_t k = 0; k < it.inner; k++) {
       int64_t v = load_index(index->data, index->dtype, it.off[0] + k * it.inner_stride[0]);
-      if (v < -dsize || v >= dsize) return index_oob(ctx, v, d, dsize);
-      if (v < 0) v += dsize;
+      if (v < 0 || v >= dsize) return index_oob(ctx, v, d, dsize);
       char *dp = dst + (it.off[1] + k * it.inner_stride[1] + v * dstride) * (int64_t)es;
       if (mode == SC_VALUE) {
         memcpy(dp, &elem, es);
@@ -662,6 +658,53 @@ static int k_scatter_value(px_ctx *ctx, px_value *const *args) {
 static int k_scatter_add(px_ctx *ctx, px_value *const *args) {
   return scatter_common(ctx, args[0]->u.t, args[1]->u.i, args[2]->u.t, args[3]->u.t, NULL,
                         args[4]->u.t, SC_ADD);
+}
+
+/* index_copy.out(Tensor self, int dim, Tensor index, Tensor source, *, Tensor(a!) out) */
+static int k_index_copy(px_ctx *ctx, px_value *const *args) {
+  px_tensor *self = args[0]->u.t, *index = args[2]->u.t, *source = args[3]->u.t;
+  px_tensor *out = args[4]->u.t;
+  int rc = same_dtype(ctx, out, "out", self, "self");
+  if (rc || (rc = same_dtype(ctx, source, "source", self, "self"))) return rc;
+  if (!is_index_dtype(index->dtype))
+    return px_fail(ctx, "index has dtype %s; expected int64", px_dtype_name(index->dtype));
+  if (index->dim > 1) return px_fail(ctx, "index has %d dims; expected at most 1", index->dim);
+  int d = px_wrap_dim(ctx, args[1]->u.i, self->dim);
+  if (d < 0) return PYEXEC_ERR_EXECUTION;
+  if (ndim1(source) != ndim1(self))
+    return px_fail(ctx, "source has %d dims but self has %d", source->dim, self->dim);
+  int64_t ni = index->numel, dsize = size1(self, d);
+  if (size1(source, d) != ni)
+    return px_fail(ctx, "source has size %lld at dim %d but index has %lld elements",
+                   (long long)size1(source, d), d, (long long)ni);
+  for (int k = 0; k < self->dim; k++)
+    if (k != d && source->sizes[k] != self->sizes[k])
+      return px_fail(ctx, "source has size %lld at dim %d, self has %lld",
+                     (long long)source->sizes[k], k, (long long)self->sizes[k]);
+  if (px_require_contiguous(ctx, source, "source") || px_require_contiguous(ctx, index, "index"))
+    return PYEXEC_ERR_EXECUTION;
+  for (int64_t i = 0; i < ni; i++) {
+    int64_t v = load_index(index->data, index->dtype, i);
+    if (v < 0 || v >= dsize) return index_oob(ctx, v, d, dsize);
+  }
+  rc = clone_into(ctx, out, self);
+  if (rc) return rc;
+  if (px_require_contiguous(ctx, out, "out")) return PYEXEC_ERR_EXECUTION;
+  if (source->numel == 0) return 0;
+  int64_t outer = self->dim ? px_prod(self->sizes, 0, d) : 1;
+  int64_t inner = self->dim ? px_prod(self->sizes, d + 1, self->dim) : 1;
+  size_t row = (size_t)inner * px_elsize(self->dtype);
+  const char *src = source->data;
+  char *dst = out->data;
+  for (int64_t o = 0; o < outer; o++) {
+    char *base = dst + (size_t)(o * dsize) * row;
+    for (int64_t i = 0; i < ni; i++) {
+      int64_t v = load_index(index->data, index->dtype, i);
+      memcpy(base + (size_t)v * row, src, row);
+      src += row;
+    }
+  }
+  return 0;
 }
 
 /* ---- slice / select scatter ---------------------------------------------------------- */
@@ -900,6 +943,7 @@ const px_kernel_def px_kernels_index[] = {
     {"aten::scatter.src_out", "TITTT|T", k_scatter_src},
     {"aten::scatter.value_out", "TITST|T", k_scatter_value},
     {"aten::scatter_add.out", "TITTT|T", k_scatter_add},
+    {"aten::index_copy.out", "TITTT|T", k_index_copy},
     {"aten::slice_scatter.out", "TTIiiIT|T", k_slice_scatter},
     {"aten::select_scatter.out", "TTIIT|T", k_select_scatter},
     {"aten::masked_select.out", "TTT|T", k_masked_select},

@@ -548,10 +548,10 @@ static int k_log_softmax(px_ctx *ctx, px_value *const *args) {
 }
 
 const px_kernel_def px_kernels_norm[] = {
-    {"aten::native_layer_norm.out", "TLttDTTT|X", k_native_layer_norm},
-    {"aten::_native_batch_norm_legit_no_training.out", "TttTTDDTTT|X", k_batch_norm_no_training},
-    {"aten::_native_batch_norm_legit.no_stats_out", "TttBDDTTT|X", k_batch_norm_no_stats},
-    {"aten::native_group_norm.out", "TttIIIIDTTT|X", k_native_group_norm},
+    {"aten::native_layer_norm.out", "TLttD|TTTX", k_native_layer_norm},
+    {"aten::_native_batch_norm_legit_no_training.out", "TttTTDD|TTTX", k_batch_norm_no_training},
+    {"aten::_native_batch_norm_legit.no_stats_out", "TttBDD|TTTX", k_batch_norm_no_stats},
+    {"aten::native_group_norm.out", "TttIIIID|TTTX", k_native_group_norm},
     {"aten::_softmax.out", "TIBT|T", k_softmax},
     {"aten::_log_softmax.out", "TIBT|T", k_log_softmax},
     {NULL, NULL, NULL},

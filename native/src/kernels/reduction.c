@@ -203,8 +203,9 @@ enum { RK_SUM, RK_PROD, RK_MAX, RK_MIN, RK_ANY, RK_ALL };
 #define LANES 8
 
 /* R NAME(p, n): folds n contiguous T into an R with STEP (a = accumulator,
- * v = element as R), in LANES independent lanes. */
-#define DEF_CHUNK(NAME, T, R, INIT, STEP)                                   \
+ * v = element as R), in LANES independent lanes merged with COMBINE (a, v =
+ * two lanes). */
+#define DEF_CHUNK_C(NAME, T, R, INIT, STEP, COMBINE)                        \
   static R NAME(const T *restrict p, int64_t n) {                           \
     R lane[LANES];                                                          \
     for (int j = 0; j < LANES; j++) lane[j] = (INIT);                       \
@@ -217,7 +218,7 @@ enum { RK_SUM, RK_PROD, RK_MAX, RK_MIN, RK_ANY, RK_ALL };
     R a = lane[0];                                                          \
     for (int j = 1; j < LANES; j++) {                                       \
       R v = lane[j];                                                        \
-      a = (STEP);                                                           \
+      a = (COMBINE);                                                        \
     }                                                                       \
     for (; i < n; i++) {                                                    \
       R v = (R)p[i];                                                        \
@@ -225,6 +226,8 @@ enum { RK_SUM, RK_PROD, RK_MAX, RK_MIN, RK_ANY, RK_ALL };
     }                                                                       \
     return a;                                                               \
   }
+
+#define DEF_CHUNK(NAME, T, R, INIT, STEP) DEF_CHUNK_C(NAME, T, R, INIT, STEP, STEP)
 
 /* NAME(acc, p, n): acc[i] = STEP(acc[i], p[i]). */
 #define DEF_ROW(NAME, T, R, STEP)                                            \
@@ -269,7 +272,7 @@ DEF_CHUNK(ch_any_i64, int64_t, int64_t, 0, S_ANY)
 DEF_CHUNK(ch_all_i64, int64_t, int64_t, 1, S_ALL)
 DEF_CHUNK(ch_any_f64, double, double, 0.0, ((a != 0 || v != 0) ? 1.0 : 0.0))
 DEF_CHUNK(ch_all_f64, double, double, 1.0, ((a != 0 && v != 0) ? 1.0 : 0.0))
-DEF_CHUNK(ch_cnt_u8, uint8_t, int64_t, 0, S_CNT)
+DEF_CHUNK_C(ch_cnt_u8, uint8_t, int64_t, 0, S_CNT, S_IADD)
 DEF_CHUNK(ch_any_u8, uint8_t, int64_t, 0, S_ANY)
 DEF_CHUNK(ch_all_u8, uint8_t, int64_t, 1, S_ALL)
 
