@@ -10,16 +10,16 @@ from ._errors import (
     OutOfMemoryError,
     UnsupportedError,
 )
-from ._ffi import ffi as _ffi
-from ._ffi import lib as _lib
+from . import _ffi
 from ._runtime import Method, MethodMeta, Program, TensorInfo, load
 
-__version__ = _ffi.string(_lib.pyexec_version()).decode()
+__version__: str = _ffi.ffi.string(_ffi.lib.pyexec_version()).decode()
 
 
 def kernels() -> list[str]:
     """Names of every operator the library has a kernel for ("aten::add.out")."""
-    return [_ffi.string(_lib.pyexec_kernel_name(i)).decode() for i in range(_lib.pyexec_kernel_count())]
+    ffi, lib = _ffi.ffi, _ffi.lib
+    return [ffi.string(lib.pyexec_kernel_name(i)).decode() for i in range(lib.pyexec_kernel_count())]
 
 
 __all__ = [

@@ -1,0 +1,100 @@
+"""The shared library and the package as shipped: what it links and exports,
+the binding generated from the header, and a fresh virtual environment
+without torch running a model with numpy only."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import pyexec
+from pyexec import _ffi
+
+ROOT = Path(__file__).resolve().parent.parent
+LIB = Path(pyexec.__file__).resolve().parent / "_lib" / "libpyexec.so"
+if not LIB.exists():  # running from the source tree
+    LIB = ROOT / "native" / "build" / "libpyexec.so"
+HEADER = ROOT / "native" / "include" / "pyexec.h"
+
+
+def run(*cmd: str | os.PathLike[str], **kw: object) -> str:
+    return subprocess.run([str(c) for c in cmd], check=True, capture_output=True, text=True, **kw).stdout  # type: ignore[call-overload, no-any-return]
+
+
+def test_library_links_only_libc_libm_and_pthreads() -> None:
+    needed = re.findall(r"\(NEEDED\)\s+Shared library: \[(.+?)\]", run("readelf", "-d", LIB))
+    assert needed, "readelf found no NEEDED entries"
+    # ld-linux is glibc's own loader (thread-local storage in a shared object needs __tls_get_addr).
+    allowed = re.compile(r"^(libc|libm|libpthread)\.so\.\d+$|^ld-linux[-\w]*\.so\.\d+$")
+    assert all(allowed.match(n) for n in needed), needed
+
+
+def test_library_exports_exactly_the_header_functions() -> None:
+    exported = {
+        line.split()[-1]
+        for line in run("nm", "-D", "--defined-only", LIB).splitlines()
+        if line.split()[1] in ("T", "D", "B", "R")
+    }
+    declared = set(re.findall(r"PYEXEC_API\s+[^;(]*?\b(pyexec_\w+)\s*\(", HEADER.read_text()))
+    assert declared, "no declarations found in the header"
+    assert exported == declared
+
+
+def test_cdef_is_generated_from_the_header() -> None:
+    cdef = _ffi.cdef_from_header(HEADER.read_text())
+    for name in re.findall(r"\b(pyexec_\w+)\s*\(", cdef):
+        assert hasattr(_ffi.lib, name), name
+    assert "PYEXEC_API" not in cdef and "#include" not in cdef
+
+
+def test_version_matches_the_header() -> None:
+    version = re.search(r'#define PYEXEC_VERSION_STRING "(.+?)"', HEADER.read_text())
+    assert version is not None and pyexec.__version__ == version.group(1)
+
+
+def test_c_program_runs_against_the_library(tmp_path: Path) -> None:
+    if shutil.which("cc") is None:
+        pytest.skip("no C compiler")
+    binary = tmp_path / "test_runtime"
+    run("cc", "-std=c11", "-Wall", "-Wextra", "-Werror", "-I", HEADER.parent, ROOT / "native/tests/test_runtime.c",
+        "-L", LIB.parent, f"-Wl,-rpath,{LIB.parent}", "-l:libpyexec.so", "-o", binary)
+    out = run(binary, ROOT / "native" / "tests" / "data")
+    assert re.search(r"^\d+ passed, 0 failed$", out, re.M), out
+
+
+def test_fresh_venv_without_torch_runs_a_model_with_numpy(tmp_path: Path) -> None:
+    wheel_dir = tmp_path / "wheel"
+    run(sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", wheel_dir, ROOT)
+    (wheel,) = wheel_dir.glob("pyexec-*.whl")
+    assert "-py3-none-" in wheel.name
+    venv = tmp_path / "venv"
+    run(sys.executable, "-m", "venv", venv)
+    py = venv / "bin" / "python"
+    run(py, "-m", "pip", "install", "-q", wheel)
+    script = (
+        "import importlib.util, numpy as np, pyexec\n"
+        "assert importlib.util.find_spec('torch') is None\n"
+        "m = pyexec.load('add_mul.pte').load_method('forward')\n"
+        "x = np.arange(6, dtype=np.float32).reshape(2, 3); y = np.full((2, 3), 2, np.float32)\n"
+        "s, p = m.execute([x, y])\n"
+        "assert isinstance(s, np.ndarray) and (s == x + y).all() and (p == x * y).all()\n"
+        "print('ok')\n"
+    )
+    out = run(py, "-c", script, cwd=ROOT / "native" / "tests" / "data")
+    assert out.strip() == "ok"
+
+
+def test_numpy_only_results_match_numpy_arithmetic() -> None:
+    m = pyexec.load(ROOT / "native" / "tests" / "data" / "add_mul.pte").load_method("forward")
+    x = np.random.default_rng(0).standard_normal((2, 3)).astype(np.float32)
+    y = np.random.default_rng(1).standard_normal((2, 3)).astype(np.float32)
+    s, p = m.execute([x, y])
+    np.testing.assert_array_equal(s, x + y)
+    np.testing.assert_array_equal(p, x * y)
