@@ -98,7 +98,8 @@ def demo(steps: int) -> int:
     print(f"generated {steps} tokens: {' '.join(map(str, tokens))}")
     print(f"per step (median): {step_us:.1f} us; copying the caches in and out instead would add "
           f"{copy_us:.1f} us per step, and grows with the cache")
-    written = sum(int(np.count_nonzero(c.any(axis=-1))) for c in caches)
+    # Positions (axis 2 of [batch, heads, positions, head_dim]) the program wrote in the caller's arrays.
+    written = sum(int(np.count_nonzero(c.any(axis=(0, 1, 3)))) for c in caches)
     print(f"cache rows written in place: {written} (= {len(caches)} caches x {steps} steps)")
     return 0
 
