@@ -1,6 +1,7 @@
 """pyexec: run ExecuTorch programs (.pte) with zero-copy control of inputs and
 outputs, over a small C library."""
 
+from . import _ffi
 from ._errors import (
     Error,
     ExecutionError,
@@ -10,7 +11,6 @@ from ._errors import (
     OutOfMemoryError,
     UnsupportedError,
 )
-from . import _ffi
 from ._runtime import Method, MethodMeta, Program, TensorInfo, load
 
 __version__: str = _ffi.ffi.string(_ffi.lib.pyexec_version()).decode()

@@ -550,14 +550,14 @@ static inline int64_t f2i(double v) {
   }                                                \
   break;
 
-/* Integer sources, common to every destination. */
-#define G_INT_CASES(DT, BOOLE)                                  \
-  case PX_I64: G_LOOP(DT, int64_t, v)                           \
-  case PX_I32: G_LOOP(DT, int32_t, v)                           \
-  case PX_I16: G_LOOP(DT, int16_t, v)                           \
-  case PX_I8: G_LOOP(DT, int8_t, v)                             \
-  case PX_U8: G_LOOP(DT, uint8_t, v)                            \
-  case PX_BOOL: G_LOOP(DT, uint8_t, BOOLE)
+/* Integer sources, common to every destination; E converts v. */
+#define G_INT_CASES(DT, E)                                      \
+  case PX_I64: G_LOOP(DT, int64_t, E)                           \
+  case PX_I32: G_LOOP(DT, int32_t, E)                           \
+  case PX_I16: G_LOOP(DT, int16_t, E)                           \
+  case PX_I8: G_LOOP(DT, int8_t, E)                             \
+  case PX_U8: G_LOOP(DT, uint8_t, E)                            \
+  case PX_BOOL: G_LOOP(DT, uint8_t, v != 0)
 
 /* Reads n elements of dtype sdt at src (stride st) into d[0..n) of dtype
  * ddt (a compute dtype). */
@@ -570,7 +570,7 @@ static void gather(void *dst, int ddt, const char *src, int sdt, int64_t st, int
         case PX_F64: G_LOOP(float, double, v)
         case PX_F16: G_LOOP(float, uint16_t, px_half_to_float(v))
         case PX_BF16: G_LOOP(float, uint16_t, px_bf16_to_float(v))
-        G_INT_CASES(float, v != 0)
+        G_INT_CASES(float, v)
         default: break;
       }
       break;
@@ -582,7 +582,7 @@ static void gather(void *dst, int ddt, const char *src, int sdt, int64_t st, int
         case PX_F64: G_LOOP(double, double, v)
         case PX_F16: G_LOOP(double, uint16_t, px_half_to_float(v))
         case PX_BF16: G_LOOP(double, uint16_t, px_bf16_to_float(v))
-        G_INT_CASES(double, v != 0)
+        G_INT_CASES(double, v)
         default: break;
       }
       break;
@@ -594,7 +594,7 @@ static void gather(void *dst, int ddt, const char *src, int sdt, int64_t st, int
         case PX_F64: G_LOOP(int64_t, double, f2i(v))
         case PX_F16: G_LOOP(int64_t, uint16_t, f2i(px_half_to_float(v)))
         case PX_BF16: G_LOOP(int64_t, uint16_t, f2i(px_bf16_to_float(v)))
-        G_INT_CASES(int64_t, v != 0)
+        G_INT_CASES(int64_t, v)
         default: break;
       }
       break;
@@ -606,7 +606,7 @@ static void gather(void *dst, int ddt, const char *src, int sdt, int64_t st, int
         case PX_F64: G_LOOP(int32_t, double, f2i(v))
         case PX_F16: G_LOOP(int32_t, uint16_t, f2i(px_half_to_float(v)))
         case PX_BF16: G_LOOP(int32_t, uint16_t, f2i(px_bf16_to_float(v)))
-        G_INT_CASES(int32_t, v != 0)
+        G_INT_CASES(int32_t, v)
         default: break;
       }
       break;
@@ -1175,15 +1175,18 @@ static int k_pow_ts_out(px_ctx *ctx, px_value *const *args) {
   const ew_ops *ops = &t_pow_si;
   if (px_is_floating(common)) {
     double d = px_scalar_d(e);
+    /* torch uses sqrt / rsqrt / reciprocal for these exponents except for
+     * float16, where it calls pow (they differ at -inf and -0) */
+    bool special = common != PX_F16;
     if (d == 2.0)
       ops = &t_pow_sq;
     else if (d == 3.0)
       ops = &t_pow_cube;
-    else if (d == 0.5)
+    else if (special && d == 0.5)
       ops = &t_pow_sqrt;
-    else if (d == -0.5)
+    else if (special && d == -0.5)
       ops = &t_pow_rsqrt;
-    else if (d == -1.0)
+    else if (special && d == -1.0)
       ops = &t_pow_recip;
     else if (d == -2.0)
       ops = &t_pow_rsq;

@@ -203,28 +203,36 @@ enum { RK_SUM, RK_PROD, RK_MAX, RK_MIN, RK_ANY, RK_ALL };
 #define LANES 8
 
 /* R NAME(p, n): folds n contiguous T into an R with STEP (a = accumulator,
- * v = element as R), in LANES independent lanes merged with COMBINE (a, v =
- * two lanes). */
-#define DEF_CHUNK_C(NAME, T, R, INIT, STEP, COMBINE)                        \
-  static R NAME(const T *restrict p, int64_t n) {                           \
-    R lane[LANES];                                                          \
-    for (int j = 0; j < LANES; j++) lane[j] = (INIT);                       \
-    int64_t i = 0;                                                          \
-    for (; i + LANES <= n; i += LANES)                                      \
-      for (int j = 0; j < LANES; j++) {                                     \
-        R a = lane[j], v = (R)p[i + j];                                     \
-        lane[j] = (STEP);                                                   \
-      }                                                                     \
-    R a = lane[0];                                                          \
-    for (int j = 1; j < LANES; j++) {                                       \
-      R v = lane[j];                                                        \
-      a = (COMBINE);                                                        \
-    }                                                                       \
-    for (; i < n; i++) {                                                    \
-      R v = (R)p[i];                                                        \
-      a = (STEP);                                                           \
-    }                                                                       \
-    return a;                                                               \
+ * v = element as R), in 8 independent lanes (kept in registers) merged with
+ * COMBINE (a, v = two lanes). */
+#define LSTEP_(L, K, R, STEP)  \
+  {                            \
+    R a = L, v = (R)p[i + K];  \
+    L = (STEP);                \
+  }
+#define LCOMB_(L, R, COMBINE) \
+  {                           \
+    R v = L;                  \
+    a = (COMBINE);            \
+  }
+#define DEF_CHUNK_C(NAME, T, R, INIT, STEP, COMBINE)                                       \
+  static R NAME(const T *restrict p, int64_t n) {                                          \
+    R l0 = (INIT), l1 = l0, l2 = l0, l3 = l0, l4 = l0, l5 = l0, l6 = l0, l7 = l0;          \
+    int64_t i = 0;                                                                         \
+    for (; i + 8 <= n; i += 8) {                                                           \
+      LSTEP_(l0, 0, R, STEP) LSTEP_(l1, 1, R, STEP) LSTEP_(l2, 2, R, STEP)                 \
+      LSTEP_(l3, 3, R, STEP) LSTEP_(l4, 4, R, STEP) LSTEP_(l5, 5, R, STEP)                 \
+      LSTEP_(l6, 6, R, STEP) LSTEP_(l7, 7, R, STEP)                                        \
+    }                                                                                      \
+    R a = l0;                                                                              \
+    LCOMB_(l1, R, COMBINE) LCOMB_(l2, R, COMBINE) LCOMB_(l3, R, COMBINE)                   \
+    LCOMB_(l4, R, COMBINE) LCOMB_(l5, R, COMBINE) LCOMB_(l6, R, COMBINE)                   \
+    LCOMB_(l7, R, COMBINE)                                                                 \
+    for (; i < n; i++) {                                                                   \
+      R v = (R)p[i];                                                                       \
+      a = (STEP);                                                                          \
+    }                                                                                      \
+    return a;                                                                              \
   }
 
 #define DEF_CHUNK(NAME, T, R, INIT, STEP) DEF_CHUNK_C(NAME, T, R, INIT, STEP, STEP)
@@ -257,11 +265,13 @@ enum { RK_SUM, RK_PROD, RK_MAX, RK_MIN, RK_ANY, RK_ALL };
 #define S_ANY (a | (int64_t)(v != 0))
 #define S_ALL (a & (int64_t)(v != 0))
 
-DEF_CHUNK(ch_sum_f32, float, double, 0.0, S_ADD)
 DEF_CHUNK(ch_sum_f64, double, double, 0.0, S_ADD)
 DEF_CHUNK(ch_prod_f64, double, double, 1.0, S_MUL)
-DEF_CHUNK(ch_max_f32, float, float, -INFINITY, S_FMAX)
-DEF_CHUNK(ch_min_f32, float, float, INFINITY, S_FMIN)
+DEF_CHUNK(ch_max_f32_nan, float, float, -INFINITY, S_FMAX)
+DEF_CHUNK(ch_min_f32_nan, float, float, INFINITY, S_FMIN)
+/* Without the NaN test the step compiles to maxss / minss (8 chains). */
+DEF_CHUNK(ch_max_f32_fin, float, float, -INFINITY, (v > a ? v : a))
+DEF_CHUNK(ch_min_f32_fin, float, float, INFINITY, (v < a ? v : a))
 DEF_CHUNK(ch_max_f64, double, double, -INFINITY, S_FMAX)
 DEF_CHUNK(ch_min_f64, double, double, INFINITY, S_FMIN)
 DEF_CHUNK(ch_sum_i64, int64_t, int64_t, 0, S_IADD)
@@ -279,8 +289,10 @@ DEF_CHUNK(ch_all_u8, uint8_t, int64_t, 1, S_ALL)
 DEF_ROW(rw_sum_f32, float, double, S_ADD)
 DEF_ROW(rw_sum_f64, double, double, S_ADD)
 DEF_ROW(rw_prod_f64, double, double, S_MUL)
-DEF_ROW(rw_max_f32, float, double, S_FMAX)
-DEF_ROW(rw_min_f32, float, double, S_FMIN)
+DEF_ROW(rw_max_f32_nan, float, double, S_FMAX)
+DEF_ROW(rw_min_f32_nan, float, double, S_FMIN)
+DEF_ROW(rw_max_f32_fin, float, double, (v > a ? v : a))
+DEF_ROW(rw_min_f32_fin, float, double, (v < a ? v : a))
 DEF_ROW(rw_max_f64, double, double, S_FMAX)
 DEF_ROW(rw_min_f64, double, double, S_FMIN)
 DEF_ROW(rw_sum_i64, int64_t, int64_t, S_IADD)
@@ -292,6 +304,80 @@ DEF_ROW(rw_all_i64, int64_t, int64_t, S_ALL)
 DEF_ROW(rw_cnt_u8, uint8_t, int64_t, S_CNT)
 DEF_ROW(rw_any_u8, uint8_t, int64_t, S_ANY)
 DEF_ROW(rw_all_u8, uint8_t, int64_t, S_ALL)
+
+/* float32 sum: blocks of 512 elements summed in 16 float lanes (SIMD-friendly,
+ * each lane adds at most 32 values), block sums accumulated in double. */
+#define F4_(A, B, C, D, K) \
+  A += p[i + K];           \
+  B += p[i + K + 1];       \
+  C += p[i + K + 2];       \
+  D += p[i + K + 3];
+static double ch_sum_f32(const float *restrict p, int64_t n) {
+  double total = 0;
+  int64_t i = 0;
+  while (i + 16 <= n) {
+    int64_t end = i + 512 < n ? i + 512 : n;
+    float a0 = 0, a1 = 0, a2 = 0, a3 = 0, b0 = 0, b1 = 0, b2 = 0, b3 = 0;
+    float c0 = 0, c1 = 0, c2 = 0, c3 = 0, d0 = 0, d1 = 0, d2 = 0, d3 = 0;
+    for (; i + 16 <= end; i += 16) {
+      F4_(a0, a1, a2, a3, 0)
+      F4_(b0, b1, b2, b3, 4)
+      F4_(c0, c1, c2, c3, 8)
+      F4_(d0, d1, d2, d3, 12)
+    }
+    total += (double)((a0 + b0) + (c0 + d0)) + (double)((a1 + b1) + (c1 + d1)) +
+             (double)((a2 + b2) + (c2 + d2)) + (double)((a3 + b3) + (c3 + d3));
+  }
+  for (; i < n; i++) total += p[i];
+  return total;
+}
+
+/* Whether p[0..n) is free of NaN and infinities: the sum of v * 0 (16 float
+ * lanes, vectorised) is NaN exactly when one is present. */
+#define Z4_(A, B, C, D, K)    \
+  A += p[i + K] * 0.0f;       \
+  B += p[i + K + 1] * 0.0f;   \
+  C += p[i + K + 2] * 0.0f;   \
+  D += p[i + K + 3] * 0.0f;
+static bool f32_all_finite(const float *restrict p, int64_t n) {
+  float a0 = 0, a1 = 0, a2 = 0, a3 = 0, b0 = 0, b1 = 0, b2 = 0, b3 = 0;
+  float c0 = 0, c1 = 0, c2 = 0, c3 = 0, d0 = 0, d1 = 0, d2 = 0, d3 = 0;
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    Z4_(a0, a1, a2, a3, 0)
+    Z4_(b0, b1, b2, b3, 4)
+    Z4_(c0, c1, c2, c3, 8)
+    Z4_(d0, d1, d2, d3, 12)
+  }
+  float t = ((a0 + a1) + (a2 + a3)) + ((b0 + b1) + (b2 + b3)) + ((c0 + c1) + (c2 + c3)) +
+            ((d0 + d1) + (d2 + d3));
+  for (; i < n; i++) t += p[i] * 0.0f;
+  return t == t;
+}
+
+/* float32 max / min with NaN propagation: blocks free of NaN / inf (checked
+ * first, while the block is in cache) take the fast loop. */
+#define F32_BLOCK 1024
+static float ch_max_f32(const float *restrict p, int64_t n) {
+  float m = -INFINITY;
+  for (int64_t i = 0; i < n; i += F32_BLOCK) {
+    int64_t b = n - i < F32_BLOCK ? n - i : F32_BLOCK;
+    float v = f32_all_finite(p + i, b) ? ch_max_f32_fin(p + i, b) : ch_max_f32_nan(p + i, b);
+    if (v != v) return v;
+    if (v > m) m = v;
+  }
+  return m;
+}
+static float ch_min_f32(const float *restrict p, int64_t n) {
+  float m = INFINITY;
+  for (int64_t i = 0; i < n; i += F32_BLOCK) {
+    int64_t b = n - i < F32_BLOCK ? n - i : F32_BLOCK;
+    float v = f32_all_finite(p + i, b) ? ch_min_f32_fin(p + i, b) : ch_min_f32_nan(p + i, b);
+    if (v != v) return v;
+    if (v < m) m = v;
+  }
+  return m;
+}
 
 /* Reductions carried in double: sum / prod / max / min of floating types. */
 static double chunk_d(int rk, int ct, const void *p, int64_t n) {
@@ -317,8 +403,19 @@ static void row_d(int rk, int ct, double *acc, const void *p, int64_t n) {
   if (ct == CT_F32) {
     switch (rk) {
       case RK_SUM: rw_sum_f32(acc, p, n); return;
-      case RK_MAX: rw_max_f32(acc, p, n); return;
-      case RK_MIN: rw_min_f32(acc, p, n); return;
+      /* a NaN already in acc stays: v > NaN is false */
+      case RK_MAX:
+        if (f32_all_finite(p, n))
+          rw_max_f32_fin(acc, p, n);
+        else
+          rw_max_f32_nan(acc, p, n);
+        return;
+      case RK_MIN:
+        if (f32_all_finite(p, n))
+          rw_min_f32_fin(acc, p, n);
+        else
+          rw_min_f32_nan(acc, p, n);
+        return;
       default: return;
     }
   }
@@ -681,8 +778,17 @@ static int k_all_dims(px_ctx *ctx, px_value *const *a) {
 #define B_IMAX (v > b)
 #define B_IMIN (v < b)
 
-DEF_ARG(am_max_f32, float, B_FMAX)
-DEF_ARG(am_min_f32, float, B_FMIN)
+/* float32: the extreme value first (fast loops), then its first position. */
+static int64_t am_f32(const float *restrict p, int64_t n, bool mx) {
+  float m = mx ? ch_max_f32(p, n) : ch_min_f32(p, n);
+  int64_t i = 0;
+  if (m != m) {
+    while (i < n && p[i] == p[i]) i++;
+  } else {
+    while (i < n && p[i] != m) i++;
+  }
+  return i < n ? i : 0;
+}
 DEF_ARG(am_max_f64, double, B_FMAX)
 DEF_ARG(am_min_f64, double, B_FMIN)
 DEF_ARG(am_max_i64, int64_t, B_IMAX)
@@ -696,7 +802,7 @@ DEF_ARGROW(ar_min_i64, int64_t, int64_t, B_IMIN)
 
 static int64_t arg_chunk(int ct, bool mx, const void *p, int64_t n) {
   switch (ct) {
-    case CT_F32: return mx ? am_max_f32(p, n) : am_min_f32(p, n);
+    case CT_F32: return am_f32(p, n, mx);
     case CT_F64: return mx ? am_max_f64(p, n) : am_min_f64(p, n);
     default: return mx ? am_max_i64(p, n) : am_min_i64(p, n);
   }
@@ -833,22 +939,25 @@ static int k_argmin(px_ctx *ctx, px_value *const *a) { return argmaxmin(ctx, a, 
 /* ---- variance ------------------------------------------------------------ */
 
 /* Sum of squared deviations from m. */
-#define DEF_SSD(NAME, T)                                                   \
-  static double NAME(const T *restrict p, int64_t n, double m) {           \
-    double lane[LANES] = {0};                                              \
-    int64_t i = 0;                                                         \
-    for (; i + LANES <= n; i += LANES)                                     \
-      for (int j = 0; j < LANES; j++) {                                    \
-        double d = (double)p[i + j] - m;                                   \
-        lane[j] += d * d;                                                  \
-      }                                                                    \
-    double s = 0;                                                          \
-    for (int j = 0; j < LANES; j++) s += lane[j];                          \
-    for (; i < n; i++) {                                                   \
-      double d = (double)p[i] - m;                                         \
-      s += d * d;                                                          \
-    }                                                                      \
-    return s;                                                              \
+#define SSD_(L, K)                  \
+  {                                 \
+    double d_ = (double)p[i + K] - m; \
+    L += d_ * d_;                   \
+  }
+#define DEF_SSD(NAME, T)                                                        \
+  static double NAME(const T *restrict p, int64_t n, double m) {                \
+    double l0 = 0, l1 = 0, l2 = 0, l3 = 0, l4 = 0, l5 = 0, l6 = 0, l7 = 0;      \
+    int64_t i = 0;                                                              \
+    for (; i + 8 <= n; i += 8) {                                                \
+      SSD_(l0, 0) SSD_(l1, 1) SSD_(l2, 2) SSD_(l3, 3)                           \
+      SSD_(l4, 4) SSD_(l5, 5) SSD_(l6, 6) SSD_(l7, 7)                           \
+    }                                                                           \
+    double s = ((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7));              \
+    for (; i < n; i++) {                                                        \
+      double d = (double)p[i] - m;                                              \
+      s += d * d;                                                               \
+    }                                                                           \
+    return s;                                                                   \
   }
 #define DEF_SSDROW(NAME, T)                                                             \
   static void NAME(double *restrict acc, const T *restrict p, const double *restrict m, \
@@ -1068,78 +1177,78 @@ static int k_cumprod(px_ctx *ctx, px_value *const *a) { return scan_op(ctx, a, t
 
 /* ---- sort and topk --------------------------------------------------------- */
 
-/* Stable bottom-up merge sort of idx[0..n) by key (BEFORE(x, y): key x goes
- * strictly before key y). tmp has room for n. */
-#define DEF_SORT(NAME, K, BEFORE)                                                   \
-  static void NAME(const K *key, int64_t *idx, int64_t *tmp, int64_t n) {           \
-    int64_t *src = idx, *dst = tmp;                                                 \
-    for (int64_t lo = 0; lo < n; lo += 16) { /* insertion-sort runs of 16 */       \
-      int64_t hi = lo + 16 < n ? lo + 16 : n;                                       \
-      for (int64_t i = lo + 1; i < hi; i++) {                                       \
-        int64_t t = src[i], j = i;                                                  \
-        K x = key[t];                                                               \
-        while (j > lo) {                                                            \
-          K y = key[src[j - 1]];                                                    \
-          if (!(BEFORE)) break;                                                     \
-          src[j] = src[j - 1];                                                      \
-          j--;                                                                      \
-        }                                                                           \
-        src[j] = t;                                                                 \
-      }                                                                             \
-    }                                                                               \
-    for (int64_t w = 16; w < n; w *= 2) {                                           \
-      for (int64_t lo = 0; lo < n; lo += 2 * w) {                                   \
-        int64_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n; \
-        int64_t i = lo, j = mid, o = lo;                                            \
-        while (i < mid && j < hi) {                                                 \
-          K x = key[src[j]], y = key[src[i]];                                       \
-          dst[o++] = (BEFORE) ? src[j++] : src[i++];                                \
-        }                                                                           \
-        while (i < mid) dst[o++] = src[i++];                                        \
-        while (j < hi) dst[o++] = src[j++];                                         \
-      }                                                                             \
-      int64_t *t = src;                                                             \
-      src = dst;                                                                    \
-      dst = t;                                                                      \
-    }                                                                               \
-    if (src != idx) memcpy(idx, src, (size_t)n * sizeof(int64_t));                  \
-  }
+/* Sorting works on (key, index) pairs whose unsigned 64-bit keys order like
+ * the values: floats map to their order-preserving bit pattern with every NaN
+ * above +inf (torch's order) and -0.0 equal to 0.0; ints flip their sign bit.
+ * Descending sorts complement the key, so one stable ascending sort serves. */
+typedef struct kv {
+  uint64_t k;
+  int64_t i;
+} kv;
 
-/* NaN sorts above every number (last ascending, first descending). */
-#define BF_ASC (x < y || (y != y && x == x))
-#define BF_DESC (x > y || (x != x && y == y))
-DEF_SORT(sort_d_asc, double, BF_ASC)
-DEF_SORT(sort_d_desc, double, BF_DESC)
-DEF_SORT(sort_i_asc, int64_t, x < y)
-DEF_SORT(sort_i_desc, int64_t, x > y)
+static inline uint64_t key_of_double(double d) {
+  if (d != d) return UINT64_MAX;
+  if (d == 0) d = 0.0;
+  uint64_t b;
+  memcpy(&b, &d, sizeof b);
+  return (b >> 63) ? ~b : (b | ((uint64_t)1 << 63));
+}
 
-/* The k best of key[0..n) (in order, ties by index) into idx[0..k), by
- * insertion into a sorted prefix; for small k. */
-#define DEF_SELECT(NAME, K, BEFORE)                                       \
-  static void NAME(const K *key, int64_t *idx, int64_t n, int64_t k) {    \
-    int64_t m = 0;                                                        \
-    for (int64_t e = 0; e < n; e++) {                                     \
-      K x = key[e];                                                       \
-      if (m == k) {                                                       \
-        K y = key[idx[k - 1]];                                            \
-        if (!(BEFORE)) continue;                                          \
-        m--;                                                              \
-      }                                                                   \
-      int64_t j = m;                                                      \
-      while (j > 0) {                                                     \
-        K y = key[idx[j - 1]];                                            \
-        if (!(BEFORE)) break;                                             \
-        idx[j] = idx[j - 1];                                              \
-        j--;                                                              \
-      }                                                                   \
-      idx[j] = e;                                                         \
-      m++;                                                                \
-    }                                                                     \
+static inline uint64_t key_of_int(int64_t v) { return (uint64_t)v ^ ((uint64_t)1 << 63); }
+
+/* Stable sort of a[0..n) by k: insertion-sorted runs of 16, then bottom-up
+ * merges through tmp (room for n). */
+static void kv_sort(kv *a, kv *tmp, int64_t n) {
+  for (int64_t lo = 0; lo < n; lo += 16) {
+    int64_t hi = lo + 16 < n ? lo + 16 : n;
+    for (int64_t i = lo + 1; i < hi; i++) {
+      kv x = a[i];
+      int64_t j = i;
+      while (j > lo && x.k < a[j - 1].k) {
+        a[j] = a[j - 1];
+        j--;
+      }
+      a[j] = x;
+    }
   }
-DEF_SELECT(sel_d_asc, double, BF_ASC)
-DEF_SELECT(sel_d_desc, double, BF_DESC)
-DEF_SELECT(sel_i_asc, int64_t, x < y)
-DEF_SELECT(sel_i_desc, int64_t, x > y)
+  kv *src = a, *dst = tmp;
+  for (int64_t w = 16; w < n; w *= 2) {
+    for (int64_t lo = 0; lo < n; lo += 2 * w) {
+      int64_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
+      int64_t i = lo, j = mid, o = lo;
+      while (i < mid && j < hi) {
+        bool right = src[j].k < src[i].k;
+        dst[o++] = right ? src[j++] : src[i++];
+      }
+      while (i < mid) dst[o++] = src[i++];
+      while (j < hi) dst[o++] = src[j++];
+    }
+    kv *t = src;
+    src = dst;
+    dst = t;
+  }
+  if (src != a) memcpy(a, src, (size_t)n * sizeof(kv));
+}
+
+/* The k smallest keys of a[0..n), in order (ties by position), into
+ * a[0..k), by insertion into a sorted prefix; for small k. */
+static void kv_select(kv *a, int64_t n, int64_t k) {
+  int64_t m = 0;
+  for (int64_t e = 0; e < n; e++) {
+    kv x = a[e];
+    if (m == k) {
+      if (!(x.k < a[k - 1].k)) continue;
+      m--;
+    }
+    int64_t j = m;
+    while (j > 0 && x.k < a[j - 1].k) {
+      a[j] = a[j - 1];
+      j--;
+    }
+    a[j] = x;
+    m++;
+  }
+}
 
 #define SELECT_MAX_K 32
 
@@ -1164,10 +1273,10 @@ static int sort_run(px_ctx *ctx, const px_tensor *in, int d, int64_t k, bool des
   split_dim(in, d, &outer, &n, &inner);
   bool fl = px_is_floating(in->dtype);
   bool sel = k <= SELECT_MAX_K && k < n;
-  void *key = px_scratch(ctx, (size_t)n * 8);
-  int64_t *ix = px_scratch(ctx, (size_t)n * sizeof(int64_t));
-  int64_t *tmp = sel ? NULL : px_scratch(ctx, (size_t)n * sizeof(int64_t));
-  if (!key || !ix || (!sel && !tmp)) return ERR;
+  kv *a = px_scratch(ctx, (size_t)n * sizeof(kv));
+  kv *tmp = sel ? NULL : px_scratch(ctx, (size_t)n * sizeof(kv));
+  if (!a || (!sel && !tmp)) return ERR;
+  uint64_t flip = desc ? UINT64_MAX : 0;
   size_t es = px_elsize(in->dtype);
   const char *src = in->data;
   char *dst = vals->data;
@@ -1175,44 +1284,24 @@ static int sort_run(px_ctx *ctx, const px_tensor *in, int d, int64_t k, bool des
   for (int64_t o = 0; o < outer; o++) {
     for (int64_t i = 0; i < inner; i++) {
       int64_t base = o * n * inner + i, obase = o * k * inner + i;
-      if (fl) {
-        double *kd = key;
-        if (in->dtype == PX_F32)
-          for (int64_t j = 0; j < n; j++) kd[j] = ((const float *)src)[base + j * inner];
-        else
-          for (int64_t j = 0; j < n; j++) kd[j] = px_load_d(src, in->dtype, base + j * inner);
-        if (sel) {
-          if (desc)
-            sel_d_desc(kd, ix, n, k);
-          else
-            sel_d_asc(kd, ix, n, k);
-        } else {
-          for (int64_t j = 0; j < n; j++) ix[j] = j;
-          if (desc)
-            sort_d_desc(kd, ix, tmp, n);
-          else
-            sort_d_asc(kd, ix, tmp, n);
-        }
+      if (in->dtype == PX_F32) {
+        const float *p = (const float *)src + base;
+        for (int64_t j = 0; j < n; j++) a[j] = (kv){key_of_double(p[j * inner]) ^ flip, j};
+      } else if (fl) {
+        for (int64_t j = 0; j < n; j++)
+          a[j] = (kv){key_of_double(px_load_d(src, in->dtype, base + j * inner)) ^ flip, j};
       } else {
-        int64_t *ki = key;
-        for (int64_t j = 0; j < n; j++) ki[j] = px_load_i(src, in->dtype, base + j * inner);
-        if (sel) {
-          if (desc)
-            sel_i_desc(ki, ix, n, k);
-          else
-            sel_i_asc(ki, ix, n, k);
-        } else {
-          for (int64_t j = 0; j < n; j++) ix[j] = j;
-          if (desc)
-            sort_i_desc(ki, ix, tmp, n);
-          else
-            sort_i_asc(ki, ix, tmp, n);
-        }
+        for (int64_t j = 0; j < n; j++)
+          a[j] = (kv){key_of_int(px_load_i(src, in->dtype, base + j * inner)) ^ flip, j};
       }
+      if (sel)
+        kv_select(a, n, k);
+      else
+        kv_sort(a, tmp, n);
       for (int64_t j = 0; j < k; j++) {
-        int64_t so = base + ix[j] * inner, oo = obase + j * inner;
+        int64_t so = base + a[j].i * inner, oo = obase + j * inner;
         memcpy(dst + (size_t)oo * es, src + (size_t)so * es, es);
-        di[oo] = ix[j];
+        di[oo] = a[j].i;
       }
     }
   }
