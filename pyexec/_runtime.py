@@ -25,6 +25,7 @@ from ._tensors import (
 Source = Union[str, "os.PathLike[str]", bytes, bytearray, memoryview]
 
 _OUTPUT_TYPES = ("auto", "torch", "numpy")
+_VOIDP = ffi.typeof("void *")
 
 
 @dataclass(frozen=True)
@@ -195,8 +196,13 @@ class Method:
         self._bound: list[Any] = [None] * nout
         self._bound_ptr: list[tuple[int, int] | None] = [None] * nout
         self._alias: list[int | None] = [self._query_alias(i) for i in range(nout)]
-        self._out_value = ffi.new("pyexec_value *")
-        self._views: list[Any] = [None] * nout  # (ptr, shape, numpy view, torch view)
+        self._outs = ffi.new("pyexec_value[]", max(nout, 1))
+        self._views: list[Any] = [None] * nout  # [data cdata, shape, numpy view, torch view, dtype code]
+        self._static_out = [i is not None and not i.is_dynamic for i in self.meta.outputs]
+        # Slots whose C fields still hold the metadata's dtype / rank / sizes, so
+        # the fast input path only writes the data pointer and byte count.
+        self._slot_clean = [False] * nin
+        self._in_codes = [_dtypes.CODE_BY_NAME[i.dtype] if i else None for i in self.meta.inputs]
 
     # ---- metadata -------------------------------------------------------
 
@@ -257,10 +263,18 @@ class Method:
         keep: list[Any] = [None] * n
         staged: list[Any] = [None] * n
         first_kind = None
+        torch = _dtypes.torch_module()
+        tensor_cls = torch.Tensor if torch is not None else None
+        ndarray = np.ndarray
         for j in range(n):
             x = inputs[j]
             info = self.meta.inputs[j]
             v = self._values[j]
+            if info is not None and self._fast_input(j, x, info, v, tensor_cls, ndarray, keep, staged):
+                if first_kind is None:
+                    first_kind = "torch" if type(x) is tensor_cls else "numpy"
+                continue
+            self._slot_clean[j] = False
             if info is None:
                 self._fill_scalar(j, x, v)
                 continue
@@ -300,6 +314,49 @@ class Method:
         elif n:
             self._last_kind = "numpy"
         return keep, staged
+
+    def _fast_input(
+        self, j: int, x: Any, info: TensorInfo, v: Any, tensor_cls: Any, ndarray: Any, keep: list[Any],
+        staged: list[Any],
+    ) -> bool:
+        """The common case with the fewest Python operations: a contiguous CPU
+        torch tensor or numpy array of the slot's dtype and (static) shape.
+        Returns False to let the general path handle (and explain) anything else."""
+        code = self._in_codes[j]
+        if type(x) is tensor_cls:
+            if _dtypes.torch_maps()[0].get(x.dtype) != code or not x.is_cpu or not x.is_contiguous():
+                return False
+            shape = x.shape
+            data: Any = ffi.cast(_VOIDP, x.data_ptr())
+        elif type(x) is ndarray:
+            if _dtypes.CODE_BY_NUMPY.get(x.dtype) != code or not x.flags.c_contiguous or x.size == 0:
+                return False
+            if info.is_mutated and not info.is_memory_planned and not x.flags.writeable:
+                return False
+            shape = x.shape
+            data = ffi.from_buffer(x)
+        else:
+            return False
+        if not self._slot_clean[j]:
+            v.kind = lib.PYEXEC_VALUE_TENSOR
+            t = v.tensor
+            t.dtype = code
+            t.dim = len(info.sizes)
+            t.sizes = self._sizes[j]
+            self._sizes[j][0 : len(info.sizes)] = info.sizes
+            self._slot_clean[j] = True
+        if shape != info.sizes:
+            if not info.is_dynamic or len(shape) != len(info.sizes):
+                return False
+            self._sizes[j][0 : len(shape)] = shape
+            self._slot_clean[j] = False  # sizes differ from the metadata now
+        t = v.tensor
+        t.data = data
+        t.nbytes = x.nbytes
+        staged[j] = data
+        if not info.is_memory_planned:
+            keep[j] = x
+        return True
 
     def _fill_scalar(self, j: int, x: Any, v: Any) -> None:
         if x is None:
@@ -403,32 +460,34 @@ class Method:
     def _outputs_locked(self, clone: bool) -> list[Any]:
         kind = self._kind()
         result: list[Any] = []
-        ov = self._out_value
+        outs = self._outs
+        if self._nout:
+            check(lib.pyexec_method_get_outputs(self._m, outs, self._nout))
         for i in range(self._nout):
-            bound = self._bound[i]
             a = self._alias[i]
             if a is not None and self._caller_inputs[a] is not None:
-                x = self._caller_inputs[a]
-                result.append(self._alias_output(x, kind, clone))
+                result.append(self._alias_output(self._caller_inputs[a], kind, clone))
                 continue
-            check(lib.pyexec_method_get_output(self._m, i, ov))
-            k = ov.kind
-            if k != lib.PYEXEC_VALUE_TENSOR:
+            ov = outs[i]
+            if ov.kind != lib.PYEXEC_VALUE_TENSOR:
                 result.append(self._scalar_output(ov))
                 continue
             t = ov.tensor
-            shape = tuple(t.sizes[0 : t.dim])
+            cached = self._views[i]
+            bound = self._bound[i]
+            if cached is not None and self._static_out[i] and cached[0] == t.data:
+                shape = cached[1]
+            else:
+                shape = tuple(t.sizes[0 : t.dim])
             if bound is not None:
                 result.append(self._bound_output(bound, shape))
                 continue
-            ptr = int(ffi.cast("uintptr_t", t.data))
-            cached = self._views[i]
-            if cached is None or cached[0] != ptr or cached[1] != shape:
+            if cached is None or cached[0] != t.data or cached[1] != shape:
                 code = t.dtype
                 if kind == "numpy":
                     check_numpy_code(code, f"output {i}")
-                nv = numpy_view(ptr, code, shape, self._handle)
-                cached = [ptr, shape, nv, None, code]
+                nv = numpy_view(int(ffi.cast("uintptr_t", t.data)), code, shape, self._handle)
+                cached = [t.data, shape, nv, None, code]
                 self._views[i] = cached
             if kind == "torch":
                 tv = cached[3]

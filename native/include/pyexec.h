@@ -351,6 +351,12 @@ PYEXEC_API size_t pyexec_kernel_count(void);
  * the index is out of range. */
 PYEXEC_API const char *pyexec_kernel_name(size_t index);
 
+/* Describes outputs 0..count-1 at once (as pyexec_method_get_output does for
+ * one), into out[0..count-1]; count must not exceed the number of outputs. */
+PYEXEC_API pyexec_status pyexec_method_get_outputs(pyexec_method *method,
+                                                   pyexec_value *out,
+                                                   size_t count);
+
 /* Total bytes of planned memory the method owns (all arenas). */
 PYEXEC_API size_t pyexec_method_planned_nbytes(const pyexec_method *method);
 

@@ -861,12 +861,7 @@ PYEXEC_API pyexec_status pyexec_method_set_output_ptr(pyexec_method *m, size_t i
   return st;
 }
 
-PYEXEC_API pyexec_status pyexec_method_get_output(pyexec_method *m, size_t index, pyexec_value *out) {
-  if (!m || !out) return px_invalid_argument("method and out must not be NULL");
-  if (index >= m->nout)
-    return px_invalid_argument("output index %zu is out of range (method '%s' has %u outputs)", index,
-                               m->plan->name, m->nout);
-  pthread_mutex_lock(&m->lock);
+static void describe_output(const pyexec_method *m, size_t index, pyexec_value *out) {
   const px_value *v = &m->values[m->outs[index].vidx];
   memset(out, 0, sizeof *out);
   switch (v->tag) {
@@ -891,6 +886,25 @@ PYEXEC_API pyexec_status pyexec_method_get_output(pyexec_method *m, size_t index
     }
     default: out->kind = PYEXEC_VALUE_OTHER; break;
   }
+}
+
+PYEXEC_API pyexec_status pyexec_method_get_output(pyexec_method *m, size_t index, pyexec_value *out) {
+  if (!m || !out) return px_invalid_argument("method and out must not be NULL");
+  if (index >= m->nout)
+    return px_invalid_argument("output index %zu is out of range (method '%s' has %u outputs)", index,
+                               m->plan->name, m->nout);
+  pthread_mutex_lock(&m->lock);
+  describe_output(m, index, out);
+  pthread_mutex_unlock(&m->lock);
+  return PYEXEC_OK;
+}
+
+PYEXEC_API pyexec_status pyexec_method_get_outputs(pyexec_method *m, pyexec_value *out, size_t count) {
+  if (!m || (count && !out)) return px_invalid_argument("method and out must not be NULL");
+  if (count > m->nout)
+    return px_invalid_argument("asked for %zu outputs, method '%s' has %u", count, m->plan->name, m->nout);
+  pthread_mutex_lock(&m->lock);
+  for (size_t i = 0; i < count; i++) describe_output(m, i, &out[i]);
   pthread_mutex_unlock(&m->lock);
   return PYEXEC_OK;
 }

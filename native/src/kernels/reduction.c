@@ -10,11 +10,15 @@
  *          elements (one chunk per position of the outer reduced dims);
  *   ROW    it is kept: each block of `len` contiguous outputs accumulates
  *          contiguous rows of `len` elements, one row per reduced position.
- * Both forms run tight loops over contiguous memory (8 independent lanes so
- * the compiler can vectorise them). The loops exist for a few compute types
+ * Both forms run tight loops over contiguous memory, written as independent
+ * lanes so that -O2 vectorises them. The loops exist for a few compute types
  * (float32, float64, int64, and bytes for bool); an input of another dtype is
- * converted chunk by chunk into scratch memory first. float32 sums accumulate
- * in double.
+ * converted into scratch memory PIECE elements at a time. float32 sums add
+ * blocks of 512 in float lanes and the block sums in double; max / min skip
+ * the NaN test for blocks known to be finite.
+ *
+ * Sorting (sort, topk) maps values to order-preserving 64-bit keys and runs
+ * one stable merge sort (or, for small k, an insertion selection).
  */
 #include <math.h>
 #include <string.h>
@@ -179,15 +183,25 @@ static int ct_dtype(int ct) {
 
 static size_t ct_size(int ct) { return ct == CT_U8 ? 1 : ct == CT_F32 ? 4 : 8; }
 
-/* Scratch for converting chunks of `n` elements when in's dtype differs from
- * the compute type (CT_U8 reads bool / uint8 bytes in place). *buf = NULL when
- * no conversion is needed. */
-static int chunk_buf(px_ctx *ctx, const px_tensor *in, int ct, int64_t n, void **buf) {
+/* Scratch for converting pieces of at most PIECE elements when in's dtype
+ * differs from the compute type (CT_U8 reads bool / uint8 bytes in place).
+ * *buf = NULL when no conversion is needed; *piece = how many elements to
+ * take at a time (all `n` without conversion). */
+#define PIECE 2048
+static int chunk_buf(px_ctx *ctx, const px_tensor *in, int ct, int64_t n, void **buf,
+                     int64_t *piece) {
   *buf = NULL;
+  *piece = n;
   if (ct == CT_U8 || in->dtype == ct_dtype(ct)) return 0;
-  *buf = px_scratch(ctx, (size_t)n * ct_size(ct));
+  if (*piece > PIECE) *piece = PIECE;
+  *buf = px_scratch(ctx, (size_t)*piece * ct_size(ct));
   return *buf ? 0 : ERR;
 }
+
+/* Loops s over [0, len) in steps of pl, with m = the length of each step. */
+#define FOR_PIECES(s, m, len, pl) \
+  for (int64_t s = 0, m = (len) < (pl) ? (len) : (pl); s < (len); \
+       s += (pl), m = (len) - s < (pl) ? (len) - s : (pl))
 
 static inline const void *chunk_at(const px_tensor *in, int ct, int64_t off, int64_t n, void *buf) {
   const char *p = (const char *)in->data + (size_t)off * px_elsize(in->dtype);
@@ -564,7 +578,8 @@ static int reduce_run(px_ctx *ctx, const px_tensor *in, px_tensor *out, const bo
   rplan P;
   plan_build(&P, in, mask);
   void *buf;
-  if (chunk_buf(ctx, in, ct, P.len, &buf)) return ERR;
+  int64_t pl;
+  if (chunk_buf(ctx, in, ct, P.len, &buf, &pl)) return ERR;
   odo ko, ro;
   odo_init(&ko, P.nk, P.ksz, P.kst);
   odo_init(&ro, P.nr, P.rsz, P.rst);
@@ -575,12 +590,14 @@ static int reduce_run(px_ctx *ctx, const px_tensor *in, px_tensor *out, const bo
       if (dcar) {
         double a = ident_d(rk);
         for (int64_t rit = 0; rit < P.riters; rit++, odo_next(&ro))
-          a = combine_d(rk, a, chunk_d(rk, ct, chunk_at(in, ct, ko.off + ro.off, P.len, buf), P.len));
+          FOR_PIECES(s, m, P.len, pl)
+          a = combine_d(rk, a, chunk_d(rk, ct, chunk_at(in, ct, ko.off + ro.off + s, m, buf), m));
         store_d(out, o++, mean ? a / nred : a);
       } else {
         int64_t a = ident_i(rk);
         for (int64_t rit = 0; rit < P.riters; rit++, odo_next(&ro))
-          a = combine_i(rk, a, chunk_i(rk, ct, chunk_at(in, ct, ko.off + ro.off, P.len, buf), P.len));
+          FOR_PIECES(s, m, P.len, pl)
+          a = combine_i(rk, a, chunk_i(rk, ct, chunk_at(in, ct, ko.off + ro.off + s, m, buf), m));
         px_store_i(out->data, out->dtype, o++, a);
       }
     }
@@ -594,7 +611,8 @@ static int reduce_run(px_ctx *ctx, const px_tensor *in, px_tensor *out, const bo
       double *acc = accp, id = ident_d(rk);
       for (int64_t i = 0; i < P.len; i++) acc[i] = id;
       for (int64_t rit = 0; rit < P.riters; rit++, odo_next(&ro))
-        row_d(rk, ct, acc, chunk_at(in, ct, ko.off + ro.off, P.len, buf), P.len);
+        FOR_PIECES(s, m, P.len, pl)
+        row_d(rk, ct, acc + s, chunk_at(in, ct, ko.off + ro.off + s, m, buf), m);
       if (mean)
         for (int64_t i = 0; i < P.len; i++) acc[i] /= nred;
       if (out->dtype == PX_F32) {
@@ -607,7 +625,8 @@ static int reduce_run(px_ctx *ctx, const px_tensor *in, px_tensor *out, const bo
       int64_t *acc = accp, id = ident_i(rk);
       for (int64_t i = 0; i < P.len; i++) acc[i] = id;
       for (int64_t rit = 0; rit < P.riters; rit++, odo_next(&ro))
-        row_i(rk, ct, acc, chunk_at(in, ct, ko.off + ro.off, P.len, buf), P.len);
+        FOR_PIECES(s, m, P.len, pl)
+        row_i(rk, ct, acc + s, chunk_at(in, ct, ko.off + ro.off + s, m, buf), m);
       if (out->dtype == PX_I64)
         memcpy((int64_t *)out->data + o, acc, (size_t)P.len * sizeof(int64_t));
       else
@@ -852,20 +871,38 @@ static int arg_run(px_ctx *ctx, const px_tensor *in, const bool *mask, bool mx, 
   if ((P.inner && P.nr != 0) || (!P.inner && P.nr > 1))
     return px_fail(ctx, "internal error: arg-reduction over several separate dims");
   void *buf;
-  if (chunk_buf(ctx, in, ct, P.len, &buf)) return ERR;
+  int64_t pl;
+  if (chunk_buf(ctx, in, ct, P.len, &buf, &pl)) return ERR;
   odo ko;
   odo_init(&ko, P.nk, P.ksz, P.kst);
   int64_t o = 0;
   if (P.inner) {
     for (int64_t kit = 0; kit < P.kiters; kit++, odo_next(&ko), o++) {
-      const void *p = chunk_at(in, ct, ko.off, P.len, buf);
-      int64_t j = arg_chunk(ct, mx, p, P.len);
-      if (idx) ((int64_t *)idx->data)[o] = j;
+      int64_t bj = 0, bi = 0;
+      double bd = 0;
+      FOR_PIECES(s, m, P.len, pl) {
+        const void *p = chunk_at(in, ct, ko.off + s, m, buf);
+        int64_t j = arg_chunk(ct, mx, p, m);
+        if (fl) {
+          double v = ct_load_d(ct, p, j), b = bd;
+          if (s == 0 || (mx ? B_FMAX : B_FMIN)) {
+            bd = v;
+            bj = s + j;
+          }
+        } else {
+          int64_t v = ((const int64_t *)p)[j], b = bi;
+          if (s == 0 || (mx ? B_IMAX : B_IMIN)) {
+            bi = v;
+            bj = s + j;
+          }
+        }
+      }
+      if (idx) ((int64_t *)idx->data)[o] = bj;
       if (vals) {
         if (fl)
-          store_d(vals, o, ct_load_d(ct, p, j));
+          store_d(vals, o, bd);
         else
-          px_store_i(vals->data, vals->dtype, o, ((const int64_t *)p)[j]);
+          px_store_i(vals->data, vals->dtype, o, bi);
       }
     }
     return 0;
@@ -875,16 +912,19 @@ static int arg_run(px_ctx *ctx, const px_tensor *in, const bool *mask, bool mx, 
   int64_t *bidx = px_scratch(ctx, (size_t)P.len * 8);
   if (!best || !bidx) return ERR;
   for (int64_t kit = 0; kit < P.kiters; kit++, odo_next(&ko), o += P.len) {
-    const void *p = chunk_at(in, ct, ko.off, P.len, buf);
-    for (int64_t i = 0; i < P.len; i++) {
-      bidx[i] = 0;
-      if (fl)
-        ((double *)best)[i] = ct_load_d(ct, p, i);
-      else
-        ((int64_t *)best)[i] = ((const int64_t *)p)[i];
+    FOR_PIECES(s, m, P.len, pl) {
+      const void *p = chunk_at(in, ct, ko.off + s, m, buf);
+      for (int64_t i = 0; i < m; i++) {
+        bidx[s + i] = 0;
+        if (fl)
+          ((double *)best)[s + i] = ct_load_d(ct, p, i);
+        else
+          ((int64_t *)best)[s + i] = ((const int64_t *)p)[i];
+      }
     }
     for (int64_t r = 1; r < nr; r++)
-      arg_row(ct, mx, best, bidx, chunk_at(in, ct, ko.off + r * rs, P.len, buf), P.len, r);
+      FOR_PIECES(s, m, P.len, pl)
+      arg_row(ct, mx, (char *)best + s * 8, bidx + s, chunk_at(in, ct, ko.off + r * rs + s, m, buf), m, r);
     if (idx) memcpy((int64_t *)idx->data + o, bidx, (size_t)P.len * sizeof(int64_t));
     if (vals) {
       for (int64_t i = 0; i < P.len; i++) {
@@ -990,26 +1030,29 @@ static int var_run(px_ctx *ctx, const px_tensor *in, const bool *mask, double co
   double nred = (double)P.nred;
   double div = nred - correction > 0 ? nred - correction : 0.0;
   void *buf;
-  if (chunk_buf(ctx, in, ct, P.len, &buf)) return ERR;
+  int64_t pl;
+  if (chunk_buf(ctx, in, ct, P.len, &buf, &pl)) return ERR;
   odo ko, ro;
   odo_init(&ko, P.nk, P.ksz, P.kst);
   odo_init(&ro, P.nr, P.rsz, P.rst);
   int64_t o = 0;
   if (P.inner) {
     for (int64_t kit = 0; kit < P.kiters; kit++, odo_next(&ko), o++) {
-      double s = 0, q = 0;
-      for (int64_t rit = 0; rit < P.riters; rit++, odo_next(&ro)) {
-        const void *p = chunk_at(in, ct, ko.off + ro.off, P.len, buf);
-        s += ct == CT_F32 ? ch_sum_f32(p, P.len) : ch_sum_f64(p, P.len);
-      }
-      double m = s / nred;
-      for (int64_t rit = 0; rit < P.riters; rit++, odo_next(&ro)) {
-        const void *p = chunk_at(in, ct, ko.off + ro.off, P.len, buf);
-        q += ct == CT_F32 ? ssd_f32(p, P.len, m) : ssd_f64(p, P.len, m);
-      }
+      double sum = 0, q = 0;
+      for (int64_t rit = 0; rit < P.riters; rit++, odo_next(&ro))
+        FOR_PIECES(s, m, P.len, pl) {
+          const void *p = chunk_at(in, ct, ko.off + ro.off + s, m, buf);
+          sum += ct == CT_F32 ? ch_sum_f32(p, m) : ch_sum_f64(p, m);
+        }
+      double mu = sum / nred;
+      for (int64_t rit = 0; rit < P.riters; rit++, odo_next(&ro))
+        FOR_PIECES(s, m, P.len, pl) {
+          const void *p = chunk_at(in, ct, ko.off + ro.off + s, m, buf);
+          q += ct == CT_F32 ? ssd_f32(p, m, mu) : ssd_f64(p, m, mu);
+        }
       double v = q / div;
       store_d(vout, o, take_sqrt ? sqrt(v) : v);
-      if (mout) store_d(mout, o, m);
+      if (mout) store_d(mout, o, mu);
     }
     return 0;
   }
@@ -1018,21 +1061,23 @@ static int var_run(px_ctx *ctx, const px_tensor *in, const bool *mask, double co
   if (!mean || !acc) return ERR;
   for (int64_t kit = 0; kit < P.kiters; kit++, odo_next(&ko), o += P.len) {
     for (int64_t i = 0; i < P.len; i++) mean[i] = acc[i] = 0;
-    for (int64_t rit = 0; rit < P.riters; rit++, odo_next(&ro)) {
-      const void *p = chunk_at(in, ct, ko.off + ro.off, P.len, buf);
-      if (ct == CT_F32)
-        rw_sum_f32(mean, p, P.len);
-      else
-        rw_sum_f64(mean, p, P.len);
-    }
+    for (int64_t rit = 0; rit < P.riters; rit++, odo_next(&ro))
+      FOR_PIECES(s, m, P.len, pl) {
+        const void *p = chunk_at(in, ct, ko.off + ro.off + s, m, buf);
+        if (ct == CT_F32)
+          rw_sum_f32(mean + s, p, m);
+        else
+          rw_sum_f64(mean + s, p, m);
+      }
     for (int64_t i = 0; i < P.len; i++) mean[i] /= nred;
-    for (int64_t rit = 0; rit < P.riters; rit++, odo_next(&ro)) {
-      const void *p = chunk_at(in, ct, ko.off + ro.off, P.len, buf);
-      if (ct == CT_F32)
-        ssdrow_f32(acc, p, mean, P.len);
-      else
-        ssdrow_f64(acc, p, mean, P.len);
-    }
+    for (int64_t rit = 0; rit < P.riters; rit++, odo_next(&ro))
+      FOR_PIECES(s, m, P.len, pl) {
+        const void *p = chunk_at(in, ct, ko.off + ro.off + s, m, buf);
+        if (ct == CT_F32)
+          ssdrow_f32(acc + s, p, mean + s, m);
+        else
+          ssdrow_f64(acc + s, p, mean + s, m);
+      }
     for (int64_t i = 0; i < P.len; i++) {
       double v = acc[i] / div;
       store_d(vout, o + i, take_sqrt ? sqrt(v) : v);
