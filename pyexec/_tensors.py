@@ -120,8 +120,9 @@ def numpy_view(ptr: int, code: int, shape: tuple[int, ...], owner: Any) -> np.nd
 
 
 def to_torch(arr: np.ndarray, code: int) -> Any:
-    import torch
-
+    torch = _dtypes.torch_module()
+    if torch is None:
+        import torch
     t = torch.from_numpy(arr)
     if code == 15:
         t = t.view(torch.bfloat16)
