@@ -197,7 +197,9 @@ def _seeded(fn: Callable[[], ZooModel]) -> Callable[[], ZooModel]:
 ZOO: dict[str, Callable[[], ZooModel]] = {
     "resnet_block": _seeded(lambda: ZooModel(ResNetBlock(), (torch.randn(2, 16, 12, 12),))),
     "inverted_residual": _seeded(lambda: ZooModel(InvertedResidual(), (torch.randn(2, 8, 10, 10),))),
-    "lstm_cell": _seeded(lambda: ZooModel(LSTMCellModel(), (torch.randn(3, 12), torch.randn(3, 20), torch.randn(3, 20)))),
+    "lstm_cell": _seeded(
+        lambda: ZooModel(LSTMCellModel(), (torch.randn(3, 12), torch.randn(3, 20), torch.randn(3, 20)))
+    ),
     "gru": _seeded(lambda: ZooModel(GRUSeq(), (torch.randn(5, 2, 6), torch.randn(2, 10)))),
     "transformer_layer": _seeded(lambda: ZooModel(TransformerLayer(), (torch.randn(2, 7, 32),))),
     "decoder_step": _seeded(lambda: ZooModel(DecoderStep(), (torch.randn(1, 8, 32),))),
