@@ -16,16 +16,41 @@
 #include "../kernel.h"
 #include "gemm.h"
 
+/* 16-byte vectors for the portable paths (native on every x86-64 and AArch64
+ * target); 32-byte ones only inside functions compiled for AVX2. */
+typedef float v4f __attribute__((vector_size(16)));
+typedef float v4f_u __attribute__((vector_size(16), aligned(4), may_alias));
 typedef float v8f __attribute__((vector_size(32)));
 typedef float v8f_u __attribute__((vector_size(32), aligned(4), may_alias));
+#define v4_load(p) (*(const v4f_u *)(p))
+#define v4_store(p, v) (*(v4f_u *)(p) = (v))
 #define v8_load(p) (*(const v8f_u *)(p))
 #define v8_store(p, v) (*(v8f_u *)(p) = (v))
+
+/* AVX2/FMA variants, chosen at run time; define PX_PORTABLE_KERNELS to build
+ * only the portable code (to test it on an AVX2 machine). */
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__)) && !defined(PX_PORTABLE_KERNELS)
+#define PX_X86_KERNELS 1
+static bool have_avx2(void) {
+  return (__builtin_cpu_init(), __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"));
+}
+#else
+#define PX_X86_KERNELS 0
+#endif
 
 /* y[0..n) += a * x[0..n) */
 static inline void axpy_f32(int64_t n, float a, const float *x, float *y) {
   int64_t i = 0;
-  for (; i + 8 <= n; i += 8) v8_store(y + i, v8_load(y + i) + a * v8_load(x + i));
+  for (; i + 4 <= n; i += 4) v4_store(y + i, v4_load(y + i) + a * v4_load(x + i));
   for (; i < n; i++) y[i] += a * x[i];
+}
+
+/* y[0..n) = v */
+static inline void fill_f32(int64_t n, float v, float *y) {
+  v4f vv = {v, v, v, v};
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) v4_store(y + i, vv);
+  for (; i < n; i++) y[i] = v;
 }
 
 static int same_dtype(px_ctx *ctx, const px_tensor *a, const char *an, const px_tensor *b,
@@ -97,6 +122,80 @@ static void im2col_f32(const conv_geom *g, const float *in, float *col) {
   }
 }
 
+/* The im2col matrix of one group of one image, packed straight into GEMM
+ * panels (px_gemm_pack_fn): B(k, j) with k = (c*KH + ki)*KW + kj and
+ * j = oh*OW + ow is x[c][oh*sh - ph + ki*dh][ow*sw - pw + kj*dw], or 0 in the
+ * padding. koff/kih/kiw hold per k: c*H*W, ki*dh - ph and kj*dw - pw. */
+typedef struct conv_bsrc {
+  const conv_geom *g;
+  const float *x;
+  const int64_t *koff, *kih, *kiw;
+} conv_bsrc;
+
+static void conv_pack_b(const void *src, int64_t pc, int64_t kc, int64_t jc, int64_t nc, int nr,
+                        float *pb) {
+  const conv_bsrc *s = src;
+  const conv_geom *g = s->g;
+  const int64_t OW = g->OW, W = g->W, H = g->H, sw = g->sw, sh = g->sh;
+  const int64_t pstride = (int64_t)nr * kc; /* floats between panels */
+  const int64_t oh0 = jc / OW, ow0 = jc % OW;
+  /* Row by row of B (one k at a time): reads walk input rows contiguously;
+   * each output-row segment is split at panel boundaries. */
+  for (int64_t p = 0; p < kc; p++) {
+    int64_t k = pc + p;
+    const float *xc = s->x + s->koff[k];
+    int64_t dih = s->kih[k], diw = s->kiw[k];
+    float *dst = pb + p * nr; /* row p of the current panel */
+    int within = 0;           /* column inside the current panel */
+    int64_t left = nc, oh = oh0, ow = ow0;
+    while (left > 0) {
+      int64_t seg = OW - ow < left ? OW - ow : left;
+      int64_t ih = oh * sh + dih;
+      bool row_ok = ih >= 0 && ih < H;
+      const float *row = xc + (row_ok ? ih * W : 0);
+      int64_t iw0 = ow * sw + diw; /* input column of the segment's first element */
+      /* [ulo, uhi): the elements whose input column iw0 + u*sw is inside [0, W) */
+      int64_t ulo = 0, uhi = 0;
+      if (row_ok) {
+        ulo = iw0 >= 0 ? 0 : (-iw0 + sw - 1) / sw;
+        uhi = W - iw0 <= 0 ? 0 : (W - iw0 - 1) / sw + 1;
+        if (ulo > seg) ulo = seg;
+        if (uhi > seg) uhi = seg;
+        if (uhi < ulo) uhi = ulo;
+      }
+      for (int64_t u = 0; u < seg;) {
+        int chunk = (int)(nr - within < seg - u ? nr - within : seg - u);
+        float *d = dst + within;
+        /* this chunk: zeros in [0, a), input in [a, b), zeros in [b, chunk) */
+        int a = (int)(ulo - u < 0 ? 0 : ulo - u > chunk ? chunk : ulo - u);
+        int b = (int)(uhi - u < a ? a : uhi - u > chunk ? chunk : uhi - u);
+        for (int e = 0; e < a; e++) d[e] = 0.0f;
+        if (sw == 1) {
+          const float *sp = row + iw0 + u;
+          int e = a;
+          for (; e + 4 <= b; e += 4) v4_store(d + e, v4_load(sp + e));
+          for (; e < b; e++) d[e] = sp[e];
+        } else {
+          const float *sp = row + iw0 + u * sw;
+          for (int e = a; e < b; e++) d[e] = sp[e * sw];
+        }
+        for (int e = b; e < chunk; e++) d[e] = 0.0f;
+        u += chunk;
+        within += chunk;
+        if (within == nr) {
+          within = 0;
+          dst += pstride;
+        }
+      }
+      left -= seg;
+      oh++;
+      ow = 0;
+    }
+    if (within)
+      for (int e = within; e < nr; e++) dst[e] = 0.0f;
+  }
+}
+
 /* Folds one group of one image back (transposed convolution): out[c][oh][ow]
  * += col[(c*KH + ki)*KW + kj][ih*W + iw] with oh = ih*sh - ph + ki*dh. */
 static void col2im_f32(const conv_geom *g, const float *col, float *out) {
@@ -125,17 +224,102 @@ static void col2im_f32(const conv_geom *g, const float *col, float *out) {
   }
 }
 
+/* Depthwise convolution, one output plane, unit column stride: each output
+ * row is built in registers over every tap (one store per output). Columns
+ * whose taps are all inside the input use vectors; the border columns and a
+ * tail use scalar code. Stamped out for 16-byte vectors and, with 32-byte
+ * vectors, for AVX2. */
+#define DEFINE_DW_PLANE(NAME, ATTR, VT, VL, VLOAD, VSTORE)                                 \
+  ATTR static void NAME(const conv_geom *g, const float *plane, const float *wk, float b,  \
+                        float *o) {                                                         \
+    const int64_t W = g->W, H = g->H, OW = g->OW, KH = g->KH, KW = g->KW;                  \
+    const int64_t pw = g->pw, dw = g->dw;                                                   \
+    /* interior columns: ow - pw >= 0 and ow - pw + (KW-1)*dw <= W - 1 */                   \
+    int64_t owA = pw < OW ? pw : OW;                                                        \
+    int64_t owB = W + pw - (KW - 1) * dw;                                                   \
+    if (owB > OW) owB = OW;                                                                 \
+    if (owB < owA) owB = owA;                                                               \
+    for (int64_t oh = 0; oh < g->OH; oh++) {                                                \
+      float *orow = o + oh * OW;                                                            \
+      int64_t ih0 = oh * g->sh - g->ph;                                                     \
+      int64_t ki0 = 0, ki1 = KH; /* taps whose row is inside the input */                  \
+      while (ki0 < KH && ih0 + ki0 * g->dh < 0) ki0++;                                      \
+      while (ki1 > ki0 && ih0 + (ki1 - 1) * g->dh >= H) ki1--;                              \
+      int64_t ow = owA;                                                                     \
+      for (; ow + 2 * VL <= owB; ow += 2 * VL) {                                            \
+        VT a0 = (VT){0} + b, a1 = a0;                                                       \
+        for (int64_t ki = ki0; ki < ki1; ki++) {                                            \
+          const float *r = plane + (ih0 + ki * g->dh) * W + ow - pw;                        \
+          const float *wr = wk + ki * KW;                                                   \
+          for (int64_t kj = 0; kj < KW; kj++) {                                             \
+            float wv = wr[kj];                                                              \
+            a0 += wv * VLOAD(r + kj * dw);                                                  \
+            a1 += wv * VLOAD(r + kj * dw + VL);                                             \
+          }                                                                                 \
+        }                                                                                   \
+        VSTORE(orow + ow, a0);                                                              \
+        VSTORE(orow + ow + VL, a1);                                                         \
+      }                                                                                     \
+      /* the rest of the interior: vectors, the last one overlapping (it    \
+       * recomputes and stores the same values) */                          \
+      if (ow < owB && owB - owA >= VL) {                                                    \
+        for (;;) {                                                                          \
+          int64_t at = ow + VL <= owB ? ow : owB - VL;                                      \
+          VT a0 = (VT){0} + b;                                                              \
+          for (int64_t ki = ki0; ki < ki1; ki++) {                                          \
+            const float *r = plane + (ih0 + ki * g->dh) * W + at - pw;                      \
+            for (int64_t kj = 0; kj < KW; kj++) a0 += wk[ki * KW + kj] * VLOAD(r + kj * dw); \
+          }                                                                                 \
+          VSTORE(orow + at, a0);                                                            \
+          ow = at + VL;                                                                     \
+          if (ow >= owB) break;                                                             \
+        }                                                                                   \
+      }                                                                                     \
+      for (int64_t c = 0; c < OW; c++) {                                                    \
+        if (c == owA) c = ow; /* skip the vector part */                                    \
+        if (c >= OW) break;                                                                 \
+        float acc = b;                                                                      \
+        for (int64_t ki = ki0; ki < ki1; ki++) {                                            \
+          const float *r = plane + (ih0 + ki * g->dh) * W;                                  \
+          for (int64_t kj = 0; kj < KW; kj++) {                                             \
+            int64_t iw = c - pw + kj * dw;                                                  \
+            if (iw >= 0 && iw < W) acc += wk[ki * KW + kj] * r[iw];                         \
+          }                                                                                 \
+        }                                                                                   \
+        orow[c] = acc;                                                                      \
+      }                                                                                     \
+    }                                                                                       \
+  }
+
+DEFINE_DW_PLANE(dw_plane, , v4f, 4, v4_load, v4_store)
+#if PX_X86_KERNELS
+DEFINE_DW_PLANE(dw_plane_avx2, __attribute__((target("avx2,fma"))), v8f, 8, v8_load, v8_store)
+#endif
+
 /* Depthwise (one input channel per group): direct loops. */
 static void depthwise_f32(const conv_geom *g, const float *in, const float *w, const float *bias,
                           float *out) {
   int64_t HW = g->H * g->W, OHW = g->OH * g->OW;
+#if PX_X86_KERNELS
+  bool avx2 = have_avx2();
+#endif
   for (int64_t n = 0; n < g->N; n++)
     for (int64_t oc = 0; oc < g->Cout; oc++) {
       const float *plane = in + (n * g->Cin + oc / g->Cout_g) * HW;
       float *o = out + (n * g->Cout + oc) * OHW;
-      float b = bias ? bias[oc] : 0.0f;
-      for (int64_t k = 0; k < OHW; k++) o[k] = b;
       const float *wk = w + oc * g->KH * g->KW;
+      float b = bias ? bias[oc] : 0.0f;
+      if (g->sw == 1) {
+#if PX_X86_KERNELS
+        if (avx2) {
+          dw_plane_avx2(g, plane, wk, b, o);
+          continue;
+        }
+#endif
+        dw_plane(g, plane, wk, b, o);
+        continue;
+      }
+      fill_f32(OHW, b, o);
       for (int64_t ki = 0; ki < g->KH; ki++)
         for (int64_t kj = 0; kj < g->KW; kj++) {
           float wv = wk[ki * g->KW + kj];
@@ -149,10 +333,7 @@ static void depthwise_f32(const conv_geom *g, const float *in, const float *w, c
             if (ih < 0 || ih >= g->H) continue;
             const float *src = plane + ih * g->W + off;
             float *dst = o + oh * g->OW;
-            if (g->sw == 1)
-              axpy_f32(hi - lo, wv, src + lo, dst + lo);
-            else
-              for (int64_t ow = lo; ow < hi; ow++) dst[ow] += wv * src[ow * g->sw];
+            for (int64_t ow = lo; ow < hi; ow++) dst[ow] += wv * src[ow * g->sw];
           }
         }
     }
@@ -169,10 +350,25 @@ static int conv_f32(px_ctx *ctx, const conv_geom *g, bool transposed, const floa
     }
     int64_t K = g->Cin_g * kk;
     bool direct = kk == 1 && g->sh == 1 && g->sw == 1 && g->ph == 0 && g->pw == 0;
+    /* Few output channels per group: explicit im2col and the GEMM's
+     * unpacked few-rows path; otherwise im2col packed straight into panels. */
+    bool implicit = !direct && g->Cout_g >= 8;
     float *col = NULL;
-    if (!direct) {
+    int64_t *kt = NULL;
+    if (!direct && !implicit) {
       col = px_scratch(ctx, sizeof(float) * (size_t)(K * OHW));
       if (!col) return PYEXEC_ERR_EXECUTION;
+    }
+    if (implicit) {
+      kt = px_scratch(ctx, sizeof(int64_t) * (size_t)(3 * K));
+      if (!kt) return PYEXEC_ERR_EXECUTION;
+      for (int64_t c = 0, k = 0; c < g->Cin_g; c++)
+        for (int64_t ki = 0; ki < g->KH; ki++)
+          for (int64_t kj = 0; kj < g->KW; kj++, k++) {
+            kt[k] = c * HW;
+            kt[K + k] = ki * g->dh - g->ph;
+            kt[2 * K + k] = kj * g->dw - g->pw;
+          }
     }
     void *work = px_scratch(ctx, px_gemm_f32_work_size(g->Cout_g, OHW, K));
     if (!work) return PYEXEC_ERR_EXECUTION;
@@ -180,18 +376,22 @@ static int conv_f32(px_ctx *ctx, const conv_geom *g, bool transposed, const floa
       for (int64_t gi = 0; gi < g->G; gi++) {
         const float *x = in + (n * g->Cin + gi * g->Cin_g) * HW;
         float *o = out + (n * g->Cout + gi * g->Cout_g) * OHW;
-        const float *B = x;
-        if (!direct) {
-          im2col_f32(g, x, col);
-          B = col;
-        }
         if (bias)
           for (int64_t c = 0; c < g->Cout_g; c++) {
-            float b = bias[gi * g->Cout_g + c];
-            for (int64_t k = 0; k < OHW; k++) o[c * OHW + k] = b;
+            fill_f32(OHW, bias[gi * g->Cout_g + c], o + c * OHW);
           }
-        int rc = px_gemm_f32(ctx, work, g->Cout_g, OHW, K, 1.0f, w + gi * g->Cout_g * K, K, 1, B,
-                             OHW, 1, bias ? 1.0f : 0.0f, o, OHW);
+        const float *wg = w + gi * g->Cout_g * K;
+        float beta = bias ? 1.0f : 0.0f;
+        int rc;
+        if (implicit) {
+          conv_bsrc bs = {g, x, kt, kt + K, kt + 2 * K};
+          rc = px_gemm_f32_packed(ctx, work, g->Cout_g, OHW, K, 1.0f, wg, K, 1, conv_pack_b, &bs,
+                                  beta, o, OHW);
+        } else {
+          if (!direct) im2col_f32(g, x, col);
+          rc = px_gemm_f32(ctx, work, g->Cout_g, OHW, K, 1.0f, wg, K, 1, direct ? x : col, OHW, 1,
+                           beta, o, OHW);
+        }
         if (rc) return rc;
       }
     return 0;
@@ -203,9 +403,7 @@ static int conv_f32(px_ctx *ctx, const conv_geom *g, bool transposed, const floa
   if (!col || !work) return PYEXEC_ERR_EXECUTION;
   for (int64_t n = 0; n < g->N; n++) {
     for (int64_t c = 0; c < g->Cout; c++) {
-      float b = bias ? bias[c] : 0.0f;
-      float *o = out + (n * g->Cout + c) * OHW;
-      for (int64_t k = 0; k < OHW; k++) o[k] = b;
+      fill_f32(OHW, bias ? bias[c] : 0.0f, out + (n * g->Cout + c) * OHW);
     }
     for (int64_t gi = 0; gi < g->G; gi++) {
       const float *x = in + (n * g->Cin + gi * g->Cin_g) * HW;

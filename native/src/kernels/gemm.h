@@ -26,4 +26,18 @@ int px_gemm_f32(px_ctx *ctx, void *work, int64_t M, int64_t N, int64_t K, float 
                 const float *A, int64_t rsa, int64_t csa, const float *B, int64_t rsb,
                 int64_t csb, float beta, float *C, int64_t ldc);
 
+/* The same product with B supplied by a packing callback instead of a
+ * matrix (convolution packs its implicit im2col matrix this way, without
+ * materialising it). pack_b(bsrc, pc, kc, jc, nc, nr, pb) must write depth
+ * [pc, pc + kc) x columns [jc, jc + nc) of B into pb as ceil(nc / nr) panels
+ * of kc x nr floats (panel q holds columns jc + q*nr ..., element (p, j) at
+ * pb[q*kc*nr + p*nr + j]), zero-filling the columns past nc in the last panel.
+ * nr is px_gemm_f32_panel_width(). */
+typedef void (*px_gemm_pack_fn)(const void *bsrc, int64_t pc, int64_t kc, int64_t jc,
+                                int64_t nc, int nr, float *pb);
+int px_gemm_f32_panel_width(void);
+int px_gemm_f32_packed(px_ctx *ctx, void *work, int64_t M, int64_t N, int64_t K, float alpha,
+                       const float *A, int64_t rsa, int64_t csa, px_gemm_pack_fn pack_b,
+                       const void *bsrc, float beta, float *C, int64_t ldc);
+
 #endif /* PX_GEMM_H */

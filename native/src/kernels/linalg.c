@@ -16,7 +16,9 @@
 #include "../kernel.h"
 #include "gemm.h"
 
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+/* AVX2/FMA variants, chosen at run time; define PX_PORTABLE_KERNELS to build
+ * only the portable code (to test it on an AVX2 machine). */
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__)) && !defined(PX_PORTABLE_KERNELS)
 #include <immintrin.h>
 #define PX_X86_KERNELS 1
 #else
@@ -176,7 +178,7 @@ typedef struct gemm_arch {
 static gemm_arch gemm_select(void) {
   gemm_arch g = {4, 8, ukr_4x8, false};
 #if PX_X86_KERNELS
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+  if ((__builtin_cpu_init(), __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))) {
     g.mr = 6;
     g.nr = 16;
     g.ukr = ukr_6x16_avx2;
@@ -209,27 +211,52 @@ static void pack_a(int64_t mc, int64_t kc, const float *A, int64_t rsa, int64_t 
   }
 }
 
-/* Packs depth [0, kc) x columns [0, nc) of B into nr-wide panels, k-major,
- * zero-padding the last panel. */
-static void pack_b(int64_t kc, int64_t nc, const float *B, int64_t rsb, int64_t csb, int nr,
-                   float *pb) {
-  for (int64_t j0 = 0; j0 < nc; j0 += nr) {
-    int n = (int)(nc - j0 < nr ? nc - j0 : nr);
-    if (csb == 1) {
-      for (int64_t p = 0; p < kc; p++) {
-        float *dst = pb + p * nr;
-        memcpy(dst, B + p * rsb + j0, sizeof(float) * (size_t)n);
+/* A strided B operand: element (k, j) at B[k * rsb + j * csb]. */
+typedef struct strided_b {
+  const float *B;
+  int64_t rsb, csb;
+} strided_b;
+
+/* Packs depth [pc, pc + kc) x columns [jc, jc + nc) of a strided B into
+ * nr-wide panels, k-major, zero-padding the last panel (a px_gemm_pack_fn). */
+static void pack_b_strided(const void *src, int64_t pc, int64_t kc, int64_t jc, int64_t nc,
+                           int nr, float *pb) {
+  const strided_b *sb = src;
+  const int64_t rsb = sb->rsb, csb = sb->csb;
+  const float *B = sb->B + pc * rsb + jc * csb;
+  const int64_t pstride = (int64_t)nr * kc; /* floats between panels */
+  if (csb == 1) {
+    /* row by row: contiguous reads (much faster than panel by panel when the
+     * rows of B are long) */
+    int64_t full = nc / nr * nr;
+    for (int64_t p = 0; p < kc; p++) {
+      const float *sp = B + p * rsb;
+      float *dst = pb + p * nr;
+      int64_t j0 = 0;
+      if (nr == 16)
+        for (; j0 < full; j0 += 16, dst += pstride) {
+          v8_store(dst, v8_load(sp + j0));
+          v8_store(dst + 8, v8_load(sp + j0 + 8));
+        }
+      else if (nr == 8)
+        for (; j0 < full; j0 += 8, dst += pstride) v8_store(dst, v8_load(sp + j0));
+      for (; j0 < nc; j0 += nr, dst += pstride) {
+        int n = (int)(nc - j0 < nr ? nc - j0 : nr);
+        for (int j = 0; j < n; j++) dst[j] = sp[j0 + j];
         for (int j = n; j < nr; j++) dst[j] = 0.0f;
       }
-    } else {
-      for (int j = 0; j < n; j++) {
-        const float *src = B + (j0 + j) * csb;
-        for (int64_t p = 0; p < kc; p++) pb[p * nr + j] = src[p * rsb];
-      }
-      for (int64_t p = 0; p < kc; p++)
-        for (int j = n; j < nr; j++) pb[p * nr + j] = 0.0f;
     }
-    pb += (int64_t)nr * kc;
+    return;
+  }
+  for (int64_t j0 = 0; j0 < nc; j0 += nr) {
+    int n = (int)(nc - j0 < nr ? nc - j0 : nr);
+    for (int j = 0; j < n; j++) {
+      const float *sp = B + (j0 + j) * csb;
+      for (int64_t p = 0; p < kc; p++) pb[p * nr + j] = sp[p * rsb];
+    }
+    for (int64_t p = 0; p < kc; p++)
+      for (int j = n; j < nr; j++) pb[p * nr + j] = 0.0f;
+    pb += pstride;
   }
 }
 
@@ -307,33 +334,17 @@ size_t px_gemm_f32_work_size(int64_t M, int64_t N, int64_t K) {
   return (size_t)floats * sizeof(float) + 128;
 }
 
-int px_gemm_f32(px_ctx *ctx, void *work, int64_t M, int64_t N, int64_t K, float alpha,
-                const float *A, int64_t rsa, int64_t csa, const float *B, int64_t rsb,
-                int64_t csb, float beta, float *C, int64_t ldc) {
+int px_gemm_f32_panel_width(void) { return gemm_select().nr; }
+
+int px_gemm_f32_packed(px_ctx *ctx, void *work, int64_t M, int64_t N, int64_t K, float alpha,
+                       const float *A, int64_t rsa, int64_t csa, px_gemm_pack_fn pack_b,
+                       const void *bsrc, float beta, float *C, int64_t ldc) {
   if (M <= 0 || N <= 0) return 0;
   if (K <= 0 || alpha == 0.0f) { /* BLAS semantics: A and B are not read */
     scale_rows(M, N, beta, C, ldc);
     return 0;
   }
   gemm_arch g = gemm_select();
-
-  /* Few rows: stream B directly, no packing. */
-  if (M < g.mr && (csb == 1 || rsb == 1)) {
-    scale_rows(M, N, beta, C, ldc);
-    if (csb == 1) {
-#if PX_X86_KERNELS
-      if (g.avx2) {
-        gemm_rows_avx2(M, N, K, alpha, A, rsa, csa, B, rsb, C, ldc);
-        return 0;
-      }
-#endif
-      gemm_rows(M, N, K, alpha, A, rsa, csa, B, rsb, C, ldc);
-    } else {
-      gemm_dots(M, N, K, alpha, A, rsa, csa, B, csb, C, ldc);
-    }
-    return 0;
-  }
-
   if (!work) {
     work = px_scratch(ctx, px_gemm_f32_work_size(M, N, K));
     if (!work) return PYEXEC_ERR_EXECUTION;
@@ -352,7 +363,7 @@ int px_gemm_f32(px_ctx *ctx, void *work, int64_t M, int64_t N, int64_t K, float 
     for (int64_t pc = 0; pc < K; pc += kstep) {
       int64_t kc = K - pc < kstep ? K - pc : kstep;
       float beta_blk = pc == 0 ? beta : 1.0f;
-      pack_b(kc, nc, B + pc * rsb + jc * csb, rsb, csb, nr, pb);
+      pack_b(bsrc, pc, kc, jc, nc, nr, pb);
       for (int64_t ic = 0; ic < M; ic += GEMM_MC) {
         int64_t mc = M - ic < GEMM_MC ? M - ic : GEMM_MC;
         pack_a(mc, kc, A + ic * rsa + pc * csa, rsa, csa, mr, pa);
@@ -369,6 +380,36 @@ int px_gemm_f32(px_ctx *ctx, void *work, int64_t M, int64_t N, int64_t K, float 
     }
   }
   return 0;
+}
+
+int px_gemm_f32(px_ctx *ctx, void *work, int64_t M, int64_t N, int64_t K, float alpha,
+                const float *A, int64_t rsa, int64_t csa, const float *B, int64_t rsb,
+                int64_t csb, float beta, float *C, int64_t ldc) {
+  if (M <= 0 || N <= 0) return 0;
+  if (K <= 0 || alpha == 0.0f) {
+    scale_rows(M, N, beta, C, ldc);
+    return 0;
+  }
+  gemm_arch g = gemm_select();
+  /* Few rows: stream B directly, no packing. */
+  if (M < g.mr && (csb == 1 || rsb == 1)) {
+    scale_rows(M, N, beta, C, ldc);
+    if (csb == 1) {
+#if PX_X86_KERNELS
+      if (g.avx2) {
+        gemm_rows_avx2(M, N, K, alpha, A, rsa, csa, B, rsb, C, ldc);
+        return 0;
+      }
+#endif
+      gemm_rows(M, N, K, alpha, A, rsa, csa, B, rsb, C, ldc);
+    } else {
+      gemm_dots(M, N, K, alpha, A, rsa, csa, B, csb, C, ldc);
+    }
+    return 0;
+  }
+  strided_b sb = {B, rsb, csb};
+  return px_gemm_f32_packed(ctx, work, M, N, K, alpha, A, rsa, csa, pack_b_strided, &sb, beta, C,
+                            ldc);
 }
 
 /* ======================================================================== */
@@ -442,12 +483,13 @@ static int matmul_any(px_ctx *ctx, int dtype, int64_t batch, int64_t M, int64_t 
     float *fa = px_scratch(ctx, sizeof(float) * (size_t)(M * K + 1));
     float *fb = px_scratch(ctx, sizeof(float) * (size_t)(K * N + 1));
     float *fo = px_scratch(ctx, sizeof(float) * (size_t)(M * N));
-    if (!fa || !fb || !fo) return PYEXEC_ERR_EXECUTION;
+    void *work = px_scratch(ctx, px_gemm_f32_work_size(M, N, K)); /* shared by the batch */
+    if (!fa || !fb || !fo || !work) return PYEXEC_ERR_EXECUTION;
     size_t es = px_elsize(dtype);
     for (int64_t b = 0; b < batch; b++) {
       px_convert(fa, PX_F32, (const char *)A + (size_t)(b * M * K) * es, dtype, M * K);
       px_convert(fb, PX_F32, (const char *)B + (size_t)(b * K * N) * es, dtype, K * N);
-      int rc = px_gemm_f32(ctx, NULL, M, N, K, (float)alpha, fa, K, 1, fb, N, 1, 0.0f, fo, N);
+      int rc = px_gemm_f32(ctx, work, M, N, K, (float)alpha, fa, K, 1, fb, N, 1, 0.0f, fo, N);
       if (rc) return rc;
       for (int64_t i = 0; i < M; i++)
         for (int64_t j = 0; j < N; j++) {

@@ -11,15 +11,27 @@
 
 #include "../kernel.h"
 
-typedef float v8f __attribute__((vector_size(32)));
+/* 16-byte vectors: native on every x86-64 and AArch64 target (32-byte GCC
+ * vectors would round-trip through the stack without AVX). */
 typedef float v4f __attribute__((vector_size(16)));
 typedef int32_t v4i __attribute__((vector_size(16)));
-typedef float v8f_u __attribute__((vector_size(32), aligned(4), may_alias));
 typedef float v4f_u __attribute__((vector_size(16), aligned(4), may_alias));
-#define v8_load(p) (*(const v8f_u *)(p))
-#define v8_store(p, v) (*(v8f_u *)(p) = (v))
 #define v4_load(p) (*(const v4f_u *)(p))
 #define v4_store(p, v) (*(v4f_u *)(p) = (v))
+/* 32-byte vectors, used only inside functions compiled for AVX2 */
+typedef float v8f __attribute__((vector_size(32)));
+typedef int32_t v8i __attribute__((vector_size(32)));
+typedef float v8f_u __attribute__((vector_size(32), aligned(4), may_alias));
+#define v8_load(p) (*(const v8f_u *)(p))
+#define v8_store(p, v) (*(v8f_u *)(p) = (v))
+
+/* AVX2/FMA variants, chosen at run time; define PX_PORTABLE_KERNELS to build
+ * only the portable code (to test it on an AVX2 machine). */
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__)) && !defined(PX_PORTABLE_KERNELS)
+#define PX_X86_KERNELS 1
+#else
+#define PX_X86_KERNELS 0
+#endif
 
 static int same_dtype(px_ctx *ctx, const px_tensor *a, const char *an, const px_tensor *b,
                       const char *bn) {
@@ -43,88 +55,57 @@ static double scalar_arg_d(const px_value *v) {
 /* ---- float32 vector helpers ------------------------------------------- */
 
 static float sum_f32(int64_t n, const float *x) {
-  v8f acc = {0};
+  v4f a0 = {0}, a1 = {0};
   int64_t i = 0;
-  for (; i + 8 <= n; i += 8) acc += v8_load(x + i);
-  float s = 0.0f;
-  for (int l = 0; l < 8; l++) s += acc[l];
+  for (; i + 8 <= n; i += 8) {
+    a0 += v4_load(x + i);
+    a1 += v4_load(x + i + 4);
+  }
+  a0 += a1;
+  float s = (a0[0] + a0[1]) + (a0[2] + a0[3]);
   for (; i < n; i++) s += x[i];
   return s;
 }
 
 /* sum of (x - m)^2 */
 static float sqdev_f32(int64_t n, const float *x, float m) {
-  v8f acc = {0};
+  v4f a0 = {0}, a1 = {0};
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    v8f d = v8_load(x + i) - m;
-    acc += d * d;
+    v4f d0 = v4_load(x + i) - m, d1 = v4_load(x + i + 4) - m;
+    a0 += d0 * d0;
+    a1 += d1 * d1;
   }
-  float s = 0.0f;
-  for (int l = 0; l < 8; l++) s += acc[l];
+  a0 += a1;
+  float s = (a0[0] + a0[1]) + (a0[2] + a0[3]);
   for (; i < n; i++) s += (x[i] - m) * (x[i] - m);
   return s;
 }
 
-/* y = x * a + b */
+/* y = x * a + b (y may be x) */
 static void affine_f32(int64_t n, const float *x, float a, float b, float *y) {
   int64_t i = 0;
-  for (; i + 8 <= n; i += 8) v8_store(y + i, v8_load(x + i) * a + b);
+  for (; i + 4 <= n; i += 4) v4_store(y + i, v4_load(x + i) * a + b);
   for (; i < n; i++) y[i] = x[i] * a + b;
 }
 
-/* exp of 4 floats: Cody-Waite range reduction and a degree-6 polynomial
- * (within ~2 ulp of expf); inputs below -87.3 give 0, NaN stays NaN. */
-static inline v4f exp4(v4f x) {
-  const v4f hi = x * 0.0f + 88.3762626647949f;
-  v4i over = (v4i)(x > hi);
-  v4f xc = (v4f)(((v4i)x & ~over) | ((v4i)hi & over));
-  v4f t = xc * 1.44269504088896341f + 0.5f;
-  v4i n = __builtin_convertvector(t, v4i);
-  v4f nf = __builtin_convertvector(n, v4f);
-  n += (v4i)(nf > t); /* floor: truncation rounded negatives up */
-  nf = __builtin_convertvector(n, v4f);
-  v4f r = xc - nf * 0.693359375f;
-  r = r - nf * -2.12194440e-4f;
-  v4f p = r * 1.9875691500e-4f + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
-  v4i under = (v4i)(x < -87.3365447504f);
-  n = (n + 127) & ~under;
-  v4f y = p * (v4f)(n << 23);
-  y = (v4f)((v4i)y & ~under);
-  v4i nan_ = (v4i)(x != x);
-  return (v4f)(((v4i)y & ~nan_) | ((v4i)x & nan_));
-}
-
-/* y = exp(x - m); returns the sum of y (y may be x). */
-static float exp_sub_sum_f32(int64_t n, const float *x, float m, float *y) {
-  v4f acc = {0};
+/* y = (x * a + c) * w + b, with w and b optional (NULL) */
+static void norm_row_f32(int64_t n, const float *x, float a, float c, const float *w,
+                         const float *b, float *y) {
   int64_t i = 0;
-  for (; i + 4 <= n; i += 4) {
-    v4f e = exp4(v4_load(x + i) - m);
-    v4_store(y + i, e);
-    acc += e;
+  if (w && b) {
+    for (; i + 4 <= n; i += 4)
+      v4_store(y + i, (v4_load(x + i) * a + c) * v4_load(w + i) + v4_load(b + i));
+    for (; i < n; i++) y[i] = (x[i] * a + c) * w[i] + b[i];
+  } else if (w) {
+    for (; i + 4 <= n; i += 4) v4_store(y + i, (v4_load(x + i) * a + c) * v4_load(w + i));
+    for (; i < n; i++) y[i] = (x[i] * a + c) * w[i];
+  } else if (b) {
+    for (; i + 4 <= n; i += 4) v4_store(y + i, (v4_load(x + i) * a + c) + v4_load(b + i));
+    for (; i < n; i++) y[i] = (x[i] * a + c) + b[i];
+  } else {
+    affine_f32(n, x, a, c, y);
   }
-  float s = (acc[0] + acc[1]) + (acc[2] + acc[3]);
-  for (; i < n; i++) {
-    y[i] = expf(x[i] - m);
-    s += y[i];
-  }
-  return s;
-}
-
-/* sum of exp(x - m) */
-static float exp_sub_sum_only_f32(int64_t n, const float *x, float m) {
-  v4f acc = {0};
-  int64_t i = 0;
-  for (; i + 4 <= n; i += 4) acc += exp4(v4_load(x + i) - m);
-  float s = (acc[0] + acc[1]) + (acc[2] + acc[3]);
-  for (; i < n; i++) s += expf(x[i] - m);
-  return s;
 }
 
 /* ======================================================================== */
@@ -186,11 +167,8 @@ static int k_native_layer_norm(px_ctx *ctx, px_value *const *args) {
       float m = N ? sum_f32(N, x) / (float)N : NAN;
       float var = N ? sqdev_f32(N, x, m) / (float)N : NAN;
       float rs = 1.0f / sqrtf(var + (float)eps);
-      affine_f32(N, x, rs, -m * rs, y);
-      if (w || b) {
-        const float *wp = w ? w->data : NULL, *bp = b ? b->data : NULL;
-        for (int64_t k = 0; k < N; k++) y[k] = y[k] * (wp ? wp[k] : 1.0f) + (bp ? bp[k] : 0.0f);
-      }
+      norm_row_f32(N, x, rs, -m * rs, w ? (const float *)w->data : NULL,
+                   b ? (const float *)b->data : NULL, y);
       mean = m;
       rstd = rs;
     } else {
@@ -449,28 +427,101 @@ static int k_native_group_norm(px_ctx *ctx, px_value *const *args) {
 /* softmax / log_softmax                                                     */
 /* ======================================================================== */
 
-/* One float32 row (contiguous, length n). */
+/* One float32 row (contiguous, length n; y may be x): softmax or
+ * log-softmax with a vectorised exp (Cody-Waite range reduction and a degree-6
+ * polynomial, within ~1 ulp of expf; arguments below -87.3 give 0, NaN stays
+ * NaN). Stamped out for 16-byte vectors and, with 32-byte ones, for AVX2. */
+#define DEFINE_SOFTMAX_ROW(SFX, ATTR, VF, VI, VL, VLOAD, VSTORE)                             \
+  ATTR static inline __attribute__((always_inline)) VF vexp_##SFX(VF x) {                  \
+    const VF hi = x * 0.0f + 88.3762626647949f;                                             \
+    VI over = (VI)(x > hi);                                                                 \
+    VF xc = (VF)(((VI)x & ~over) | ((VI)hi & over));                                        \
+    VF t = xc * 1.44269504088896341f + 0.5f;                                                \
+    VI n = __builtin_convertvector(t, VI);                                                  \
+    VF nf = __builtin_convertvector(n, VF);                                                 \
+    n += (VI)(nf > t); /* floor: truncation rounded negatives up */                         \
+    nf = __builtin_convertvector(n, VF);                                                    \
+    VF r = xc - nf * 0.693359375f;                                                          \
+    r = r - nf * -2.12194440e-4f;                                                           \
+    VF p = r * 1.9875691500e-4f + 1.3981999507e-3f;                                         \
+    p = p * r + 8.3334519073e-3f;                                                           \
+    p = p * r + 4.1665795894e-2f;                                                           \
+    p = p * r + 1.6666665459e-1f;                                                           \
+    p = p * r + 5.0000001201e-1f;                                                           \
+    p = p * r * r + r + 1.0f;                                                               \
+    VI under = (VI)(x < -87.3365447504f);                                                   \
+    n = (n + 127) & ~under;                                                                 \
+    VF y = p * (VF)(n << 23);                                                               \
+    y = (VF)((VI)y & ~under);                                                               \
+    VI nan_ = (VI)(x != x);                                                                 \
+    return (VF)(((VI)y & ~nan_) | ((VI)x & nan_));                                          \
+  }                                                                                         \
+  ATTR static void softmax_row_##SFX(int64_t n, const float *x, float *y, bool log) {       \
+    /* row maximum, noting any NaN */                                                       \
+    float m = x[0];                                                                         \
+    bool nan = false;                                                                       \
+    int64_t k = 0;                                                                          \
+    if (n >= VL) {                                                                          \
+      VF mv = VLOAD(x);                                                                     \
+      VI nanv = (VI)(mv != mv);                                                             \
+      for (k = VL; k + VL <= n; k += VL) {                                                  \
+        VF v = VLOAD(x + k);                                                                \
+        VI gt = (VI)(v > mv);                                                               \
+        nanv |= (VI)(v != v);                                                               \
+        mv = (VF)(((VI)v & gt) | ((VI)mv & ~gt));                                           \
+      }                                                                                     \
+      m = mv[0];                                                                            \
+      for (int l = 0; l < VL; l++) {                                                        \
+        if (nanv[l]) nan = true;                                                            \
+        if (mv[l] > m) m = mv[l];                                                           \
+      }                                                                                     \
+    }                                                                                       \
+    for (; k < n; k++) {                                                                    \
+      if (x[k] != x[k]) nan = true;                                                         \
+      if (x[k] > m) m = x[k];                                                               \
+    }                                                                                       \
+    if (nan || m != m) { /* NaN anywhere: everything is NaN */                              \
+      for (k = 0; k < n; k++) y[k] = NAN;                                                   \
+      return;                                                                               \
+    }                                                                                       \
+    /* sum of exp(x - m); softmax keeps the exps in y */                                    \
+    VF acc = {0};                                                                           \
+    for (k = 0; k + VL <= n; k += VL) {                                                     \
+      VF e = vexp_##SFX(VLOAD(x + k) - m);                                                  \
+      if (!log) VSTORE(y + k, e);                                                           \
+      acc += e;                                                                             \
+    }                                                                                       \
+    float s = 0.0f;                                                                         \
+    for (int l = 0; l < VL; l++) s += acc[l];                                               \
+    for (; k < n; k++) {                                                                    \
+      float e = expf(x[k] - m);                                                             \
+      if (!log) y[k] = e;                                                                   \
+      s += e;                                                                               \
+    }                                                                                       \
+    if (log) {                                                                              \
+      float c = m + logf(s);                                                                \
+      for (k = 0; k + VL <= n; k += VL) VSTORE(y + k, VLOAD(x + k) - c);                    \
+      for (; k < n; k++) y[k] = x[k] - c;                                                   \
+    } else {                                                                                \
+      float inv = 1.0f / s;                                                                 \
+      for (k = 0; k + VL <= n; k += VL) VSTORE(y + k, VLOAD(y + k) * inv);                  \
+      for (; k < n; k++) y[k] *= inv;                                                       \
+    }                                                                                       \
+  }
+
+DEFINE_SOFTMAX_ROW(v4, , v4f, v4i, 4, v4_load, v4_store)
+#if PX_X86_KERNELS
+DEFINE_SOFTMAX_ROW(avx2, __attribute__((target("avx2,fma"))), v8f, v8i, 8, v8_load, v8_store)
+#endif
+
 static void softmax_row_f32(int64_t n, const float *x, float *y, bool log) {
-  float m = x[0];
-  for (int64_t k = 1; k < n; k++)
-    if (x[k] > m || x[k] != x[k]) m = x[k];
-  if (m != m) { /* NaN anywhere: everything is NaN */
-    for (int64_t k = 0; k < n; k++) y[k] = NAN;
+#if PX_X86_KERNELS
+  if ((__builtin_cpu_init(), __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))) {
+    softmax_row_avx2(n, x, y, log);
     return;
   }
-  if (log) {
-    /* y = x - m - log(sum(exp(x - m))); exp goes to y first (x may alias y) */
-    float c = m + logf(exp_sub_sum_only_f32(n, x, m));
-    int64_t k = 0;
-    for (; k + 8 <= n; k += 8) v8_store(y + k, v8_load(x + k) - c);
-    for (; k < n; k++) y[k] = x[k] - c;
-  } else {
-    float s = exp_sub_sum_f32(n, x, m, y);
-    float inv = 1.0f / s;
-    int64_t k = 0;
-    for (; k + 8 <= n; k += 8) v8_store(y + k, v8_load(y + k) * inv);
-    for (; k < n; k++) y[k] *= inv;
-  }
+#endif
+  softmax_row_v4(n, x, y, log);
 }
 
 /* Strided rows in double (other dtypes, or float32 along a non-last dim). */
