@@ -9,7 +9,8 @@ run time). Weights are passed as inputs so one module serves every dtype."""
 from __future__ import annotations
 
 import warnings
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import pytest
 import torch
