@@ -546,7 +546,9 @@ class GatherScatter(torch.nn.Module):
 
 
 def test_gather_scatter():
-    dtypes = [torch.float32, torch.float64, torch.int32, torch.int64, torch.float16, torch.bfloat16, torch.int8, torch.bool]
+    dtypes = [
+        torch.float32, torch.float64, torch.int32, torch.int64, torch.float16, torch.bfloat16, torch.int8, torch.bool
+    ]
     idx = torch.tensor([[0, 6, 3, 5], [1, 2, 4, 0], [6, 5, 4, 0], [2, 3, 1, 4]])  # no duplicates per row
     idxd = torch.tensor([[0, 6, 3, 3], [1, 1, 1, 2], [6, 5, 4, 0], [2, 2, 2, 2]])
     idx0 = torch.tensor([[3, 0, 0, 1, 2], [1, 1, 2, 0, 3]])
