@@ -1,7 +1,12 @@
 """Builds libpyexec with the native Makefile and bundles it (with its header)
 inside the package. The Python side is pure Python over cffi's ABI mode and
 the library does not link Python, so one py3-none-<platform> wheel serves
-every CPython 3."""
+every CPython 3.
+
+The bundled library is `make dist`'s build (native/build/dist/): the same
+code as the development build, stripped, without unused sections, and bound
+to glibc 2.17 symbol versions, so `auditwheel repair` tags the wheel
+manylinux_2_17 (see native/compat/glibc_2_17.h)."""
 
 from __future__ import annotations
 
@@ -9,7 +14,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from setuptools import setup
+from setuptools import Distribution, setup
 from setuptools.command.bdist_wheel import bdist_wheel
 from setuptools.command.build_py import build_py
 
@@ -18,12 +23,20 @@ ROOT = Path(__file__).resolve().parent
 
 class BuildPyWithLibrary(build_py):
     def run(self) -> None:
-        subprocess.run(["make", "-C", str(ROOT / "native"), "-j2"], check=True)
+        subprocess.run(["make", "-C", str(ROOT / "native"), "-j2", "dist"], check=True)
         super().run()
         dest = Path(self.build_lib) / "pyexec" / "_lib"
         dest.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(ROOT / "native" / "build" / "libpyexec.so", dest / "libpyexec.so")
+        shutil.copy2(ROOT / "native" / "build" / "dist" / "libpyexec.so", dest / "libpyexec.so")
         shutil.copy2(ROOT / "native" / "include" / "pyexec.h", dest / "pyexec.h")
+
+
+class BinaryDistribution(Distribution):
+    """Has a native library: installed as platlib (the wheel's root, where
+    auditwheel looks for it), not under .data/purelib."""
+
+    def has_ext_modules(self) -> bool:
+        return True
 
 
 class PlatformWheel(bdist_wheel):
@@ -36,4 +49,4 @@ class PlatformWheel(bdist_wheel):
         return "py3", "none", plat
 
 
-setup(cmdclass={"build_py": BuildPyWithLibrary, "bdist_wheel": PlatformWheel})
+setup(distclass=BinaryDistribution, cmdclass={"build_py": BuildPyWithLibrary, "bdist_wheel": PlatformWheel})

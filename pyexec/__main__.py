@@ -1,17 +1,21 @@
-"""Command line: `python -m pyexec demo | inspect FILE.pte`."""
+"""Command line: `python -m pyexec demo | inspect FILE.pte | run FILE.pte | bench FILE.pte`."""
 
 from __future__ import annotations
 
 import argparse
+import math
+import os
 import statistics
 import sys
 import time
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any, Callable
 
 import numpy as np
 
-from . import Error, TensorInfo, load
+from . import Error, InvalidProgramError, Method, Program, TensorInfo, _dtypes, load
 
 DEMO_MODEL = Path(__file__).resolve().parent / "demo" / "decoder.pte"
 
@@ -104,6 +108,319 @@ def demo(steps: int) -> int:
     return 0
 
 
+class UsageError(Exception):
+    """A mistake on the command line (exit status 2)."""
+
+
+def _load_program(path: str) -> Program:
+    try:
+        return load(path)
+    except InvalidProgramError as exc:
+        raise InvalidProgramError(f"{path}: {exc}") from None
+
+
+def _describe_slot(info: TensorInfo | None) -> str:
+    return "a non-tensor value" if info is None else f"{info.dtype}{list(info.sizes)}"
+
+
+def _slot_index(name: str, meta_inputs: Sequence[TensorInfo | None], method: str) -> int:
+    """`input3` or `3` -> 3."""
+    digits = name[len("input"):] if name.startswith("input") else name
+    n = len(meta_inputs)
+    if digits.isdigit() and int(digits) < n:
+        return int(digits)
+    names = ", ".join(f"input{j}" for j in range(n)) or "none"
+    raise UsageError(f"unknown input {name!r}: method {method!r} has inputs {names} (or by index 0..{n - 1})"
+                     if n else f"unknown input {name!r}: method {method!r} takes no inputs")
+
+
+def _literal(text: str) -> Any:
+    low = text.strip().lower()
+    if low in ("true", "false"):
+        return low == "true"
+    if low == "none":
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        return float(text)
+    except ValueError:
+        return _NOT_A_LITERAL
+
+
+_NOT_A_LITERAL = object()
+
+
+def _input_value(j: int, text: str, info: TensorInfo | None) -> Any:
+    """A .npy file (loaded) or a literal (int, float, true/false, none)."""
+    value = _literal(text)
+    if value is _NOT_A_LITERAL:
+        path = Path(text)
+        if not path.is_file():
+            if text.endswith(".npy") or os.sep in text:
+                raise UsageError(f"input {j}: no such file {text!r}")
+            raise UsageError(f"input {j}: {text!r} is neither a .npy file nor a literal (int, float, true/false, none)")
+        with path.open("rb") as f:
+            if f.read(6) != b"\x93NUMPY":
+                raise UsageError(f"input {j}: {text!r} is not a .npy file")
+        try:
+            return np.load(path, allow_pickle=False)
+        except (OSError, ValueError) as exc:
+            raise UsageError(f"input {j}: cannot read {text!r} ({exc})") from None
+    if info is None:
+        return value
+    if len(info.sizes) == 0 and value is not None and _dtypes.NUMPY_STORAGE.get(_dtypes.CODE_BY_NAME[info.dtype]):
+        return np.array(value, dtype=_dtypes.NUMPY_STORAGE[_dtypes.CODE_BY_NAME[info.dtype]])
+    raise UsageError(f"input {j} is a tensor {_describe_slot(info)}: give a .npy file (a literal fits only "
+                     "a 0-dim tensor)")
+
+
+def _parse_inputs(specs: Sequence[str], program: Program, method: str) -> dict[int, Any]:
+    meta = program.method_meta(method)
+    given: dict[int, Any] = {}
+    for spec in specs:
+        name, sep, text = spec.partition("=")
+        if not sep or not name or not text:
+            raise UsageError(
+                f"--input {spec!r}: expected NAME=FILE.npy or NAME=VALUE (NAME: input0, input1, ... or 0, 1, ...)"
+            )
+        j = _slot_index(name.strip(), meta.inputs, method)
+        if j in given:
+            raise UsageError(f"input {j} is given twice")
+        given[j] = _input_value(j, text, meta.inputs[j])
+    return given
+
+
+def _check_method(program: Program, method: str) -> None:
+    if method not in program.method_names:
+        raise UsageError(f"the program has no method {method!r} (methods: {', '.join(program.method_names)})")
+
+
+def _format_value(value: Any) -> str:
+    if isinstance(value, np.ndarray):
+        with np.printoptions(threshold=24, edgeitems=3, precision=6, linewidth=100):
+            body = np.array2string(value, separator=", ")
+        code = _dtypes.CODE_BY_NUMPY.get(value.dtype)
+        name = _dtypes.NAMES[code] if code is not None else str(value.dtype)
+        return f"{name}{list(value.shape)}\n    " + body.replace("\n", "\n    ")
+    if value is None:
+        return "None"
+    return f"{type(value).__name__} {value!r}"
+
+
+def run(path: str, method_name: str, specs: Sequence[str], output_dir: str | None) -> int:
+    """Runs `method_name` once with the given inputs; writes or prints the outputs."""
+    program = _load_program(path)
+    _check_method(program, method_name)
+    given = _parse_inputs(specs, program, method_name)
+    meta = program.method_meta(method_name)
+    missing = [j for j in range(len(meta.inputs)) if j not in given]
+    if missing:
+        lines = [f"input{j} ({_describe_slot(meta.inputs[j])})" for j in missing]
+        raise UsageError(f"missing input{'s' if len(missing) > 1 else ''}: {', '.join(lines)}; give "
+                         f"{'each' if len(missing) > 1 else 'it'} with --input input{missing[0]}=FILE.npy "
+                         f"(or {missing[0]}=VALUE for a scalar)")
+    method = program.load_method(method_name, output_type="numpy")
+    outputs = method.execute([given[j] for j in range(len(meta.inputs))])
+    notes = [f" (is input {j}, updated in place)" if (j := method.output_aliases_input(i)) is not None else ""
+             for i in range(len(outputs))]
+    if output_dir is None:
+        for i, value in enumerate(outputs):
+            head, _, body = _format_value(value).partition("\n")
+            print(f"output {i}: {head}{notes[i]}" + (f"\n{body}" if body else ""))
+        return 0
+    out = Path(output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    for i, value in enumerate(outputs):
+        if value is None:
+            print(f"output {i}: None (not written)")
+            continue
+        array = np.asarray(value)
+        target = out / f"output{i}.npy"
+        np.save(target, array)
+        print(f"output {i}: {_format_value(array).splitlines()[0]}{notes[i]} -> {target}")
+    return 0
+
+
+# ---- bench -----------------------------------------------------------------
+
+
+def _random_input(j: int, info: TensorInfo | None, rng: np.random.Generator) -> Any:
+    """An input matching the metadata (upper-bound sizes for a dynamic slot):
+    standard normal floats, integers in [0, 4) (small enough for indices and
+    positions), random booleans."""
+    if info is None:
+        raise UsageError(f"input {j} is a non-tensor value, which a program only accepts with the value it was "
+                         f"exported with: give it with --input {j}=VALUE")
+    code = _dtypes.CODE_BY_NAME[info.dtype]
+    if info.dtype == "bfloat16":
+        torch = _import_torch()
+        if torch is None:
+            raise UsageError(f"input {j} is bfloat16, which needs torch (or give it with --input {j}=FILE.npy)")
+        return torch.randn(info.sizes, dtype=torch.bfloat16)
+    dtype = _dtypes.NUMPY_STORAGE[code]
+    if dtype.kind == "f":
+        return rng.standard_normal(info.sizes).astype(dtype)
+    if dtype.kind == "b":
+        return rng.integers(0, 2, info.sizes).astype(bool)
+    return rng.integers(0, 4, info.sizes).astype(dtype)
+
+
+def _import_torch() -> Any:
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch
+
+
+class _Progress:
+    """A one-line textual progress bar on stderr. mode "auto": shown only when
+    the runs are expected to take longer than `after` seconds; "on", "off"."""
+
+    def __init__(self, label: str, total: int, expected_s: float, mode: str, after: float = 1.0) -> None:
+        self.label, self.total = label, total
+        self.on = mode == "on" or (mode == "auto" and expected_s > after)
+        self.last = 0.0
+
+    def update(self, done: int) -> None:
+        if not self.on:
+            return
+        now = time.perf_counter()
+        if done < self.total and now - self.last < 0.1:
+            return
+        self.last = now
+        width = 30
+        fill = width * done // self.total
+        sys.stderr.write(f"\r{self.label:<11} [{'#' * fill}{'.' * (width - fill)}] {done}/{self.total}")
+        if done == self.total:
+            sys.stderr.write("\n")
+        sys.stderr.flush()
+
+
+def _time_runs(label: str, call: Callable[[], object], runs: int, warmup: int, progress: str) -> list[float]:
+    t0 = time.perf_counter()
+    for _ in range(warmup):
+        call()
+    per_run = (time.perf_counter() - t0) / warmup if warmup else 0.0
+    bar = _Progress(label, runs, per_run * runs, progress)
+    times: list[float] = []
+    for k in range(runs):
+        t = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - t)
+        bar.update(k + 1)
+    return times
+
+
+def _percentile(sorted_times: Sequence[float], q: float) -> float:
+    """Linear interpolation between closest ranks (numpy's default)."""
+    pos = (len(sorted_times) - 1) * q
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(sorted_times) - 1)
+    return sorted_times[lo] + (sorted_times[hi] - sorted_times[lo]) * (pos - lo)
+
+
+_STATS = ("min", "median", "p90", "p99", "max")
+
+
+def _stats(times: Sequence[float]) -> dict[str, float]:
+    t = sorted(times)
+    return {"min": t[0], "median": _percentile(t, 0.5), "p90": _percentile(t, 0.9), "p99": _percentile(t, 0.99),
+            "max": t[-1]}
+
+
+def _fmt_row(label: str, stats: dict[str, float], unit: float) -> str:
+    return f"{label:<11}" + "".join(f"{stats[k] / unit:>11.1f}" for k in _STATS)
+
+
+class _QuietStderr:
+    """Silences file descriptor 2 (what C++ libraries and Python warnings print
+    while executorch and torch import and load)."""
+
+    def __enter__(self) -> None:
+        sys.stderr.flush()
+        self.saved = os.dup(2)
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 2)
+        os.close(devnull)
+
+    def __exit__(self, *exc: object) -> None:
+        sys.stderr.flush()
+        os.dup2(self.saved, 2)
+        os.close(self.saved)
+
+
+def _executorch_runner(path: str, method_name: str, inputs: list[Any]) -> tuple[Callable[[], object] | None, str]:
+    """A zero-argument callable running the program once with ExecuTorch's
+    runtime, or None and the reason it cannot."""
+    try:
+        with _QuietStderr(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            from executorch.runtime import Runtime  # type: ignore[import-not-found, import-untyped, unused-ignore]
+    except ImportError:
+        return None, "not installed (pip install executorch to compare)"
+    torch = _import_torch()
+    if torch is None:
+        return None, "needs torch, which is not installed"
+    try:
+        et_inputs = [torch.from_numpy(np.array(x)) if isinstance(x, np.ndarray) else x for x in inputs]
+        with _QuietStderr():
+            et_method = Runtime.get().load_program(Path(path)).load_method(method_name)
+            if et_method is None:
+                return None, f"has no method {method_name!r}"
+            et_method.execute(et_inputs)
+    except Exception as exc:  # noqa: BLE001 - any failure of the other runtime only skips the comparison
+        return None, f"could not run the program: {type(exc).__name__}: {exc}".splitlines()[0]
+
+    def call() -> object:
+        return et_method.execute(et_inputs)
+
+    return call, ""
+
+
+def bench(path: str, method_name: str, specs: Sequence[str], runs: int, warmup: int, seed: int,
+          compare: bool, progress: str) -> int:
+    """Latency distribution of `runs` executes with random inputs, and the same
+    with ExecuTorch's runtime when it is importable."""
+    if runs < 1 or warmup < 0:
+        raise UsageError("--runs must be at least 1 and --warmup at least 0")
+    program = _load_program(path)
+    _check_method(program, method_name)
+    given = _parse_inputs(specs, program, method_name)
+    meta = program.method_meta(method_name)
+    rng = np.random.default_rng(seed)
+    inputs = [given[j] if j in given else _random_input(j, info, rng) for j, info in enumerate(meta.inputs)]
+    method: Method = program.load_method(method_name, output_type="numpy")
+    method.execute(inputs)  # fails here, with its message, before any timing
+
+    def call() -> object:
+        return method.execute(inputs)
+
+    shapes = ", ".join(_format_value(x).splitlines()[0] if isinstance(x, np.ndarray) else repr(x) for x in inputs)
+    print(f"{path}: method {method_name!r}, {runs} runs after {warmup} warm-up, inputs: {shapes or 'none'}")
+    results = {"pyexec": _stats(_time_runs("pyexec", call, runs, warmup, progress))}
+    note = ""
+    if compare:
+        et_call, reason = _executorch_runner(path, method_name, inputs)
+        if et_call is not None:
+            results["executorch"] = _stats(_time_runs("executorch", et_call, runs, warmup, progress))
+        else:
+            note = f"executorch: {reason}"
+    unit = 1e-6
+    print(f"{'latency us':<11}" + "".join(f"{k:>11}" for k in _STATS))
+    for label, stats in results.items():
+        print(_fmt_row(label, stats, unit))
+    if "executorch" in results:
+        ratio = results["executorch"]["median"] / results["pyexec"]["median"]
+        print(f"executorch / pyexec (median): {ratio:.2f}x")
+    elif note:
+        print(note)
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="pyexec", description="Run ExecuTorch programs with pyexec.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -111,13 +428,48 @@ def main(argv: Sequence[str] | None = None) -> int:
     d.add_argument("--steps", type=int, default=32)
     i = sub.add_parser("inspect", help="describe a .pte file: methods, inputs, outputs, operators")
     i.add_argument("file")
+    input_help = ("an input: NAME=FILE.npy or NAME=VALUE (a literal int, float, true/false or none for a scalar); "
+                  "NAME is input0, input1, ... or the index 0, 1, ...; repeat or list several")
+    r = sub.add_parser("run", help="run a method once with inputs from .npy files; write or print the outputs",
+                       description="Run a method once. Inputs come from .npy files (or literals for scalars); "
+                       "outputs are written as output0.npy, output1.npy, ... or printed.")
+    r.add_argument("file")
+    r.add_argument("-i", "--input", action="extend", nargs="+", default=[], metavar="NAME=VALUE", help=input_help)
+    r.add_argument("-o", "--output-dir", help="write the outputs here as output0.npy, ... (default: print them)")
+    r.add_argument("-m", "--method", default="forward")
+    b = sub.add_parser("bench", help="latency distribution over many runs with random inputs, and ExecuTorch's",
+                       description="Time a method over many runs with random inputs made from its metadata "
+                       "(--input overrides one), and the same with ExecuTorch's runtime when it is importable.")
+    b.add_argument("file")
+    b.add_argument("-n", "--runs", type=int, default=200)
+    b.add_argument("--warmup", type=int, default=10)
+    b.add_argument("--seed", type=int, default=0)
+    b.add_argument("-i", "--input", action="extend", nargs="+", default=[], metavar="NAME=VALUE", help=input_help)
+    b.add_argument("-m", "--method", default="forward")
+    b.add_argument("--no-executorch", action="store_true", help="do not compare with ExecuTorch's runtime")
+    b.add_argument("--progress", choices=("auto", "on", "off"), default="auto",
+                   help="progress bar on stderr (auto: when the runs take more than a second)")
     args = parser.parse_args(argv)
     try:
         if args.command == "demo":
             return demo(args.steps)
+        if args.command == "run":
+            return run(args.file, args.method, args.input, args.output_dir)
+        if args.command == "bench":
+            return bench(args.file, args.method, args.input, args.runs, args.warmup, args.seed,
+                         not args.no_executorch, args.progress)
         return inspect(args.file)
     except Error as exc:
         print(f"pyexec: {exc}", file=sys.stderr)
+        return 1
+    except UsageError as exc:
+        print(f"pyexec {args.command}: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("pyexec: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # stdout closed early (`pyexec run ... | head`)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
 
 

