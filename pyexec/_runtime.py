@@ -418,12 +418,13 @@ class Method:
         self._bound[index] = tensor
         self._bound_ptr[index] = (int(ffi.cast("uintptr_t", ptr)), d.nbytes)
 
-    def _recheck_bindings(self) -> None:
+    def _release_changed_bindings(self) -> list[int]:
         """The caller can swap a bound tensor's memory (torch resize_, set_ or
-        .data; numpy resize): when its pointer, size or layout changed, bind it again,
-        which re-runs every check. A binding that fails stays unusable (the
-        library writes no stale pointer) until it passes or is replaced."""
+        .data; numpy resize). Bindings whose pointer, size or layout changed
+        are released in the library (which then holds no stale pointer) and
+        returned, to be bound again, with every check, once the inputs are in."""
         torch = _dtypes.torch_module()
+        changed = []
         for i, t in enumerate(self._bound):
             if t is None:
                 continue
@@ -431,19 +432,20 @@ class Method:
                 same = t.is_cpu and (t.data_ptr(), t.nbytes) == self._bound_ptr[i] and t.is_contiguous()
             else:
                 same = (t.__array_interface__["data"][0], t.nbytes) == self._bound_ptr[i] and t.flags.c_contiguous
-            if same:
-                continue
-            self._bound_ptr[i] = (0, -1)
-            lib.pyexec_method_set_output_ptr(self._m, i, ffi.NULL, 0)
-            self._bind_locked(t, i)
+            if not same:
+                self._bound_ptr[i] = (0, -1)  # unusable until bound again
+                lib.pyexec_method_set_output_ptr(self._m, i, ffi.NULL, 0)
+                changed.append(i)
+        return changed
 
     def execute(self, inputs: Sequence[Any] | None = None, clone_outputs: bool = True) -> list[Any]:
         """Runs the method (installing `inputs` first, if given) and returns its outputs."""
         with self._lock:
+            changed = self._release_changed_bindings() if self._bound_ptr.count(None) != self._nout else ()
             if inputs is not None:
                 self._set_inputs_locked(inputs)
-            if self._bound_ptr.count(None) != self._nout:
-                self._recheck_bindings()
+            for i in changed:
+                self._bind_locked(self._bound[i], i)
             st = lib.pyexec_method_execute(self._m)
             if st:
                 raise_status(st)

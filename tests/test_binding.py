@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from export import assert_close, export_program
+from export import as_numpy, assert_close, export_program
 from torch.export import Dim
 
 import pyexec
@@ -39,12 +39,12 @@ def ptr(x: Any) -> int:
 def shares(a: Any, b: Any) -> bool:
     if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
         return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
-    return np.shares_memory(np.asarray(a), np.asarray(b))
+    return np.shares_memory(as_numpy(a), as_numpy(b))
 
 
 def run_eager(module: torch.nn.Module, *args: Any) -> list[torch.Tensor]:
     with torch.no_grad():
-        out = module(*[torch.as_tensor(np.array(a)) if isinstance(a, np.ndarray) else a.clone() for a in args])
+        out = module(*[torch.as_tensor(as_numpy(a).copy()) if isinstance(a, np.ndarray) else a.clone() for a in args])
     return list(out) if isinstance(out, (tuple, list)) else [out]
 
 
@@ -249,7 +249,7 @@ def test_rebinding_stops_writing_the_previous_tensor(addmul: bytes, kind: str) -
     out = m.execute([x, y])
     assert out[0] is b
     assert_close(b, run_eager(AddMul(), x, y)[0])
-    assert (np.asarray(a) == 123.0).all(), "the previous binding was written again"
+    assert (as_numpy(a) == 123.0).all(), "the previous binding was written again"
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -265,7 +265,7 @@ def test_unbinding_returns_to_method_storage(addmul: bytes, kind: str) -> None:
         out = m.execute([x, y], clone_outputs=clone)
         assert out[0] is not a and not shares(out[0], a)
         assert_close(out[0], run_eager(AddMul(), x, y)[0])
-    assert (np.asarray(a) == 55.0).all(), "an unbound tensor was written"
+    assert (as_numpy(a) == 55.0).all(), "an unbound tensor was written"
     m.set_output(None, 0)  # unbinding twice is harmless
 
 
@@ -284,10 +284,73 @@ def test_dynamic_output_smaller_than_binding_is_a_view(dynamic: bytes, kind: str
         if n == 8:
             assert out is buf
         assert_close(out, run_eager(Double(), x)[0])
-        assert_close(np.asarray(buf).reshape(-1)[: n * 3], np.asarray(x).reshape(-1) * 2)
+        assert_close(as_numpy(buf).reshape(-1)[: n * 3], as_numpy(x).reshape(-1) * 2)
         # later calls overwrite it: a returned view shows the binding itself
         before = out
     assert_close(before, run_eager(Double(), x)[0])
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_unbound_output_storage_is_allocated_once(dynamic: bytes, addmul: bytes, kind: str) -> None:
+    """Unbound unplanned outputs live in storage the method allocates once, at
+    the upper bound: uncloned outputs are overwritten by the next call, cloned
+    ones are the caller's; dynamic outputs come back at the written shape."""
+    m = method(dynamic)
+    first = None
+    for n in (2, 8, 5):
+        x = as_kind(torch.randn(n, 3), kind)
+        own = m.execute([x], clone_outputs=False)[0]
+        copy = m.get_outputs()[0]
+        assert tuple(own.shape) == (n, 3) and tuple(copy.shape) == (n, 3)
+        assert_close(own, run_eager(Double(), x)[0])
+        assert_close(copy, own)
+        assert not shares(copy, own)
+        first = ptr(own) if first is None else first
+        assert ptr(own) == first, "the output storage moved"
+    m = method(addmul)
+    x, y = xy(kind, 1)
+    own = m.execute([x, y], clone_outputs=False)
+    kept = m.execute([x, y])
+    x2, y2 = xy(kind, 2)
+    m.execute([x2, y2])
+    exp, exp2 = run_eager(AddMul(), x, y), run_eager(AddMul(), x2, y2)
+    for k in (0, 1):
+        assert_close(kept[k], exp[k])  # the caller's copy
+        assert_close(own[k], exp2[k])  # the method's storage, overwritten
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_dynamic_input_checks(dynamic: bytes, kind: str) -> None:
+    m = method(dynamic)
+    with pytest.raises(InvalidArgumentError, match=r"input 0 has shape at most \[8, 3\], tensor has shape \[9, 3\]"):
+        m.execute([as_kind(torch.randn(9, 3), kind)])
+    with pytest.raises(InvalidArgumentError, match=r"input 0 has shape at most \[8, 3\], tensor has shape \[4, 4\]"):
+        m.execute([as_kind(torch.randn(4, 4), kind)])
+    x = as_kind(torch.randn(0, 3), kind)
+    assert tuple(m.execute([x])[0].shape) == (0, 3)
+
+
+def test_static_binding_checks_are_not_repeated(addmul: bytes, monkeypatch: pytest.MonkeyPatch) -> None:
+    """set_output checks once; execute looks only at the bound tensor's
+    pointer, size and layout."""
+    import pyexec._runtime as rt
+
+    m = method(addmul)
+    t0, t1 = torch.empty(2, 3), np.empty((2, 3), np.float32)
+    m.set_output(t0, 0)
+    m.set_output(t1, 1)
+    x, y = xy("torch")
+    m.set_inputs([x, y])
+    calls: list[Any] = []
+    real = rt.describe
+    monkeypatch.setattr(rt, "describe", lambda *a: calls.append(a) or real(*a))
+    for _ in range(3):
+        out = m.execute()
+        assert out[0] is t0 and out[1] is t1
+    assert calls == []
+    t0.resize_(4, 3)  # changed: checked again
+    m.execute()
+    assert len(calls) == 1
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -391,7 +454,7 @@ def test_rejects_overlapping_bound_outputs(addmul: bytes, kind: str, first_call:
     x, y = xy(kind)
     m.execute([x, y])
     exp = run_eager(AddMul(), x, y)
-    assert_close(np.asarray(buf), np.concatenate([np.asarray(e).reshape(-1) for e in exp]))
+    assert_close(as_numpy(buf), np.concatenate([as_numpy(e).reshape(-1) for e in exp]))
     # rebinding an output to (part of) its own previous memory is no overlap
     m.set_output(buf[0:6].reshape(2, 3), 0)
 
@@ -535,14 +598,18 @@ def test_planned_input_is_copied(addmul_planned: bytes, kind: str) -> None:
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_non_contiguous_read_only_input_is_staged(addmul: bytes, kind: str) -> None:
-    m = method(addmul)
+@pytest.mark.parametrize("planned", [False, True])
+def test_non_contiguous_read_only_input_is_staged(
+    addmul: bytes, addmul_planned: bytes, kind: str, planned: bool
+) -> None:
+    m = method(addmul_planned if planned else addmul)
     x = as_kind(torch.randn(3, 2), kind).T
     y = as_kind(torch.randn(2, 3), kind)
     if kind == "numpy":
         y.flags.writeable = False
     out = m.execute([x, y])
-    assert_close(out[0], run_eager(AddMul(), x, y)[0])
+    for got, exp in zip(out, run_eager(AddMul(), x, y)):
+        assert_close(got, exp)
 
 
 # ---- mutated (in-place) inputs ------------------------------------------------------------
@@ -564,7 +631,7 @@ def test_mutated_unplanned_input_is_updated_in_place(cache_inplace: bytes, kind:
     for step in range(5):
         idx, val = cache_args(kind, step)
         exp = run_eager(CacheUpdate(), eager, idx, val)
-        eager.index_copy_(0, torch.as_tensor(np.asarray(idx)), torch.as_tensor(np.asarray(val)))
+        eager.index_copy_(0, torch.as_tensor(as_numpy(idx)), torch.as_tensor(as_numpy(val)))
         out = m.execute([cache, idx, val])
         assert ptr(cache) == p
         assert_close(cache, eager, what="caller's cache")
@@ -619,15 +686,15 @@ def test_planned_mutated_input_is_not_updated(cache_planned: bytes, kind: str) -
     info = m.meta.inputs[0]
     assert info is not None and info.is_memory_planned and info.is_mutated
     cache = as_kind(torch.arange(12.0).reshape(4, 3), kind)
-    before = np.array(cache, copy=True)
+    before = as_numpy(cache).copy()
     for step in range(3):
         idx, val = cache_args(kind, step)
         eager = torch.as_tensor(before).clone()
         exp_sum = run_eager(CacheUpdate(), eager, idx, val)[0]
-        eager.index_copy_(0, torch.as_tensor(np.asarray(idx)), torch.as_tensor(np.asarray(val)))
+        eager.index_copy_(0, torch.as_tensor(as_numpy(idx)), torch.as_tensor(as_numpy(val)))
         for clone in (True, False):
             out = m.execute([cache, idx, val], clone_outputs=clone)
-            np.testing.assert_array_equal(np.asarray(cache), before)  # never written
+            np.testing.assert_array_equal(as_numpy(cache), before)  # never written
             assert not shares(out[0], cache)
             assert_close(out[0], eager, what="new value comes back as output 0")
             assert_close(out[1], exp_sum)
@@ -640,13 +707,13 @@ def test_planned_mutated_input_is_not_updated(cache_planned: bytes, kind: str) -
 def test_returned_input_is_cloned_by_default(return_input: bytes, kind: str) -> None:
     m = method(return_input)
     x = as_kind(torch.randn(2, 3), kind)
-    x0 = np.array(x, copy=True)
+    x0 = as_numpy(x).copy()
     out = m.execute([x])
     assert out[0] is not x and not shares(out[0], x)
     assert_close(out[0], x0)
     assert_close(out[1], x0 + 1)
     out[0][...] = 9.0
-    np.testing.assert_array_equal(np.asarray(x), x0)
+    np.testing.assert_array_equal(as_numpy(x), x0)
     out = m.execute([x], clone_outputs=False)
     assert out[0] is not x and shares(out[0], x) and ptr(out[0]) == ptr(x)
     if kind == "torch":
@@ -765,6 +832,17 @@ def test_bound_tensor_given_new_storage(addmul: bytes) -> None:
     assert out[1] is t
     assert_close(t, exp)
     assert (old == -1.0).all(), "the old storage was written"
+    # the memory the binding left may be an input now; the new one is checked
+    a = torch.zeros(2, 3)
+    t.set_(a.untyped_storage(), 0, (2, 3))
+    m.execute([x, y])  # the binding is at a
+    t.set_(torch.zeros(2, 3).untyped_storage(), 0, (2, 3))
+    out = m.execute([a, y])  # a was the binding's memory: no longer
+    assert out[1] is t
+    assert_close(t, run_eager(AddMul(), a, y)[1])
+    with pytest.raises(InvalidArgumentError, match=r"output 1 overlaps the memory of input 0"):
+        t.set_(a.untyped_storage(), 0, (2, 3))
+        m.execute()
     # new storage overlapping another binding is refused, not written
     b0 = torch.zeros(2, 3)
     m.set_output(b0, 0)
