@@ -10,7 +10,8 @@ covers many kernels. Ops that ExecuTorch's to_edge would decompose
 from __future__ import annotations
 
 import warnings
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import pytest
 import torch
@@ -40,12 +41,12 @@ def check(
     preserve: Sequence[Any] = (),
     run_inputs: Sequence[tuple[Any, ...]] | None = None,
     **kw: Any,
-) -> None:
+) -> bytes:
     """check_module, or, when some ops must not be decomposed, the same
-    comparison on a program exported with `preserve_ops`."""
+    comparison on a program exported with `preserve_ops`. Returns the
+    program."""
     if not preserve and not any(x.dtype == torch.bfloat16 for x in inputs):
-        check_module(module, inputs, strict_ir=False, run_inputs=run_inputs, **kw)
-        return
+        return check_module(module, inputs, strict_ir=False, run_inputs=run_inputs, **kw)
     from executorch.exir import EdgeCompileConfig, ExecutorchBackendConfig, to_edge
 
     with warnings.catch_warnings(), torch.no_grad():
@@ -69,6 +70,7 @@ def check(
                 assert g.dtype == e.dtype, f"output {k}: dtype {g.dtype} != expected {e.dtype}"
                 g, e = g.float(), e.float()
             assert_close(g, e, what=f"output {k}", **kw)
+    return pte
 
 
 def rand(shape: Sequence[int], dtype: torch.dtype, seed: int, lo: float = -4, hi: float = 4) -> torch.Tensor:
@@ -95,7 +97,9 @@ SHAPES = {
 }
 
 
-def cases(full: Sequence[torch.dtype], some: Sequence[torch.dtype], all_cases: Sequence[str], few: Sequence[str]) -> list[Any]:
+def cases(
+    full: Sequence[torch.dtype], some: Sequence[torch.dtype], all_cases: Sequence[str], few: Sequence[str]
+) -> list[Any]:
     """(dtype, case) pairs: every case for the `full` dtypes, `few` cases for
     the others (exports are slow; this keeps the file's runtime down)."""
     out = [pytest.param(d, c, id=f"{str(d)[6:]}-{c}") for d in full for c in all_cases]
@@ -220,27 +224,24 @@ def test_shifts(dtype: torch.dtype) -> None:
 
 def test_integer_division_by_zero_raises() -> None:
     class Div(torch.nn.Module):
-        def __init__(self, op: Any) -> None:
-            super().__init__()
-            self.op = op
+        def forward(self, x: torch.Tensor, *d: torch.Tensor) -> tuple[torch.Tensor, ...]:
+            return (
+                torch.div(x, d[0], rounding_mode="trunc"),
+                torch.div(x, d[1], rounding_mode="floor"),
+                torch.remainder(x, d[2]),
+                torch.fmod(x, d[3]),
+                torch.floor_divide(x, d[4]),
+            )
 
-        def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-            return self.op(x, y)
-
-    x = torch.tensor([1, 2, 3], dtype=torch.int64)
-    y = torch.tensor([1, 0, 1], dtype=torch.int64)
-    for op in (
-        lambda a, b: torch.div(a, b, rounding_mode="trunc"),
-        lambda a, b: torch.div(a, b, rounding_mode="floor"),
-        torch.remainder,
-        torch.fmod,
-    ):
-        from export import export_program
-
-        method = pyexec.load(export_program(Div(op), (x, torch.ones_like(y)))).load_method("forward")
-        assert torch.equal(method.execute([x, torch.ones_like(y)])[0], op(x, torch.ones_like(y)))
+    x = torch.tensor([1, -2, 3], dtype=torch.int64)
+    ones = [torch.tensor([1, -1, 2], dtype=torch.int64) for _ in range(5)]
+    pte = check(Div(), (x, *ones), preserve=[A.floor_divide.default])
+    method = pyexec.load(pte).load_method("forward")
+    for k in range(5):  # a zero divisor for each op in turn
+        d = [t.clone() for t in ones]
+        d[k][1] = 0
         with pytest.raises(pyexec.ExecutionError, match="ZeroDivisionError"):
-            method.execute([x, y])
+            method.execute([x, *d])
 
 
 # ---- tensor-scalar overloads ------------------------------------------------
@@ -360,7 +361,12 @@ class Compare(torch.nn.Module):
 
 @pytest.mark.parametrize(
     "dtype,case",
-    cases([torch.float32], [torch.float16, torch.int64, torch.int32, torch.uint8, torch.bool], ["same", "bcast", "empty"], ["same"]),
+    cases(
+        [torch.float32],
+        [torch.float16, torch.int64, torch.int32, torch.uint8, torch.bool],
+        ["same", "bcast", "empty"],
+        ["same"],
+    ),
 )
 def test_compare_and_logical(dtype: torch.dtype, case: str) -> None:
     xs, ys = SHAPES[case]
@@ -395,7 +401,9 @@ def test_mixed_dtype_operands() -> None:
     # the exporter casts mismatched operands, except 0-d tensors, which
     # reach the kernels with their own dtype (lower promotion priority)
     class M(torch.nn.Module):
-        def forward(self, x: torch.Tensor, i: torch.Tensor, s: torch.Tensor, f: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        def forward(
+            self, x: torch.Tensor, i: torch.Tensor, s: torch.Tensor, f: torch.Tensor
+        ) -> tuple[torch.Tensor, ...]:
             return (x + s, i + s, i * f, x > s, i == s, torch.where(i > 0, x, s), x - i, i / s, x * f)
 
     x = rand((4, 6), torch.float32, 17)
@@ -571,7 +579,7 @@ def test_where_masked_fill_clamp(dtype: torch.dtype, case: str) -> None:
     x, y = rand(xs, dtype, 23, 0, 4), rand(ys, dtype, 24, 0, 4)
     if case == "same" and dtype.is_floating_point:
         x[:2] = torch.tensor([NAN, INF], dtype=dtype)
-    check(Select(), (c, x, y), **tol(dtype))
+    check(Select(), (c, x, y), preserve=[A.masked_fill.Scalar], **tol(dtype))
 
 
 def test_where_bool_values_and_broadcast_condition() -> None:

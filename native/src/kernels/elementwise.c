@@ -12,7 +12,10 @@
  *   2. Loops. Each (op, kind) pair is a plain C function, stamped out by the
  *      UN / BIN / TER macros, that processes one strided row. Unit-stride and
  *      stride-0 (scalar) operands get their own branch so the compiler can
- *      vectorise them; there is no per-element dispatch.
+ *      vectorise them; there is no per-element dispatch. float32 exp, tanh
+ *      and erf (and sigmoid / silu / gelu / glu built on them) use branch-free
+ *      versions that vectorise. On x86-64 every loop is also compiled for
+ *      AVX2 and picked at run time (define PX_NO_CPU_DISPATCH to disable).
  *   3. Driver (ew_run). Same-shape contiguous operands already in the compute
  *      type are handled by a single call of the loop. Anything else goes
  *      through px_iter; operands whose dtype differs from the compute type are
@@ -28,9 +31,11 @@
 
 /* GCC's -O2 cost model ("very-cheap") vectorises only loops whose trip count
  * is a known multiple of the vector width; ours are not, so this file asks
- * for the normal cost model. (clang vectorises them at -O2 anyway.) */
+ * for the normal cost model. no-trapping-math lets it if-convert the selects
+ * in the float32 exp / tanh / erf below (no code here reads FP exception
+ * flags). clang vectorises these loops at -O2 anyway. */
 #if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC optimize("vect-cost-model=dynamic")
+#pragma GCC optimize("vect-cost-model=dynamic", "no-trapping-math")
 #endif
 
 /* ---- compute kinds and loop signature ---------------------------------- */
@@ -168,16 +173,136 @@ static inline int64_t i_shr(int64_t a, int64_t b, int bits) {
   return a >> b;
 }
 
+/* Helpers called from loops are inlined into both clones. */
+#if defined(__GNUC__)
+#define FORCE_INLINE __attribute__((always_inline)) inline
+#else
+#define FORCE_INLINE inline
+#endif
+
+/* ---- float32 exp / tanh / erf that vectorise ------------------------------
+ * Branch-free (selects only), so the loops that call them vectorise; libm's
+ * expf / tanhf / erff are calls the compiler cannot vectorise. Accuracy: exp
+ * within 2 ulp (Cephes' polynomial), tanh within a few ulp, erf within 2e-7
+ * absolute (Abramowitz-Stegun 7.1.26, as torch's own vectorised erf; a Taylor
+ * series near 0 keeps small results relatively accurate). */
+
+static FORCE_INLINE float f_from_bits(uint32_t u) {
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+static FORCE_INLINE uint32_t f_bits(float f) {
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  return u;
+}
+
+static FORCE_INLINE float vexpf(float x) {
+  float xc = x > -103.0f ? x : -103.0f; /* NaN -> -103 (fixed at the end) */
+  xc = xc < 88.8f ? xc : 88.8f;
+  /* n = round(x / ln 2) by the 1.5 * 2^23 trick (ties to even) */
+  float t = xc * 1.44269504088896341f + 12582912.0f;
+  int32_t n = (int32_t)(f_bits(t) - 0x4b400000u);
+  float nf = t - 12582912.0f;
+  float r = xc - nf * 0.693359375f;
+  r = r - nf * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * (r * r) + r + 1.0f;
+  /* 2^n as two factors so that n in [-149, 128] stays representable */
+  int32_t n1 = n >> 1, n2 = n - n1;
+  float res = p * f_from_bits((uint32_t)(n1 + 127) << 23) * f_from_bits((uint32_t)(n2 + 127) << 23);
+  res = x > 88.72283935546875f ? (float)INFINITY : res;
+  res = x < -103.97208404541015625f ? 0.0f : res;
+  return x == x ? res : x;
+}
+
+static FORCE_INLINE float vtanhf(float x) {
+  float ax = f_from_bits(f_bits(x) & 0x7fffffffu);
+  /* |x| < 0.625: odd polynomial (Cephes) */
+  float z = x * x;
+  float p = -5.70498872745e-3f;
+  p = p * z + 2.06390887954e-2f;
+  p = p * z - 5.37397155531e-2f;
+  p = p * z + 1.33314422036e-1f;
+  p = p * z - 3.33332819422e-1f;
+  float small = x + x * z * p;
+  /* otherwise 1 - 2 / (exp(2|x|) + 1), with x's sign */
+  float big = 1.0f - 2.0f / (vexpf(2.0f * ax) + 1.0f);
+  big = f_from_bits(f_bits(big) | (f_bits(x) & 0x80000000u));
+  return ax < 0.625f ? small : big;
+}
+
+static FORCE_INLINE float verff(float x) {
+  float ax = f_from_bits(f_bits(x) & 0x7fffffffu);
+  float t = 1.0f / (1.0f + 0.3275911f * ax);
+  float r = 1.061405429f;
+  r = r * t - 1.453152027f;
+  r = r * t + 1.421413741f;
+  r = r * t - 0.284496736f;
+  r = r * t + 0.254829592f;
+  float big = 1.0f - r * t * vexpf(-ax * ax);
+  big = f_from_bits(f_bits(big) | (f_bits(x) & 0x80000000u));
+  /* |x| < 0.25: 2/sqrt(pi) * (x - x^3/3 + x^5/10 - x^7/42 + x^9/216) */
+  float z = x * x;
+  float q = 1.0f / 216.0f;
+  q = q * z - 1.0f / 42.0f;
+  q = q * z + 0.1f;
+  q = q * z - 1.0f / 3.0f;
+  q = q * z + 1.0f;
+  float small = 1.12837916709551257f * x * q;
+  return ax < 0.25f ? small : (x == x ? big : x);
+}
+
+/* float64 keeps libm; the loops pick by type. */
+#define EXPV(x) _Generic((x), float: vexpf, default: exp)(x)
+#define TANHV(x) _Generic((x), float: vtanhf, default: tanh)(x)
+#define ERFV(x) _Generic((x), float: verff, default: erf)(x)
+
+/* float16 / bfloat16 <-> float, branch-free (round to nearest even). */
+static FORCE_INLINE float h2f(uint16_t h) {
+  uint32_t sign = ((uint32_t)h & 0x8000u) << 16;
+  uint32_t em = (uint32_t)h & 0x7fffu;
+  /* exponent and mantissa moved into place, rebiased by 2^112: exact for
+   * normals, subnormals and zero */
+  uint32_t b = f_bits(f_from_bits(em << 13) * 0x1p112f);
+  b = em >= 0x7c00u ? ((em << 13) | 0x7f800000u) : b; /* inf / nan */
+  return f_from_bits(b | sign);
+}
+static FORCE_INLINE uint16_t f2h(float f) {
+  uint32_t x = f_bits(f);
+  uint32_t sign = x & 0x80000000u;
+  x ^= sign;
+  uint32_t o_inf = x > 0x7f800000u ? 0x7e00u : 0x7c00u;
+  /* subnormal results: let the float adder round at the right place */
+  uint32_t o_sub = f_bits(f_from_bits(x) + 0.5f) - 0x3f000000u;
+  uint32_t o_norm = (x + 0xc8000fffu + ((x >> 13) & 1u)) >> 13;
+  uint32_t o = x >= 0x47800000u ? o_inf : (x < 0x38800000u ? o_sub : o_norm);
+  return (uint16_t)(o | (sign >> 16));
+}
+static FORCE_INLINE uint16_t f2bf(float f) {
+  uint32_t u = f_bits(f);
+  uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  uint32_t nan = (u >> 16) | 0x40u;
+  return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? nan : r);
+}
+static FORCE_INLINE float bf2f(uint16_t b) { return f_from_bits((uint32_t)b << 16); }
+
 static const double k_sqrt1_2 = 0.70710678118654752440;
 static const double k_sqrt_2_pi = 0.79788456080286535588; /* sqrt(2 / pi) */
 
-static inline float gelu_f(float x) {
-  return 0.5f * x * (1.0f + erff(x * (float)k_sqrt1_2));
+static FORCE_INLINE float gelu_f(float x) {
+  return 0.5f * x * (1.0f + verff(x * (float)k_sqrt1_2));
 }
 static inline double gelu_d(double x) { return 0.5 * x * (1.0 + erf(x * k_sqrt1_2)); }
-static inline float gelu_tanh_f(float x) {
+static FORCE_INLINE float gelu_tanh_f(float x) {
   float inner = (float)k_sqrt_2_pi * (x + 0.044715f * x * x * x);
-  return 0.5f * x * (1.0f + tanhf(inner));
+  return 0.5f * x * (1.0f + vtanhf(inner));
 }
 static inline double gelu_tanh_d(double x) {
   double inner = k_sqrt_2_pi * (x + 0.044715 * x * x * x);
@@ -188,6 +313,32 @@ static inline double gelu_tanh_d(double x) {
 
 /* ---- loop generators ----------------------------------------------------- */
 
+/* Every loop is compiled twice on x86-64: for the baseline (SSE2) and for
+ * AVX2, picked at run time per call (one test of a CPU feature bit per row,
+ * not per element). LOOP_FN(NAME) declares NAME (the dispatcher), the clones
+ * and opens the definition of the shared body NAME##_impl. */
+#define LOOP_ARGS \
+  int64_t n, const char *const *in, const int64_t *is, char *po, int64_t so, eparam *P
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(PX_NO_CPU_DISPATCH)
+#define EW_CLONE_AVX2 1
+#define ALWAYS_INLINE __attribute__((always_inline)) inline
+#define LOOP_FN(NAME)                                                   \
+  static ALWAYS_INLINE void NAME##_impl(LOOP_ARGS);                     \
+  __attribute__((target("avx2"))) static void NAME##_avx2(LOOP_ARGS) { \
+    NAME##_impl(n, in, is, po, so, P);                                  \
+  }                                                                     \
+  static void NAME(LOOP_ARGS) {                                         \
+    if (__builtin_cpu_supports("avx2"))                                 \
+      NAME##_avx2(n, in, is, po, so, P);                                \
+    else                                                                \
+      NAME##_impl(n, in, is, po, so, P);                                \
+  }                                                                     \
+  static ALWAYS_INLINE void NAME##_impl(LOOP_ARGS)
+#else
+#define ALWAYS_INLINE inline
+#define LOOP_FN(NAME) static void NAME(LOOP_ARGS)
+#endif
+
 /* Inside EXPR / PRE: T (compute type), U (its unsigned twin), x / y / z (the
  * operands), P (eparam *), err_ (set to report a division by zero),
  * PARAM(k). */
@@ -197,8 +348,7 @@ static inline double gelu_tanh_d(double x) {
   int err_ = 0;
 
 #define UN(NAME, TY, UTY, TOY, PRE, EXPR)                                        \
-  static void NAME(int64_t n, const char *const *in, const int64_t *is, char *po, \
-                   int64_t so, eparam *P) {                                      \
+  LOOP_FN(NAME) {                                                                 \
     LOOP_HEAD(TY, UTY)                                                           \
     const T *A = (const T *)in[0];                                               \
     TOY *O = (TOY *)po;                                                          \
@@ -219,8 +369,7 @@ static inline double gelu_tanh_d(double x) {
   }
 
 #define BIN(NAME, TY, UTY, TOY, PRE, EXPR)                                       \
-  static void NAME(int64_t n, const char *const *in, const int64_t *is, char *po, \
-                   int64_t so, eparam *P) {                                      \
+  LOOP_FN(NAME) {                                                                 \
     LOOP_HEAD(TY, UTY)                                                           \
     const T *A = (const T *)in[0], *B = (const T *)in[1];                        \
     TOY *O = (TOY *)po;                                                          \
@@ -254,8 +403,7 @@ static inline double gelu_tanh_d(double x) {
 
 /* Three operands; the first has type CTY (the condition of where). */
 #define TER(NAME, CTY, TY, UTY, TOY, EXPR)                                       \
-  static void NAME(int64_t n, const char *const *in, const int64_t *is, char *po, \
-                   int64_t so, eparam *P) {                                      \
+  LOOP_FN(NAME) {                                                                 \
     LOOP_HEAD(TY, UTY)                                                           \
     (void)P;                                                                     \
     const CTY *A = (const CTY *)in[0];                                           \
@@ -466,10 +614,12 @@ OPS_FI(isinf)
 #define UN_MATH(OP, FN) \
   UN_F(OP, , M1(FN, x)) \
   OPS_F(OP)
-UN_MATH(exp, exp)
+UN_F(exp, , EXPV(x))
+OPS_F(exp)
 UN_MATH(log, log)
 UN_MATH(sqrt, sqrt)
-UN_MATH(tanh, tanh)
+UN_F(tanh, , TANHV(x))
+OPS_F(tanh)
 UN_MATH(sin, sin)
 UN_MATH(cos, cos)
 UN_MATH(tan, tan)
@@ -481,7 +631,8 @@ UN_MATH(cosh, cosh)
 UN_MATH(asinh, asinh)
 UN_MATH(acosh, acosh)
 UN_MATH(atanh, atanh)
-UN_MATH(erf, erf)
+UN_F(erf, , ERFV(x))
+OPS_F(erf)
 UN_MATH(expm1, expm1)
 UN_MATH(log1p, log1p)
 UN_MATH(log2, log2)
@@ -490,9 +641,9 @@ UN_F(rsqrt, , (T)1 / M1(sqrt, x))
 OPS_F(rsqrt)
 UN_F(reciprocal, , (T)1 / x)
 OPS_F(reciprocal)
-UN_F(sigmoid, , (T)1 / ((T)1 + M1(exp, -x)))
+UN_F(sigmoid, , (T)1 / ((T)1 + EXPV(-x)))
 OPS_F(sigmoid)
-UN_F(silu, , x / ((T)1 + M1(exp, -x)))
+UN_F(silu, , x / ((T)1 + EXPV(-x)))
 OPS_F(silu)
 UN_F(gelu, , GELU(x))
 OPS_F(gelu)
@@ -561,15 +712,16 @@ static inline int64_t f2i(double v) {
 
 /* Reads n elements of dtype sdt at src (stride st) into d[0..n) of dtype
  * ddt (a compute dtype). */
-static void gather(void *dst, int ddt, const char *src, int sdt, int64_t st, int64_t n) {
+static ALWAYS_INLINE void gather_impl(void *dst, int ddt, const char *src, int sdt, int64_t st,
+                                      int64_t n) {
   switch (ddt) {
     case PX_F32: {
       float *d = dst;
       switch (sdt) {
         case PX_F32: G_LOOP(float, float, v)
         case PX_F64: G_LOOP(float, double, v)
-        case PX_F16: G_LOOP(float, uint16_t, px_half_to_float(v))
-        case PX_BF16: G_LOOP(float, uint16_t, px_bf16_to_float(v))
+        case PX_F16: G_LOOP(float, uint16_t, h2f(v))
+        case PX_BF16: G_LOOP(float, uint16_t, bf2f(v))
         G_INT_CASES(float, v)
         default: break;
       }
@@ -580,8 +732,8 @@ static void gather(void *dst, int ddt, const char *src, int sdt, int64_t st, int
       switch (sdt) {
         case PX_F32: G_LOOP(double, float, v)
         case PX_F64: G_LOOP(double, double, v)
-        case PX_F16: G_LOOP(double, uint16_t, px_half_to_float(v))
-        case PX_BF16: G_LOOP(double, uint16_t, px_bf16_to_float(v))
+        case PX_F16: G_LOOP(double, uint16_t, h2f(v))
+        case PX_BF16: G_LOOP(double, uint16_t, bf2f(v))
         G_INT_CASES(double, v)
         default: break;
       }
@@ -592,8 +744,8 @@ static void gather(void *dst, int ddt, const char *src, int sdt, int64_t st, int
       switch (sdt) {
         case PX_F32: G_LOOP(int64_t, float, f2i(v))
         case PX_F64: G_LOOP(int64_t, double, f2i(v))
-        case PX_F16: G_LOOP(int64_t, uint16_t, f2i(px_half_to_float(v)))
-        case PX_BF16: G_LOOP(int64_t, uint16_t, f2i(px_bf16_to_float(v)))
+        case PX_F16: G_LOOP(int64_t, uint16_t, f2i(h2f(v)))
+        case PX_BF16: G_LOOP(int64_t, uint16_t, f2i(bf2f(v)))
         G_INT_CASES(int64_t, v)
         default: break;
       }
@@ -604,8 +756,8 @@ static void gather(void *dst, int ddt, const char *src, int sdt, int64_t st, int
       switch (sdt) {
         case PX_F32: G_LOOP(int32_t, float, f2i(v))
         case PX_F64: G_LOOP(int32_t, double, f2i(v))
-        case PX_F16: G_LOOP(int32_t, uint16_t, f2i(px_half_to_float(v)))
-        case PX_BF16: G_LOOP(int32_t, uint16_t, f2i(px_bf16_to_float(v)))
+        case PX_F16: G_LOOP(int32_t, uint16_t, f2i(h2f(v)))
+        case PX_BF16: G_LOOP(int32_t, uint16_t, f2i(bf2f(v)))
         G_INT_CASES(int32_t, v)
         default: break;
       }
@@ -616,8 +768,8 @@ static void gather(void *dst, int ddt, const char *src, int sdt, int64_t st, int
       switch (sdt) {
         case PX_F32: G_LOOP(uint8_t, float, v != 0)
         case PX_F64: G_LOOP(uint8_t, double, v != 0)
-        case PX_F16: G_LOOP(uint8_t, uint16_t, px_half_to_float(v) != 0)
-        case PX_BF16: G_LOOP(uint8_t, uint16_t, px_bf16_to_float(v) != 0)
+        case PX_F16: G_LOOP(uint8_t, uint16_t, h2f(v) != 0)
+        case PX_BF16: G_LOOP(uint8_t, uint16_t, bf2f(v) != 0)
         G_INT_CASES(uint8_t, v != 0)
         default: break;
       }
@@ -638,15 +790,16 @@ static void gather(void *dst, int ddt, const char *src, int sdt, int64_t st, int
   break;
 
 /* Writes n compute-type values s[0..n) to dst (dtype ddt, stride st). */
-static void scatter(char *dst, int ddt, int64_t st, const void *src, int sdt, int64_t n) {
+static ALWAYS_INLINE void scatter_impl(char *dst, int ddt, int64_t st, const void *src, int sdt,
+                                       int64_t n) {
   switch (sdt) {
     case PX_F32: {
       typedef float ST;
       const ST *s = src;
       switch (ddt) {
         case PX_F32: S_LOOP(float, v)
-        case PX_F16: S_LOOP(uint16_t, px_float_to_half(v))
-        case PX_BF16: S_LOOP(uint16_t, px_float_to_bf16(v))
+        case PX_F16: S_LOOP(uint16_t, f2h(v))
+        case PX_BF16: S_LOOP(uint16_t, f2bf(v))
         case PX_F64: S_LOOP(double, v)
         case PX_BOOL: S_LOOP(uint8_t, v != 0)
         default:
@@ -707,6 +860,35 @@ static void scatter(char *dst, int ddt, int64_t st, const void *src, int sdt, in
       break;
     }
   }
+}
+
+#ifdef EW_CLONE_AVX2
+__attribute__((target("avx2"))) static void gather_avx2(void *dst, int ddt, const char *src,
+                                                        int sdt, int64_t st, int64_t n) {
+  gather_impl(dst, ddt, src, sdt, st, n);
+}
+__attribute__((target("avx2"))) static void scatter_avx2(char *dst, int ddt, int64_t st,
+                                                         const void *src, int sdt, int64_t n) {
+  scatter_impl(dst, ddt, st, src, sdt, n);
+}
+#endif
+static void gather(void *dst, int ddt, const char *src, int sdt, int64_t st, int64_t n) {
+#ifdef EW_CLONE_AVX2
+  if (__builtin_cpu_supports("avx2")) {
+    gather_avx2(dst, ddt, src, sdt, st, n);
+    return;
+  }
+#endif
+  gather_impl(dst, ddt, src, sdt, st, n);
+}
+static void scatter(char *dst, int ddt, int64_t st, const void *src, int sdt, int64_t n) {
+#ifdef EW_CLONE_AVX2
+  if (__builtin_cpu_supports("avx2")) {
+    scatter_avx2(dst, ddt, st, src, sdt, n);
+    return;
+  }
+#endif
+  scatter_impl(dst, ddt, st, src, sdt, n);
 }
 
 /* ---- driver ------------------------------------------------------------------ */
@@ -1236,8 +1418,10 @@ static int k_masked_fill_scalar_out(px_ctx *ctx, px_value *const *args) {
   eparam p = {0};
   px_tensor *self = ARGT(0), *mask = ARGT(1), *out = ARGT(3);
   if (check_cond(ctx, mask, "mask")) return PYEXEC_ERR_EXECUTION;
-  /* the output has self's shape; the mask must broadcast to it */
-  if (px_resize_like(ctx, out, self)) return PYEXEC_ERR_EXECUTION;
+  /* the output has the broadcast shape of self and mask (as torch's
+   * out-of-place masked_fill) */
+  const px_tensor *shape_of[2] = {self, mask};
+  if (ew_resize(ctx, 2, shape_of, out)) return PYEXEC_ERR_EXECUTION;
   scalar_box box;
   const px_tensor *ins[3] = {mask, box_scalar(&box, args[2], self->dtype), self};
   return ew_apply(ctx, &t_where, FL_COND0, self->dtype, 3, ins, out, &p);
@@ -1419,7 +1603,7 @@ static int k_logit_out(px_ctx *ctx, px_value *const *args) {
 }
 
 /* glu: the first half along dim times the sigmoid of the second half. */
-BIN_F(glu, , x / ((T)1 + M1(exp, -y)))
+BIN_F(glu, , x / ((T)1 + EXPV(-y)))
 OPS_F(glu)
 
 static int k_glu_out(px_ctx *ctx, px_value *const *args) {
