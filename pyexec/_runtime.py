@@ -19,6 +19,7 @@ from ._tensors import (
     contiguous_copy,
     describe,
     numpy_view,
+    physical_layout,
     to_torch,
 )
 
@@ -51,6 +52,12 @@ class MethodMeta:
     inputs: tuple[TensorInfo | None, ...]
     """One entry per input: TensorInfo, or None for a non-tensor value."""
     outputs: tuple[TensorInfo | None, ...]
+
+
+def _layout(info: TensorInfo | None) -> tuple[int, ...] | None:
+    if info is None or info.dim_order == tuple(range(len(info.dim_order))):
+        return None
+    return info.dim_order
 
 
 def _info(v: Any) -> TensorInfo | None:
@@ -203,6 +210,9 @@ class Method:
         # the fast input path only writes the data pointer and byte count.
         self._slot_clean = [False] * nin
         self._in_codes = [_dtypes.CODE_BY_NAME[i.dtype] if i else None for i in self.meta.inputs]
+        # dim_order of slots laid out other than row-major (channels-last, ...), else None.
+        self._in_order = [_layout(i) for i in self.meta.inputs]
+        self._out_order = [_layout(i) for i in self.meta.outputs]
 
     # ---- metadata -------------------------------------------------------
 
@@ -285,15 +295,25 @@ class Method:
                 raise InvalidArgumentError(f"input {j} is on device {x.device}; only CPU tensors are supported")
             if d.code is None:
                 raise InvalidArgumentError(f"input {j} has dtype {info.dtype}, tensor has {d.dtype_name}")
+            shape = d.shape
+            order = self._in_order[j]
+            in_place = info.is_mutated and not info.is_memory_planned
+            if order is not None and len(shape) == len(order):
+                # The slot wants its dims in memory in dim_order: a view when the
+                # caller's tensor already is (channels-last), else a staged copy.
+                d = describe(physical_layout(d.obj, order), f"input {j}")
+                if not d.contiguous and in_place:
+                    raise InvalidArgumentError(
+                        f"input {j} must be laid out in dim_order {list(order)}: the program writes it in place"
+                    )
             if not d.contiguous:
-                if info.is_mutated and not info.is_memory_planned:
+                if in_place:
                     raise InvalidArgumentError(
                         f"input {j} must be contiguous: the program writes it in place"
                     )
                 d = contiguous_copy(d)
-            if info.is_mutated and not info.is_memory_planned and not d.writable:
+            if in_place and not d.writable:
                 raise InvalidArgumentError(f"input {j} is read-only, but the program writes it in place")
-            shape = d.shape
             if len(shape) > len(info.sizes) or len(shape) > 16:
                 raise InvalidArgumentError(
                     f"input {j} has rank {len(info.sizes)}, tensor has rank {len(shape)}"
@@ -308,7 +328,8 @@ class Method:
             t.data = ffi.cast("void *", d.ptr) if d.kind == "torch" else d.ptr
             t.nbytes = d.nbytes
             staged[j] = d
-            keep[j] = d.obj if not info.is_memory_planned else None
+            if not info.is_memory_planned:  # read in place: keep what the method reads alive
+                keep[j] = x if in_place else d.obj
         if first_kind is not None:
             self._last_kind = first_kind
         elif n:
@@ -323,6 +344,8 @@ class Method:
         torch tensor or numpy array of the slot's dtype and (static) shape.
         Returns False to let the general path handle (and explain) anything else."""
         code = self._in_codes[j]
+        if self._in_order[j] is not None:
+            return False
         if type(x) is tensor_cls:
             if _dtypes.torch_maps()[0].get(x.dtype) != code or not x.is_cpu or not x.is_contiguous():
                 return False
@@ -488,7 +511,7 @@ class Method:
                 code = t.dtype
                 if kind == "numpy":
                     check_numpy_code(code, f"output {i}")
-                nv = numpy_view(int(ffi.cast("uintptr_t", t.data)), code, shape, self._handle)
+                nv = numpy_view(int(ffi.cast("uintptr_t", t.data)), code, shape, self._handle, self._out_order[i])
                 cached = [t.data, shape, nv, None, code]
                 self._views[i] = cached
             if kind == "torch":

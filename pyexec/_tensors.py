@@ -106,17 +106,33 @@ class _Memory:
         self._owner = owner
 
 
-def numpy_view(ptr: int, code: int, shape: tuple[int, ...], owner: Any) -> np.ndarray:
-    """A numpy array over `ptr` (numel elements of dtype `code`), keeping
-    `owner` alive while the array (or any view of it) lives."""
+def numpy_view(
+    ptr: int, code: int, shape: tuple[int, ...], owner: Any, dim_order: tuple[int, ...] | None = None
+) -> np.ndarray:
+    """A numpy array over `ptr` (numel elements of dtype `code`, laid out
+    contiguously in `dim_order`, row-major when None), keeping `owner` alive
+    while the array (or any view of it) lives."""
     storage = _dtypes.NUMPY_STORAGE[code]
     numel = 1
     for s in shape:
         numel *= s
     if numel == 0 or ptr == 0:
         return np.empty(shape, dtype=storage)
-    raw = np.asarray(_Memory(ptr, numel * storage.itemsize, owner))
-    return raw.view(storage).reshape(shape)
+    raw = np.asarray(_Memory(ptr, numel * storage.itemsize, owner)).view(storage)
+    if dim_order is None or list(dim_order) == sorted(dim_order):
+        return raw.reshape(shape)
+    # Memory holds the dims in dim_order (outermost first); present them in logical order.
+    physical = raw.reshape([shape[d] for d in dim_order])
+    return physical.transpose(np.argsort(dim_order))
+
+
+def physical_layout(x: Any, dim_order: tuple[int, ...]) -> Any:
+    """`x` (logical layout) seen with its dims in `dim_order`: what a slot with
+    that dim_order expects in memory. A view when the caller's tensor already
+    has that layout (a channels_last torch tensor for [0, 2, 3, 1])."""
+    if isinstance(x, np.ndarray):
+        return x.transpose(dim_order)
+    return x.permute(*dim_order)
 
 
 def to_torch(arr: np.ndarray, code: int) -> Any:

@@ -58,6 +58,8 @@ def run_with_executorch(pte: bytes, inputs: Sequence[Any]) -> list[Any]:
 
 def as_numpy(x: Any) -> np.ndarray:
     if isinstance(x, torch.Tensor):
+        if x.dtype == torch.bfloat16:  # numpy has no bfloat16: compare exactly as float32
+            x = x.float()
         return x.detach().cpu().numpy()
     return np.asarray(x)
 

@@ -35,6 +35,49 @@ static pyexec_status prepare_outputs(pyexec_method *m) {
   return PYEXEC_OK;
 }
 
+int px_call_relayout(pyexec_method *m, const px_instr *in) {
+  px_ctx *ctx = &m->ctx;
+  px_value *vals = px_scratch(ctx, sizeof(px_value) * in->nargs);
+  px_value **argv = px_scratch(ctx, sizeof(px_value *) * in->nargs);
+  px_tensor *tmps = px_scratch(ctx, sizeof(px_tensor) * in->nargs);
+  if (!vals || !argv || !tmps) return PYEXEC_ERR_EXECUTION;
+  for (uint32_t j = 0; j < in->nargs; j++) {
+    px_value *v = in->args[j];
+    argv[j] = v;
+    if (v->tag != PX_V_TENSOR || v->u.t->contiguous) continue;
+    uint32_t same = j;
+    for (uint32_t k = 0; k < j; k++)
+      if (in->args[k] == v) same = k; /* an in-place argument appears twice: one copy */
+    if (same != j) {
+      argv[j] = argv[same];
+      continue;
+    }
+    const px_tensor *t = v->u.t;
+    px_tensor *r = &tmps[j];
+    *r = *t;
+    for (int d = 0; d < r->dim; d++) r->dim_order[d] = (uint8_t)d;
+    r->contiguous = 1;
+    px_tensor_update_layout(r);
+    r->data = px_scratch(ctx, t->capacity ? t->capacity : 1);
+    if (!r->data) return PYEXEC_ERR_EXECUTION;
+    if (t->data && t->numel && px_copy_strided(ctx, r, t)) return PYEXEC_ERR_EXECUTION;
+    vals[j] = *v;
+    vals[j].u.t = r;
+    argv[j] = &vals[j];
+  }
+  int rc = in->fn(ctx, argv);
+  if (rc) return rc;
+  for (uint32_t j = 0; j < in->nargs; j++) {
+    px_value *v = in->args[j];
+    if (argv[j] != &vals[j] || !m->written[v - m->values]) continue;
+    px_tensor *t = v->u.t;
+    const px_tensor *r = &tmps[j];
+    if (px_resize(ctx, t, r->dim, r->sizes) || (t->numel && px_copy_strided(ctx, t, r)))
+      return PYEXEC_ERR_EXECUTION;
+  }
+  return 0;
+}
+
 pyexec_status px_method_run(pyexec_method *m) {
   for (uint32_t j = 0; j < m->nin; j++)
     if (!m->input_set[j]) return px_invalid_argument("input %u has not been set", j);
@@ -55,7 +98,7 @@ pyexec_status px_method_run(pyexec_method *m) {
           m->ctx.scratch_cur = m->ctx.scratch;
           m->ctx.scratch_used = 0;
           m->msg[0] = 0;
-          if (in->fn(&m->ctx, in->args) != 0)
+          if ((in->relayout ? px_call_relayout(m, in) : in->fn(&m->ctx, in->args)) != 0)
             return px_error(PYEXEC_ERR_EXECUTION, "method '%s' instruction %u: %s", m->plan->name, pc,
                             m->msg[0] ? m->msg : in->op);
           pc++;

@@ -40,8 +40,11 @@ static void *method_alloc(pyexec_method *m, size_t count, size_t size) {
   } while (0)
 
 /* Large buffers come from mmap (zeroed, paged in on first touch); small ones
- * from an aligned allocation. */
+ * from an aligned allocation. Sanitizer builds raise the threshold so that
+ * AddressSanitizer sees every buffer's bounds. */
+#ifndef PX_MMAP_THRESHOLD
 #define PX_MMAP_THRESHOLD ((size_t)1 << 20)
+#endif
 
 static void *big_alloc(size_t n, bool *mapped) {
   if (n >= PX_MMAP_THRESHOLD) {
@@ -227,8 +230,9 @@ static pyexec_status build_arenas(pyexec_method *m) {
   ALLOC_OR_FAIL(m->arena_mapped, sizes.count + 1, "arenas");
   for (uint32_t i = 1; i < sizes.count; i++) {
     int64_t n = px_fb_vec_i64(&sizes, i);
-    if (n < 0 || (uint64_t)n > ((uint64_t)1 << 48))
-      return BAD("planned buffer %u has an invalid size %lld", i, (long long)n);
+    if (n < 0 || (uint64_t)n > PX_MAX_DECLARED_BYTES)
+      return BAD("planned buffer %u has an invalid size %lld (the limit is %llu bytes)", i, (long long)n,
+                 (unsigned long long)PX_MAX_DECLARED_BYTES);
     m->arena_sizes[i] = (size_t)n;
     m->arenas[i] = big_alloc((size_t)n, &m->arena_mapped[i]);
     if (!m->arenas[i]) {
@@ -367,16 +371,20 @@ static pyexec_status build_kernel_call(pyexec_method *m, const px_fb_table *args
     if (st) return st;
     ins->args[j] = &m->values[v];
   }
-  /* Check the argument kinds against the kernel's signature once, here. */
+  /* Check the argument kinds against the kernel's signature once, here. A
+   * leading '@' says the kernel handles any dim_order itself. */
+  const char *sig = k->sig;
+  bool any_layout = *sig == '@';
+  if (any_layout) sig++;
   uint32_t want = 0;
-  for (const char *s = k->sig; *s; s++)
+  for (const char *s = sig; *s; s++)
     if (*s != '|') want++;
   if (want != a.count)
     return BAD("chain %u instruction %u: %s takes %u arguments, the program passes %u", c, i, ins->op, want,
                a.count);
   bool returns = false;
   uint32_t j = 0;
-  for (const char *s = k->sig; *s; s++) {
+  for (const char *s = sig; *s; s++) {
     if (*s == '|') {
       returns = true;
       continue;
@@ -386,6 +394,7 @@ static pyexec_status build_kernel_call(pyexec_method *m, const px_fb_table *args
       return BAD("chain %u instruction %u: %s argument %u is %s, which the kernel does not accept ('%c')", c,
                  i, ins->op, j, tag_name(v->tag), *s);
     if (returns) mark_written(m, v);
+    if (!any_layout && v->tag == PX_V_TENSOR && !v->u.t->contiguous) ins->relayout = true;
     j++;
   }
   return PYEXEC_OK;
@@ -509,7 +518,7 @@ static pyexec_status build_io(pyexec_method *m) {
 }
 
 static void method_destroy(pyexec_method *m) {
-  for (uint32_t i = 0; i < m->nout; i++) free(m->outs[i].own);
+  for (uint32_t i = 0; i < m->nout; i++) big_free(m->outs[i].own, m->outs[i].own_len, m->outs[i].own_mapped);
   for (uint32_t j = 0; j < m->nin; j++) free(m->in_stage[j]);
   for (uint32_t i = 1; i < m->narenas; i++) big_free(m->arenas[i], m->arena_sizes[i], m->arena_mapped[i]);
   px_scratch_release(&m->ctx);
@@ -785,10 +794,11 @@ PYEXEC_API pyexec_status pyexec_method_set_inputs(pyexec_method *m, const pyexec
 pyexec_status px_output_ensure_storage(pyexec_method *m, px_output *o) {
   px_tensor *t = m->values[o->vidx].u.t;
   if (!o->own) {
-    size_t n = (t->capacity + 63) & ~(size_t)63;
-    o->own = aligned_alloc(64, n ? n : 64);
+    /* Zeroed; a large one is mapped, so pages the kernels never write (a
+     * dynamic output below its bound) cost no memory. */
+    o->own_len = (t->capacity + 63) & ~(size_t)63;
+    o->own = big_alloc(o->own_len, &o->own_mapped);
     if (!o->own) return px_no_memory("output storage");
-    memset(o->own, 0, n ? n : 64);
   }
   t->data = o->own;
   return PYEXEC_OK;

@@ -18,6 +18,7 @@ typedef struct px_instr {
   px_value **args;
   const char *op; /* operator name, for messages */
   int32_t a, b;   /* move: from, to; jump: cond, dest; free: value */
+  bool relayout;  /* a tensor argument is not row-major and the kernel needs it to be */
 } px_instr;
 
 typedef struct px_chain {
@@ -32,6 +33,8 @@ typedef struct px_output {
   void *bound;         /* caller storage, or NULL */
   size_t bound_nbytes;
   void *own;           /* storage the method allocated for an unplanned output */
+  size_t own_len;      /* its size, and whether it is a mapping (big_alloc) */
+  bool own_mapped;
 } px_output;
 
 typedef struct px_alloc px_alloc;
@@ -68,6 +71,11 @@ struct pyexec_method {
   px_ctx ctx;
   char msg[1024];
 };
+
+/* Calls a kernel that only handles row-major tensors with row-major copies
+ * of its non-row-major tensor arguments (channels-last and other dim
+ * orders), copying the values it writes back into their own layout. */
+int px_call_relayout(pyexec_method *m, const px_instr *in);
 
 /* Runs every chain once (the caller holds m->lock). */
 pyexec_status px_method_run(pyexec_method *m);
