@@ -322,6 +322,9 @@ pyexec_status px_parse_tensor(const pyexec_program *p, const px_fb_table *t, con
     if (s && numel > limit / (uint64_t)s) return BAD("%s: element count overflows", where);
     numel *= (uint64_t)s;
   }
+  if (numel * px_elsize(st) > PX_MAX_DECLARED_BYTES)
+    return BAD("%s: tensor of %llu bytes exceeds the limit of %llu bytes", where,
+               (unsigned long long)(numel * px_elsize(st)), (unsigned long long)PX_MAX_DECLARED_BYTES);
   d->nbytes = (size_t)(numel * px_elsize(st));
 
   px_fb_table extra;

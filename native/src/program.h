@@ -30,6 +30,15 @@ enum { SUBSEG_INDEX, SUBSEG_OFFSETS };
 enum { BUFFER_STORAGE };
 enum { DELEGATE_ID, DELEGATE_PROCESSED, DELEGATE_COMPILE_SPECS };
 
+/* The most bytes one tensor (at its upper-bound sizes) or one planned buffer
+ * may declare; a file declaring more is refused as invalid, so sizes from a
+ * hostile file never reach an allocator or a size computation anywhere near
+ * overflow. 1 TiB is beyond any CPU's memory, so no real program is refused.
+ * The fuzzing build lowers it (sanitize.mk). */
+#ifndef PX_MAX_DECLARED_BYTES
+#define PX_MAX_DECLARED_BYTES ((uint64_t)1 << 40)
+#endif
+
 typedef struct px_plan {
   char *name; /* NUL-terminated copy */
   px_fb_table table;
