@@ -25,6 +25,9 @@
  *   | separates the schema arguments from the return values; values after it
  *     are written by the kernel (the loader uses this to know which program
  *     values are mutated).
+ * A leading '@' says the kernel handles tensors in any dim_order itself;
+ * without it, the executor calls the kernel with row-major copies of
+ * non-row-major tensor arguments (and copies written values back).
  *
  * Kernels report failure with px_fail(), which records a message and returns
  * a non-zero status; they never abort. Kernels do not allocate with malloc on
@@ -56,6 +59,7 @@ extern const px_kernel_def px_kernels_norm[];
 extern const px_kernel_def px_kernels_shape[];
 extern const px_kernel_def px_kernels_index[];
 extern const px_kernel_def px_kernels_prim[];
+extern const px_kernel_def px_kernels_spatial[];
 
 /* ---- context --------------------------------------------------------- */
 

@@ -10,7 +10,7 @@
 static const px_kernel_def *const families[] = {
     px_kernels_elementwise, px_kernels_reduction, px_kernels_linalg,
     px_kernels_conv,        px_kernels_norm,      px_kernels_shape,
-    px_kernels_index,       px_kernels_prim,
+    px_kernels_index,       px_kernels_prim,      px_kernels_spatial,
 };
 
 static const px_kernel_def **table;
