@@ -20,6 +20,7 @@ def export_manager(
     alloc_graph_output: bool = True,
     reinplace: bool = False,
     strict_ir: bool = True,
+    passes: list[Any] | None = None,
 ) -> Any:
     """Exports `module` with executorch's exporter (on copies of `inputs`) and
     returns the ExecutorchProgramManager."""
@@ -38,6 +39,7 @@ def export_manager(
                 alloc_graph_input=alloc_graph_input, alloc_graph_output=alloc_graph_output
             ),
             run_reinplace_pass=reinplace,
+            passes=list(passes or []),
         )
         return edge.to_executorch(config)
 
