@@ -155,3 +155,34 @@ def test_non_contiguous_planned_input_is_staged(add_mul: bytes) -> None:
 def test_kernels_are_listed() -> None:
     names = pyexec.kernels()
     assert "aten::add.out" in names and names == sorted(names)
+
+
+# ---- legacy inline constants -------------------------------------------------
+
+
+class Affine(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(5, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.lin(x)
+
+
+def test_legacy_inline_constant_buffer() -> None:
+    """Constants in the deprecated inline `constant_buffer` (no constant
+    segment, no extended header), serialized by executorch's own flatbuffer
+    writer from the deserialized program. (ExecuTorch 1.5.1's runtime refuses
+    this file at load, error 0x23, so torch eager is the only reference.)"""
+    from executorch.exir._serialize import _program as serializer
+
+    torch.manual_seed(0)
+    model = Affine().eval()
+    x = torch.randn(2, 5)
+    program = serializer.deserialize_pte_binary(export_program(model, (x,))).program
+    assert len(program.constant_buffer) > 1 and not program.constant_segment.offsets
+    legacy = bytes(serializer._program_to_flatbuffer(program).data)
+    assert legacy[8:12] != b"eh00"
+    (got,) = pyexec.load(legacy).load_method("forward").execute([x])
+    with torch.no_grad():
+        torch.testing.assert_close(got, model(x))
