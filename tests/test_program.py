@@ -186,3 +186,15 @@ def test_legacy_inline_constant_buffer() -> None:
     (got,) = pyexec.load(legacy).load_method("forward").execute([x])
     with torch.no_grad():
         torch.testing.assert_close(got, model(x))
+
+
+def test_delegated_program_is_refused_naming_the_backend() -> None:
+    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+    from executorch.exir import to_edge_transform_and_lower
+
+    x = torch.randn(2, 5)
+    ep = torch.export.export(Affine().eval(), (x,))
+    pte = to_edge_transform_and_lower(ep, partitioner=[XnnpackPartitioner()]).to_executorch().buffer
+    program = pyexec.load(bytes(pte))
+    with pytest.raises(pyexec.UnsupportedError, match="delegate 'XnnpackBackend'"):
+        program.load_method("forward")
