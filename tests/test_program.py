@@ -198,3 +198,38 @@ def test_delegated_program_is_refused_naming_the_backend() -> None:
     program = pyexec.load(bytes(pte))
     with pytest.raises(pyexec.UnsupportedError, match="delegate 'XnnpackBackend'"):
         program.load_method("forward")
+
+
+class BigWeight(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(4096, 2048))  # 32 MiB
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        return self.w.index_select(0, idx).sum(-1)
+
+
+def test_constants_of_a_path_loaded_program_are_mapped_not_copied(tmp_path: Path) -> None:
+    """Loading from a path maps the file: resident memory does not grow by the
+    weights' size until they are touched (measured in a fresh process)."""
+    import subprocess
+    import sys
+
+    model = BigWeight().eval()
+    path = tmp_path / "big.pte"
+    path.write_bytes(export_program(model, (torch.tensor([1, 2]),)))
+    script = (
+        "import resource, sys, numpy as np, pyexec\n"
+        "def rss(): return int(open('/proc/self/statm').read().split()[1]) * resource.getpagesize()\n"
+        "base = rss()\n"
+        "m = pyexec.load(sys.argv[1]).load_method('forward')\n"
+        "loaded = rss()\n"
+        "(out,) = m.execute([np.array([5, 4000])])\n"
+        "print(loaded - base, float(out[0]), float(out[1]))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script, str(path)], capture_output=True, text=True, check=True)
+    growth, a, b = proc.stdout.split()
+    assert int(growth) < 8 * 2**20, f"loading grew resident memory by {int(growth) / 2**20:.1f} MiB"
+    with torch.no_grad():
+        expected = model(torch.tensor([5, 4000]))
+    assert abs(float(a) - float(expected[0])) < 1e-2 and abs(float(b) - float(expected[1])) < 1e-2
