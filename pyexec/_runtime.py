@@ -27,6 +27,8 @@ Source = Union[str, "os.PathLike[str]", bytes, bytearray, memoryview]
 
 _OUTPUT_TYPES = ("auto", "torch", "numpy")
 _VOIDP = ffi.typeof("void *")
+# cffi's backend cast, without the Python-level wrapper's type-string lookup (hot path).
+_cast = getattr(ffi, "_backend", ffi).cast
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,9 @@ class MethodMeta:
     inputs: tuple[TensorInfo | None, ...]
     """One entry per input: TensorInfo, or None for a non-tensor value."""
     outputs: tuple[TensorInfo | None, ...]
+
+
+_TORCH_CODES: dict[Any, int] = {}  # torch dtype -> code, filled once torch is in use
 
 
 def _layout(info: TensorInfo | None) -> tuple[int, ...] | None:
@@ -275,6 +280,8 @@ class Method:
         first_kind = None
         torch = _dtypes.torch_module()
         tensor_cls = torch.Tensor if torch is not None else None
+        if torch is not None and not _TORCH_CODES:
+            _TORCH_CODES.update(_dtypes.torch_maps()[0])
         ndarray = np.ndarray
         for j in range(n):
             x = inputs[j]
@@ -347,10 +354,10 @@ class Method:
         if self._in_order[j] is not None:
             return False
         if type(x) is tensor_cls:
-            if _dtypes.torch_maps()[0].get(x.dtype) != code or not x.is_cpu or not x.is_contiguous():
+            if _TORCH_CODES.get(x.dtype) != code or not x.is_cpu or not x.is_contiguous():
                 return False
             shape = x.shape
-            data: Any = ffi.cast(_VOIDP, x.data_ptr())
+            data: Any = _cast(_VOIDP, x.data_ptr())
         elif type(x) is ndarray:
             if _dtypes.CODE_BY_NUMPY.get(x.dtype) != code or not x.flags.c_contiguous or x.size == 0:
                 return False
@@ -552,6 +559,8 @@ class Method:
     @staticmethod
     def _alias_output(x: Any, kind: str, clone: bool) -> Any:
         torch = _dtypes.torch_module()
+        if kind == "torch" and torch is not None and type(x) is torch.Tensor:
+            return x.detach().clone() if clone else x.detach()
         if torch is not None and isinstance(x, torch.Tensor):
             y = x.detach().clone() if clone else x.detach()
         else:
