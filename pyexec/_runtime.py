@@ -214,6 +214,11 @@ class Method:
         # Slots whose C fields still hold the metadata's dtype / rank / sizes, so
         # the fast input path only writes the data pointer and byte count.
         self._slot_clean = [False] * nin
+        # id() of the torch tensor whose pointer, shape and dtype the C slot holds
+        # (set by the fast path; no reference, so a planned input can be freed):
+        # the same description again costs no field writes.
+        self._last_tensor: list[Any] = [None] * nin
+        self._last_key: list[Any] = [None] * nin
         self._in_codes = [_dtypes.CODE_BY_NAME[i.dtype] if i else None for i in self.meta.inputs]
         # dim_order of slots laid out other than row-major (channels-last, ...), else None.
         self._in_order = [_layout(i) for i in self.meta.inputs]
@@ -292,6 +297,7 @@ class Method:
                     first_kind = "torch" if type(x) is tensor_cls else "numpy"
                 continue
             self._slot_clean[j] = False
+            self._last_tensor[j] = None
             if info is None:
                 self._fill_scalar(j, x, v)
                 continue
@@ -354,10 +360,18 @@ class Method:
         if self._in_order[j] is not None:
             return False
         if type(x) is tensor_cls:
+            if id(x) == self._last_tensor[j]:
+                ptr = x.data_ptr()
+                if self._last_key[j] == (ptr, x.shape, x.dtype) and x.is_contiguous():
+                    staged[j] = x
+                    if not info.is_memory_planned:
+                        keep[j] = x
+                    return True
             if _TORCH_CODES.get(x.dtype) != code or not x.is_cpu or not x.is_contiguous():
                 return False
             shape = x.shape
-            data: Any = _cast(_VOIDP, x.data_ptr())
+            ptr = x.data_ptr()
+            data: Any = _cast(_VOIDP, ptr)
         elif type(x) is ndarray:
             if _dtypes.CODE_BY_NUMPY.get(x.dtype) != code or not x.flags.c_contiguous or x.size == 0:
                 return False
@@ -384,6 +398,11 @@ class Method:
         t.data = data
         t.nbytes = x.nbytes
         staged[j] = data
+        if type(x) is tensor_cls:
+            self._last_tensor[j] = id(x)
+            self._last_key[j] = (ptr, shape, x.dtype)
+        else:
+            self._last_tensor[j] = None
         if not info.is_memory_planned:
             keep[j] = x
         return True

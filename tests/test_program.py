@@ -233,3 +233,20 @@ def test_constants_of_a_path_loaded_program_are_mapped_not_copied(tmp_path: Path
     with torch.no_grad():
         expected = model(torch.tensor([5, 4000]))
     assert abs(float(a) - float(expected[0])) < 1e-2 and abs(float(b) - float(expected[1])) < 1e-2
+
+
+def test_the_same_input_tensors_changed_between_calls_are_read_again(add_mul: bytes) -> None:
+    method = pyexec.load(add_mul).load_method("forward")
+    x, y = torch.randn(2, 3), torch.randn(2, 3)
+    method.execute([x, y])
+    x.add_(1.0)  # same object, same storage, new values
+    s, _ = method.execute([x, y])
+    torch.testing.assert_close(s, x + y)
+    x.set_(torch.randn(2, 3))  # same object, new storage
+    y.data = y.data.to(torch.float64)  # same object, new dtype: refused, not misread
+    with pytest.raises(pyexec.InvalidArgumentError, match="input 1 has dtype float32, tensor has float64"):
+        method.execute([x, y])
+    y.data = y.data.to(torch.float32)
+    s, p = method.execute([x, y])
+    torch.testing.assert_close(s, x + y)
+    torch.testing.assert_close(p, x * y)
