@@ -9,11 +9,16 @@
 #include "error.h"
 #include "method.h"
 
+#ifndef PX_MAX_STEPS /* the fuzzing build lowers it (sanitize.mk) */
 #define PX_MAX_STEPS 10000000L
+#endif
 
 /* A Bool tensor counts as true only when every element is true. */
 static bool condition_true(const px_value *v) {
   if (v->tag == PX_V_BOOL) return v->u.b;
+  /* A Bool the scalar kernels replaced with an int or double. */
+  if (v->tag == PX_V_INT) return v->u.i != 0;
+  if (v->tag == PX_V_DOUBLE) return v->u.d != 0.0;
   const px_tensor *t = v->u.t;
   for (int64_t k = 0; k < t->numel; k++)
     if (px_load_d(t->data, t->dtype, k) == 0.0) return false;

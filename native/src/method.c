@@ -393,6 +393,13 @@ static pyexec_status build_kernel_call(pyexec_method *m, const px_fb_table *args
     if (!sig_accepts(*s, v))
       return BAD("chain %u instruction %u: %s argument %u is %s, which the kernel does not accept ('%c')", c,
                  i, ins->op, j, tag_name(v->tag), *s);
+    /* A scalar kernel ('*' return) stores a new int, double or bool, tag
+     * included, into its return value: only a scalar slot may receive it,
+     * or a tensor or list value would turn into a number under the kernels
+     * checked against its kind here. */
+    if (returns && *s == '*' && v->tag != PX_V_INT && v->tag != PX_V_DOUBLE && v->tag != PX_V_BOOL)
+      return BAD("chain %u instruction %u: %s returns a scalar into value %d, a %s", c, i, ins->op,
+                 (int)(v - m->values), tag_name(v->tag));
     if (returns) mark_written(m, v);
     if (!any_layout && v->tag == PX_V_TENSOR && !v->u.t->contiguous) ins->relayout = true;
     j++;

@@ -31,6 +31,30 @@ static uint32_t rd_u32(const uint8_t *p) {
   return v;
 }
 
+/* True when s[0..n) is well-formed UTF-8 without NUL (no overlong forms,
+ * surrogates or code points above U+10FFFF): names reach callers as C strings
+ * and Python str. */
+static bool valid_name(const char *str, size_t n) {
+  const uint8_t *s = (const uint8_t *)str;
+  for (size_t i = 0; i < n;) {
+    uint8_t c = s[i];
+    if (c == 0) return false;
+    if (c < 0x80) {
+      i++;
+      continue;
+    }
+    size_t len = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : 2;
+    if (c < 0xC2 || c > 0xF4 || len > n - i) return false;
+    for (size_t k = 1; k < len; k++)
+      if ((s[i + k] & 0xC0) != 0x80) return false;
+    if ((c == 0xE0 && s[i + 1] < 0xA0) || (c == 0xED && s[i + 1] > 0x9F) || (c == 0xF0 && s[i + 1] < 0x90) ||
+        (c == 0xF4 && s[i + 1] > 0x8F))
+      return false;
+    i += len;
+  }
+  return true;
+}
+
 /* Bytes [off, off+n) of the file, or an error naming `what`. */
 static pyexec_status file_range(const pyexec_program *p, uint64_t off, uint64_t n,
                                 const char *what, const uint8_t **out) {
@@ -106,6 +130,7 @@ static pyexec_status parse(pyexec_program *p) {
     uint32_t n;
     if (!px_fb_vec_table(&plans, i, &pl->table) || !px_fb_string(&pl->table, PLAN_NAME, &s, &n))
       return BAD("execution plan %u is malformed", i);
+    if (!valid_name(s, n)) return BAD("execution plan %u: name is not valid UTF-8", i);
     pl->name = malloc((size_t)n + 1);
     if (!pl->name) return px_no_memory("plan name");
     memcpy(pl->name, s, n);
@@ -427,7 +452,7 @@ pyexec_status px_plan_operator_name(const px_plan *plan, uint32_t i, char *buf, 
     n += no;
   }
   buf[n] = 0;
-  if (memchr(buf, 0, n)) return BAD("operator %u has an invalid name", i);
+  if (!valid_name(buf, n)) return BAD("operator %u has an invalid name", i);
   return PYEXEC_OK;
 }
 

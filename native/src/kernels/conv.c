@@ -527,6 +527,7 @@ static int k_convolution(px_ctx *ctx, px_value *const *args) {
       return px_fail(ctx, "output_padding %lld must be non-negative and smaller than stride "
                      "(%lld) or dilation (%lld)", (long long)op[k], (long long)st[k],
                      (long long)dl[k]);
+    if ((st[k] | dl[k] | pd[k] | op[k]) >> 30) return px_fail(ctx, "stride, padding, dilation or output_padding exceeds 2^30");
   }
   conv_geom g;
   g.N = in->sizes[0];
@@ -903,6 +904,7 @@ static int upsample_setup(px_ctx *ctx, const px_tensor *in, px_value *osz_v, px_
       return px_fail(ctx, "scale_factors must have 2 values, got %u", sf_v->u.dl.n);
     scale[0] = sf_v->u.dl.vals[0];
     scale[1] = sf_v->u.dl.vals[1];
+    if (!(fabs(scale[0]) < 1e9 && fabs(scale[1]) < 1e9)) return px_fail(ctx, "scale_factors are out of range");
     *oh = (int64_t)floor((double)H * scale[0]);
     *ow = (int64_t)floor((double)W * scale[1]);
   }

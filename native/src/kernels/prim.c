@@ -346,6 +346,7 @@ static int k_et_view(px_ctx *ctx, px_value *const *a) {
     }
     if (size[k] < 0) return px_fail(ctx, "invalid size %lld at dim %u", (long long)size[k], k);
     sz[k] = size[k];
+    if (size[k] && known > INT64_MAX / size[k]) return px_fail(ctx, "size overflows at dim %u", k);
     known *= size[k];
   }
   if (infer >= 0) {

@@ -93,6 +93,7 @@ int px_resize(px_ctx *ctx, px_tensor *t, int dim, const int64_t *sizes) {
   for (int k = 0; k < dim; k++) {
     if (sizes[k] < 0) return px_fail(ctx, "negative size %lld", (long long)sizes[k]);
     if (sizes[k] != t->sizes[k]) same = false;
+    if (sizes[k] && n > INT64_MAX / sizes[k]) return px_fail(ctx, "size %lld at dim %d overflows", (long long)sizes[k], k);
     n *= sizes[k];
   }
   if (same) return 0;

@@ -1,0 +1,123 @@
+# sanitize.mk - sanitizer and fuzzing builds of libpyexec (included by the
+# Makefile; every target here builds with clang into its own directory,
+# build/asan or build/fuzz, and leaves the regular build alone).
+#
+#   make asan        build/asan/libpyexec.so and the C tests, with
+#                    AddressSanitizer + UndefinedBehaviorSanitizer
+#   make asan-test   the C tests under ASan+UBSan, leak detection on
+#   make fuzz        build/fuzz/fuzz_program: a libFuzzer harness over program
+#                    load + method load + execute (ASan+UBSan)
+#   make fuzz-run    FUZZ_TIME seconds of fuzzing from the seed corpus
+#                    (tests/data/ with regress/, fuzz/seeds/, and
+#                    $(FUZZ_BUILD)/seeds from scripts/make_fuzz_seeds.py);
+#                    new corpus entries go to build/fuzz/corpus, crashes to
+#                    build/fuzz/crashes
+#   make fuzz-regress  runs every input in tests/data/regress/ through the
+#                    harness once (no fuzzing)
+#
+# A Python process using the ASan library needs the ASan runtime preloaded:
+#   LD_PRELOAD=$(make -s -C native asan-runtime) ASAN_OPTIONS=detect_leaks=0 \
+#   PYEXEC_LIBRARY=native/build/asan/libpyexec.so pytest tests
+
+SAN_CC ?= clang
+ASAN_BUILD ?= build/asan
+FUZZ_BUILD ?= build/fuzz
+FUZZ_TIME ?= 150
+FUZZ_FLAGS ?=
+
+SAN_SRCS := $(wildcard src/*.c) $(wildcard src/kernels/*.c)
+SAN_WARN := -Wall -Wextra -Werror
+SAN_SANITIZE := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+# Every planned buffer from the allocator, so ASan knows its bounds.
+SAN_CFLAGS := -std=c11 -D_GNU_SOURCE -DPYEXEC_BUILD -fPIC -fvisibility=hidden $(SAN_WARN) -Iinclude \
+	-O1 -g $(SAN_SANITIZE) '-DPX_MMAP_THRESHOLD=((size_t)-1)'
+# The fuzzing build refuses declared tensors and planned buffers over 4 MiB
+# (instead of 1 TiB) and stops a run after 100,000 instructions (instead of
+# 10 million), so that a mutated size or a backward jump makes an input slow
+# (legal, but a libFuzzer timeout) rather than finding a bug.
+FUZZ_CFLAGS := $(SAN_CFLAGS) -fsanitize=fuzzer-no-link '-DPX_MAX_DECLARED_BYTES=((uint64_t)1 << 22)' \
+	-DPX_MAX_STEPS=100000L
+
+# Where the shared ASan runtime lives (deferred: only asks clang when used).
+SAN_RTDIR = $(dir $(shell $(SAN_CC) -print-file-name=libclang_rt.asan-x86_64.so))
+
+ASAN_OBJS := $(patsubst src/%.c,$(ASAN_BUILD)/obj/%.o,$(SAN_SRCS))
+ASAN_LIB := $(ASAN_BUILD)/libpyexec.so
+ASAN_TESTS := $(patsubst tests/%.c,$(ASAN_BUILD)/tests/%,$(wildcard tests/*.c))
+
+FUZZ_OBJS := $(patsubst src/%.c,$(FUZZ_BUILD)/obj/%.o,$(SAN_SRCS))
+FUZZ_BIN := $(FUZZ_BUILD)/fuzz_program
+# The seed corpus: the fixtures and committed regression inputs (libFuzzer
+# reads directories recursively), a few small committed programs (fuzz/seeds:
+# constants in segments, dynamic shapes, integer ops), and the files
+# scripts/make_fuzz_seeds.py exports into $(FUZZ_BUILD)/seeds (under build/,
+# so never committed).
+FUZZ_SEED_DIRS := tests/data fuzz/seeds $(wildcard $(FUZZ_BUILD)/seeds)
+# Each input may allocate at most this much (the harness skips larger
+# inputs/outputs itself), and the process may not grow past the RSS limit.
+FUZZ_RUN_FLAGS := -rss_limit_mb=3072 -malloc_limit_mb=2048 -timeout=30 -max_len=1048576 \
+	-print_final_stats=1
+
+.PHONY: asan asan-test asan-runtime fuzz fuzz-run fuzz-regress san-force
+
+# Objects are rebuilt when their flags change (make itself tracks only files).
+$(ASAN_BUILD)/flags $(FUZZ_BUILD)/flags: san-force
+	@mkdir -p $(dir $@)
+	@echo '$(SAN_CC) $(subst ',,$(if $(findstring fuzz,$@),$(FUZZ_CFLAGS),$(SAN_CFLAGS)))' > $@.new
+	@cmp -s $@.new $@ && rm $@.new || mv $@.new $@
+
+# The ASan runtime a Python process must preload to load the ASan library.
+asan-runtime:
+	@$(SAN_CC) -print-file-name=libclang_rt.asan-x86_64.so
+
+# The header beside the library: pyexec's loader takes $$PYEXEC_LIBRARY with
+# the pyexec.h next to it.
+asan: $(ASAN_LIB) $(ASAN_BUILD)/pyexec.h $(ASAN_TESTS)
+
+$(ASAN_BUILD)/pyexec.h: include/pyexec.h
+	@mkdir -p $(dir $@)
+	cp $< $@
+
+$(ASAN_BUILD)/obj/%.o: src/%.c $(ASAN_BUILD)/flags
+	@mkdir -p $(dir $@)
+	$(SAN_CC) $(SAN_CFLAGS) -MMD -MP -c $< -o $@
+
+# -shared-libsan: the library links the shared ASan runtime, so -z defs holds
+# and a process that preloads that runtime can dlopen the library.
+$(ASAN_LIB): $(ASAN_OBJS) pyexec.map
+	$(SAN_CC) -shared -shared-libsan $(SAN_SANITIZE) -Wl,--version-script=pyexec.map -Wl,-z,defs \
+		$(ASAN_OBJS) -o $@ -lm -lpthread
+
+$(ASAN_BUILD)/tests/%: tests/%.c $(ASAN_LIB) include/pyexec.h
+	@mkdir -p $(dir $@)
+	$(SAN_CC) -std=c11 -D_GNU_SOURCE $(SAN_WARN) -pedantic -O1 -g $(SAN_SANITIZE) -shared-libsan -Iinclude $< \
+		-L$(ASAN_BUILD) -Wl,-rpath,'$$ORIGIN/..' -lpyexec -Wl,-rpath,$(SAN_RTDIR) -o $@
+
+asan-test: asan
+	@set -e; for t in $(ASAN_TESTS); do echo "== $$t (ASan+UBSan, leak detection on)"; \
+		ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:allocator_may_return_null=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+		$$t tests/data; done
+
+$(FUZZ_BUILD)/obj/%.o: src/%.c $(FUZZ_BUILD)/flags
+	@mkdir -p $(dir $@)
+	$(SAN_CC) $(FUZZ_CFLAGS) -MMD -MP -c $< -o $@
+
+$(FUZZ_BIN): fuzz/fuzz_program.c $(FUZZ_OBJS) include/pyexec.h
+	@mkdir -p $(dir $@)
+	$(SAN_CC) -std=c11 -D_GNU_SOURCE $(SAN_WARN) -O1 -g $(SAN_SANITIZE) -fsanitize=fuzzer -Iinclude \
+		fuzz/fuzz_program.c $(FUZZ_OBJS) -o $@ -lm -lpthread
+
+fuzz: $(FUZZ_BIN)
+
+fuzz-run: $(FUZZ_BIN)
+	@mkdir -p $(FUZZ_BUILD)/corpus $(FUZZ_BUILD)/crashes
+	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1 \
+	$(FUZZ_BIN) $(FUZZ_RUN_FLAGS) -max_total_time=$(FUZZ_TIME) \
+		-artifact_prefix=$(FUZZ_BUILD)/crashes/ $(FUZZ_FLAGS) $(FUZZ_BUILD)/corpus $(FUZZ_SEED_DIRS)
+
+fuzz-regress: $(FUZZ_BIN)
+	@set -e; if ls tests/data/regress/* >/dev/null 2>&1; then \
+		UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1 \
+		$(FUZZ_BIN) $(FUZZ_RUN_FLAGS) tests/data/regress/*; fi
+
+-include $(ASAN_OBJS:.o=.d) $(FUZZ_OBJS:.o=.d)
