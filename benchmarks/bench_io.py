@@ -107,7 +107,7 @@ def main() -> None:
     width = max(len(r[0]) for r in rows)
     print(f"{'benchmark':<{width}}  {'us/call':>10}  {'vs ExecuTorch':>13}")
     for name, us, ratio in rows:
-        print(f"{name:<{width}}  {us:>10.2f}  {ratio:>12.3f}x")
+        print(f"{name:<{width}}  {us:>10.2f}  {ratio:>12.3g}x")
 
 
 if __name__ == "__main__":
