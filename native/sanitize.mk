@@ -93,10 +93,13 @@ $(ASAN_BUILD)/tests/%: tests/%.c $(ASAN_LIB) include/pyexec.h
 	$(SAN_CC) -std=c11 -D_GNU_SOURCE $(SAN_WARN) -pedantic -O1 -g $(SAN_SANITIZE) -shared-libsan -Iinclude $< \
 		-L$(ASAN_BUILD) -Wl,-rpath,'$$ORIGIN/..' -lpyexec -Wl,-rpath,$(SAN_RTDIR) -o $@
 
+# allocator_may_return_null: an allocation a malformed file declares too big
+# for the machine returns NULL, as malloc does (the library reports it as
+# PYEXEC_ERR_OUT_OF_MEMORY), instead of ASan aborting.
 asan-test: asan
 	@set -e; for t in $(ASAN_TESTS); do echo "== $$t (ASan+UBSan, leak detection on)"; \
-		ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:allocator_may_return_null=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-		$$t tests/data; done
+		ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:allocator_may_return_null=1 \
+		UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 $$t tests/data; done
 
 $(FUZZ_BUILD)/obj/%.o: src/%.c $(FUZZ_BUILD)/flags
 	@mkdir -p $(dir $@)
