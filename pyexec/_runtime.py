@@ -123,7 +123,7 @@ class Program:
             raise InvalidArgumentError(
                 f"load() takes a path, bytes, bytearray or memoryview, got {type(source).__name__}"
             )
-        self._handle = _ProgramHandle(out[0])
+        self._handle: _ProgramHandle | None = _ProgramHandle(out[0])
         p = self._handle.ptr
         names = []
         for i in range(lib.pyexec_program_method_count(p)):
@@ -135,6 +135,23 @@ class Program:
     def method_names(self) -> tuple[str, ...]:
         return self._names
 
+    def close(self) -> None:
+        """Releases the program. Methods already loaded keep it alive and keep
+        working; anything else on this object raises InvalidArgumentError.
+        Closing twice is harmless."""
+        self._handle = None
+
+    def __enter__(self) -> Program:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _ptr(self) -> Any:
+        if self._handle is None:
+            raise InvalidArgumentError("program is closed")
+        return self._handle.ptr
+
     def _check_name(self, name: str) -> bytes:
         if not isinstance(name, str):
             raise InvalidArgumentError(f"method name must be a str, got {type(name).__name__}")
@@ -144,11 +161,11 @@ class Program:
 
     def method_meta(self, name: str) -> MethodMeta:
         """Metadata of method `name`, read without loading the method."""
+        p = self._ptr()
         meta = self._meta.get(name)
         if meta is not None:
             return meta
         bname = self._check_name(name)
-        p = self._handle.ptr
         nin = ffi.new("size_t *")
         nout = ffi.new("size_t *")
         check(lib.pyexec_program_method_io_count(p, bname, nin, nout))
@@ -170,9 +187,9 @@ class Program:
         bname = self._check_name(name)
         needed = ffi.new("size_t *")
         missing = ffi.new("size_t *")
-        check(lib.pyexec_program_method_operators(self._handle.ptr, bname, ffi.NULL, 0, needed, missing))
+        check(lib.pyexec_program_method_operators(self._ptr(), bname, ffi.NULL, 0, needed, missing))
         buf = ffi.new("char[]", needed[0])
-        check(lib.pyexec_program_method_operators(self._handle.ptr, bname, buf, needed[0], needed, missing))
+        check(lib.pyexec_program_method_operators(self._ptr(), bname, buf, needed[0], needed, missing))
         lines = ffi.string(buf).decode().splitlines()
         return [ln.lstrip("!") for ln in lines], [ln[1:] for ln in lines if ln.startswith("!")]
 
@@ -192,7 +209,8 @@ class Method:
         bname = program._check_name(name)
         self.meta: MethodMeta = program.method_meta(name)
         out = ffi.new("pyexec_method **")
-        check(lib.pyexec_method_load(program._handle.ptr, bname, out))
+        check(lib.pyexec_method_load(program._ptr(), bname, out))
+        assert program._handle is not None
         self._handle = _MethodHandle(out[0], program._handle)
         self._m = self._handle.ptr
         self._output_type = output_type
@@ -224,6 +242,28 @@ class Method:
         self._in_order = [_layout(i) for i in self.meta.inputs]
         self._out_order = [_layout(i) for i in self.meta.outputs]
 
+    def close(self) -> None:
+        """Releases the method and every reference it holds (inputs, bindings).
+        Outputs already returned without a copy stay valid. Later calls raise
+        InvalidArgumentError; closing twice is harmless."""
+        with self._lock:
+            self._handle = None
+            self._m = ffi.NULL
+            self._caller_inputs = [None] * self._nin
+            self._bound = [None] * self._nout
+            self._bound_ptr = [None] * self._nout
+            self._views = [None] * self._nout
+
+    def __enter__(self) -> Method:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _check_open(self) -> None:
+        if self._handle is None:
+            raise InvalidArgumentError(f"method '{self.meta.name}' is closed")
+
     # ---- metadata -------------------------------------------------------
 
     def _query_alias(self, index: int) -> int | None:
@@ -233,6 +273,7 @@ class Method:
     def output_aliases_input(self, index: int) -> int | None:
         """The input index whose value is the very same program value as output
         `index` (decided from the program's structure; no side effects)."""
+        self._check_open()
         self._check_output_index(index)
         return self._alias[index]
 
@@ -249,6 +290,7 @@ class Method:
     def set_inputs(self, inputs: Sequence[Any]) -> None:
         """Installs all inputs at once (planned: copied; unplanned: read in place)."""
         with self._lock:
+            self._check_open()
             self._set_inputs_locked(inputs)
 
     def _invalidate_inputs(self) -> None:
@@ -431,6 +473,7 @@ class Method:
         """Binds unplanned output `index` to `tensor` (None unbinds): later calls
         write that output straight into it and return it."""
         with self._lock:
+            self._check_open()
             self._check_output_index(index)
             st = lib.pyexec_method_check_bindable(self._m, index)
             if st:
@@ -490,6 +533,8 @@ class Method:
     def execute(self, inputs: Sequence[Any] | None = None, clone_outputs: bool = True) -> list[Any]:
         """Runs the method (installing `inputs` first, if given) and returns its outputs."""
         with self._lock:
+            if self._handle is None:
+                self._check_open()
             changed = self._release_changed_bindings() if self._bound_ptr.count(None) != self._nout else ()
             if inputs is not None:
                 self._set_inputs_locked(inputs)
@@ -503,6 +548,7 @@ class Method:
     def get_outputs(self, clone_outputs: bool = True) -> list[Any]:
         """The outputs of the last execute."""
         with self._lock:
+            self._check_open()
             return self._outputs_locked(clone_outputs)
 
     def _kind(self) -> str:

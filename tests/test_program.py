@@ -250,3 +250,34 @@ def test_the_same_input_tensors_changed_between_calls_are_read_again(add_mul: by
     s, p = method.execute([x, y])
     torch.testing.assert_close(s, x + y)
     torch.testing.assert_close(p, x * y)
+
+
+# ---- closing ---------------------------------------------------------------
+
+
+def test_closing_twice_is_harmless_and_later_calls_say_closed(add_mul: bytes) -> None:
+    x, y = torch.randn(2, 3), torch.randn(2, 3)
+    program = pyexec.load(add_mul)
+    method = program.load_method("forward")
+    (kept, _) = method.execute([x, y], clone_outputs=False)
+    program.close()
+    program.close()
+    with pytest.raises(pyexec.InvalidArgumentError, match="program is closed"):
+        program.load_method("forward")
+    s, _ = method.execute([x, y])  # a loaded Method keeps its program alive
+    torch.testing.assert_close(s, x + y)
+    method.close()
+    method.close()
+    for call in (lambda: method.execute([x, y]), method.get_outputs, lambda: method.set_inputs([x, y]),
+                 lambda: method.set_output(None, 0), lambda: method.output_aliases_input(0)):
+        with pytest.raises(pyexec.InvalidArgumentError, match="method 'forward' is closed"):
+            call()
+    torch.testing.assert_close(kept, x + y)  # uncloned outputs outlive the closed Method
+
+
+def test_context_managers_close(add_mul: bytes) -> None:
+    with pyexec.load(add_mul) as program, program.load_method("forward") as method:
+        (s, _) = method.execute([torch.ones(2, 3), torch.ones(2, 3)])
+    torch.testing.assert_close(s, torch.full((2, 3), 2.0))
+    with pytest.raises(pyexec.InvalidArgumentError, match="closed"):
+        method.execute()
