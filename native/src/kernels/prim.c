@@ -360,8 +360,18 @@ static int k_et_view(px_ctx *ctx, px_value *const *a) {
   }
   if (known != self->numel)
     return px_fail(ctx, "size holds %lld elements, self has %lld", (long long)known, (long long)self->numel);
+  /* out's bound is its declared one for the resize, then no more than self's
+   * buffer holds now: out shares that buffer, so a later kernel resizing out
+   * must not write past it (re-established on every run). */
+  int64_t declared = px_prod(out->max_sizes, 0, out->dim);
+  out->cap_numel = declared;
+  out->capacity = (size_t)declared * px_elsize(out->dtype);
   if ((st = px_resize(ctx, out, out->dim, sz))) return st;
   out->data = self->data;
+  if (self->numel < declared) {
+    out->cap_numel = self->numel;
+    out->capacity = (size_t)self->numel * px_elsize(out->dtype);
+  }
   return 0;
 }
 
