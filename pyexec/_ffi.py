@@ -53,6 +53,7 @@ def _candidates() -> list[tuple[Path, Path]]:
             found.append((lib, header))
     native = _HERE.parent / "native"
     found.append((native / "build" / "libpyexec.so", native / "include" / "pyexec.h"))
+    found.append((native / "build" / "dist" / "libpyexec.so", native / "include" / "pyexec.h"))
     return found
 
 
