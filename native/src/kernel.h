@@ -104,6 +104,10 @@ int px_broadcast_sizes(px_ctx *ctx, int adim, const int64_t *asizes, int bdim,
 /* Fails unless t's dim_order is the default (row-major) one. */
 int px_require_contiguous(px_ctx *ctx, const px_tensor *t, const char *what);
 
+/* Fails unless a and b have the same dtype ("<an> has dtype X but <bn> has dtype Y"). */
+int px_require_same_dtype(px_ctx *ctx, const px_tensor *a, const char *an, const px_tensor *b,
+                          const char *bn);
+
 /* Fails unless t has dtype `dtype`. */
 int px_require_dtype(px_ctx *ctx, const px_tensor *t, int dtype,
                      const char *what);

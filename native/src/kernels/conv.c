@@ -53,14 +53,6 @@ static inline void fill_f32(int64_t n, float v, float *y) {
   for (; i < n; i++) y[i] = v;
 }
 
-static int same_dtype(px_ctx *ctx, const px_tensor *a, const char *an, const px_tensor *b,
-                      const char *bn) {
-  if (a->dtype != b->dtype)
-    return px_fail(ctx, "%s has dtype %s but %s has dtype %s", an, px_dtype_name(a->dtype), bn,
-                   px_dtype_name(b->dtype));
-  return 0;
-}
-
 /* Reads a per-spatial-dim parameter list (length 1 is broadcast; length 0
  * takes `dflt`, used for pooling strides) into v[0..nsp). */
 static int spatial_param(px_ctx *ctx, px_value *list, int nsp, const char *what,
@@ -495,9 +487,9 @@ static int k_convolution(px_ctx *ctx, px_value *const *args) {
     return px_fail(ctx, "weight has %d dims but input has %d", w->dim, in->dim);
   if (out->dim != in->dim)
     return px_fail(ctx, "out has %d dims but input has %d", out->dim, in->dim);
-  if ((rc = same_dtype(ctx, w, "weight", in, "input"))) return rc;
-  if ((rc = same_dtype(ctx, out, "out", in, "input"))) return rc;
-  if (bias && (rc = same_dtype(ctx, bias, "bias", in, "input"))) return rc;
+  if ((rc = px_require_same_dtype(ctx, w, "weight", in, "input"))) return rc;
+  if ((rc = px_require_same_dtype(ctx, out, "out", in, "input"))) return rc;
+  if (bias && (rc = px_require_same_dtype(ctx, bias, "bias", in, "input"))) return rc;
   if (in->dtype == PX_BOOL || !px_dtype_supported(in->dtype))
     return px_fail(ctx, "dtype %s is not supported", px_dtype_name(in->dtype));
   if ((rc = px_require_contiguous(ctx, in, "input")) ||
@@ -731,7 +723,7 @@ DEFINE_MAXPOOL(maxpool_u8, uint8_t, uint8_t, LOAD_SAME, 0)
 static int k_max_pool2d_with_indices(px_ctx *ctx, px_value *const *args) {
   px_tensor *in = args[0]->u.t, *out = args[6]->u.t, *ind = args[7]->u.t;
   int rc;
-  if ((rc = same_dtype(ctx, out, "out", in, "self"))) return rc;
+  if ((rc = px_require_same_dtype(ctx, out, "out", in, "self"))) return rc;
   if ((rc = px_require_dtype(ctx, ind, PX_I64, "indices"))) return rc;
   if ((rc = px_require_contiguous(ctx, in, "self")) ||
       (rc = px_require_contiguous(ctx, out, "out")) ||
@@ -766,7 +758,7 @@ static int k_avg_pool2d(px_ctx *ctx, px_value *const *args) {
   bool has_div = args[6]->tag != PX_V_NONE;
   int64_t divisor = has_div ? args[6]->u.i : 0;
   int rc;
-  if ((rc = same_dtype(ctx, out, "out", in, "self"))) return rc;
+  if ((rc = px_require_same_dtype(ctx, out, "out", in, "self"))) return rc;
   if (in->dtype == PX_BOOL || !px_dtype_supported(in->dtype))
     return px_fail(ctx, "dtype %s is not supported", px_dtype_name(in->dtype));
   if (has_div && divisor == 0) return px_fail(ctx, "divisor_override must be non-zero");
@@ -828,7 +820,7 @@ static int k_adaptive_avg_pool2d(px_ctx *ctx, px_value *const *args) {
     return px_fail(ctx, "input must be 3-D or 4-D, got %d dims", in->dim);
   if (out->dim != in->dim)
     return px_fail(ctx, "out has %d dims but input has %d", out->dim, in->dim);
-  if ((rc = same_dtype(ctx, out, "out", in, "self"))) return rc;
+  if ((rc = px_require_same_dtype(ctx, out, "out", in, "self"))) return rc;
   if (!px_is_floating(in->dtype))
     return px_fail(ctx, "dtype %s is not supported (floating types only)",
                    px_dtype_name(in->dtype));
@@ -887,7 +879,7 @@ static int upsample_setup(px_ctx *ctx, const px_tensor *in, px_value *osz_v, px_
   int rc;
   if (in->dim != 4) return px_fail(ctx, "input must be 4-D, got %d dims", in->dim);
   if (out->dim != 4) return px_fail(ctx, "out must be 4-D, got %d dims", out->dim);
-  if ((rc = same_dtype(ctx, out, "out", in, "input"))) return rc;
+  if ((rc = px_require_same_dtype(ctx, out, "out", in, "input"))) return rc;
   bool has_o = osz_v->tag != PX_V_NONE, has_s = sf_v->tag != PX_V_NONE;
   if (has_o == has_s)
     return px_fail(ctx, "exactly one of output_size and scale_factors must be given");

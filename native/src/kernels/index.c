@@ -112,14 +112,6 @@ static int clone_into(px_ctx *ctx, px_tensor *out, const px_tensor *self) {
   return px_copy_strided(ctx, out, self);
 }
 
-static int same_dtype(px_ctx *ctx, const px_tensor *a, const char *an, const px_tensor *b,
-                      const char *bn) {
-  if (a->dtype != b->dtype)
-    return px_fail(ctx, "%s has dtype %s but %s has dtype %s", an, px_dtype_name(a->dtype), bn,
-                   px_dtype_name(b->dtype));
-  return 0;
-}
-
 static int index_oob(px_ctx *ctx, int64_t v, int dim, int64_t size) {
   return px_fail(ctx, "index %lld is out of bounds for dimension %d with size %lld", (long long)v,
                  dim, (long long)size);
@@ -366,7 +358,7 @@ static int plan_run(px_ctx *ctx, const iplan *P, px_tensor *tgt, const px_tensor
 /* index.Tensor_out(Tensor self, Tensor?[] indices, *, Tensor(a!) out) */
 static int k_index(px_ctx *ctx, px_value *const *args) {
   px_tensor *self = args[0]->u.t, *out = args[2]->u.t;
-  int rc = same_dtype(ctx, out, "out", self, "self");
+  int rc = px_require_same_dtype(ctx, out, "out", self, "self");
   if (rc) return rc;
   iplan P;
   rc = plan_build(ctx, &P, self, args[1]);
@@ -415,7 +407,7 @@ bad:;
 
 static int index_put_into(px_ctx *ctx, px_tensor *tgt, px_value *indices, px_tensor *values,
                           bool accumulate) {
-  int rc = same_dtype(ctx, values, "values", tgt, "self");
+  int rc = px_require_same_dtype(ctx, values, "values", tgt, "self");
   if (rc) return rc;
   iplan P;
   rc = plan_build(ctx, &P, tgt, indices);
@@ -438,7 +430,7 @@ static int index_put_into(px_ctx *ctx, px_tensor *tgt, px_value *indices, px_ten
  * Tensor(a!) out) */
 static int k_index_put(px_ctx *ctx, px_value *const *args) {
   px_tensor *self = args[0]->u.t, *out = args[4]->u.t;
-  int rc = same_dtype(ctx, out, "out", self, "self");
+  int rc = px_require_same_dtype(ctx, out, "out", self, "self");
   if (rc) return rc;
   rc = clone_into(ctx, out, self);
   if (rc) return rc;
@@ -459,7 +451,7 @@ static int k_index_put_(px_ctx *ctx, px_value *const *args) {
 /* index_select.out(Tensor self, int dim, Tensor index, *, Tensor(a!) out) */
 static int k_index_select(px_ctx *ctx, px_value *const *args) {
   px_tensor *self = args[0]->u.t, *index = args[2]->u.t, *out = args[3]->u.t;
-  int rc = same_dtype(ctx, out, "out", self, "self");
+  int rc = px_require_same_dtype(ctx, out, "out", self, "self");
   if (rc) return rc;
   if (!is_index_dtype(index->dtype))
     return px_fail(ctx, "index has dtype %s; expected int64 or int32", px_dtype_name(index->dtype));
@@ -529,7 +521,7 @@ static void strided_like(px_tensor *v, const px_tensor *t, const px_tensor *like
 /* gather.out(Tensor self, int dim, Tensor index, *, bool sparse_grad=False, Tensor(a!) out) */
 static int k_gather(px_ctx *ctx, px_value *const *args) {
   px_tensor *self = args[0]->u.t, *index = args[2]->u.t, *out = args[4]->u.t;
-  int rc = same_dtype(ctx, out, "out", self, "self");
+  int rc = px_require_same_dtype(ctx, out, "out", self, "self");
   if (rc) return rc;
   if (!is_index_dtype(index->dtype))
     return px_fail(ctx, "index has dtype %s; expected int64", px_dtype_name(index->dtype));
@@ -578,9 +570,9 @@ enum { SC_SRC, SC_VALUE, SC_ADD };
 
 static int scatter_common(px_ctx *ctx, px_tensor *self, int64_t dim, px_tensor *index,
                           px_tensor *src, const px_value *value, px_tensor *out, int mode) {
-  int rc = same_dtype(ctx, out, "out", self, "self");
+  int rc = px_require_same_dtype(ctx, out, "out", self, "self");
   if (rc) return rc;
-  if (src && (rc = same_dtype(ctx, src, "src", self, "self"))) return rc;
+  if (src && (rc = px_require_same_dtype(ctx, src, "src", self, "self"))) return rc;
   if (!is_index_dtype(index->dtype))
     return px_fail(ctx, "index has dtype %s; expected int64", px_dtype_name(index->dtype));
   int d = px_wrap_dim(ctx, dim, self->dim);
@@ -664,8 +656,8 @@ static int k_scatter_add(px_ctx *ctx, px_value *const *args) {
 static int k_index_copy(px_ctx *ctx, px_value *const *args) {
   px_tensor *self = args[0]->u.t, *index = args[2]->u.t, *source = args[3]->u.t;
   px_tensor *out = args[4]->u.t;
-  int rc = same_dtype(ctx, out, "out", self, "self");
-  if (rc || (rc = same_dtype(ctx, source, "source", self, "self"))) return rc;
+  int rc = px_require_same_dtype(ctx, out, "out", self, "self");
+  if (rc || (rc = px_require_same_dtype(ctx, source, "source", self, "self"))) return rc;
   if (!is_index_dtype(index->dtype))
     return px_fail(ctx, "index has dtype %s; expected int64", px_dtype_name(index->dtype));
   if (index->dim > 1) return px_fail(ctx, "index has %d dims; expected at most 1", index->dim);
@@ -735,8 +727,8 @@ bad:;
  * SymInt? end=None, SymInt step=1, *, Tensor(a!) out) */
 static int k_slice_scatter(px_ctx *ctx, px_value *const *args) {
   px_tensor *self = args[0]->u.t, *src = args[1]->u.t, *out = args[6]->u.t;
-  int rc = same_dtype(ctx, out, "out", self, "self");
-  if (rc || (rc = same_dtype(ctx, src, "src", self, "self"))) return rc;
+  int rc = px_require_same_dtype(ctx, out, "out", self, "self");
+  if (rc || (rc = px_require_same_dtype(ctx, src, "src", self, "self"))) return rc;
   if (self->dim == 0) return px_fail(ctx, "cannot slice a zero-dimensional tensor");
   int d = px_wrap_dim(ctx, args[2]->u.i, self->dim);
   if (d < 0) return PYEXEC_ERR_EXECUTION;
@@ -769,8 +761,8 @@ static int k_slice_scatter(px_ctx *ctx, px_value *const *args) {
 /* select_scatter.out(Tensor self, Tensor src, int dim, SymInt index, *, Tensor(a!) out) */
 static int k_select_scatter(px_ctx *ctx, px_value *const *args) {
   px_tensor *self = args[0]->u.t, *src = args[1]->u.t, *out = args[4]->u.t;
-  int rc = same_dtype(ctx, out, "out", self, "self");
-  if (rc || (rc = same_dtype(ctx, src, "src", self, "self"))) return rc;
+  int rc = px_require_same_dtype(ctx, out, "out", self, "self");
+  if (rc || (rc = px_require_same_dtype(ctx, src, "src", self, "self"))) return rc;
   if (self->dim == 0) return px_fail(ctx, "cannot select on a zero-dimensional tensor");
   int d = px_wrap_dim(ctx, args[2]->u.i, self->dim);
   if (d < 0) return PYEXEC_ERR_EXECUTION;
@@ -796,7 +788,7 @@ static int k_select_scatter(px_ctx *ctx, px_value *const *args) {
 /* masked_select.out(Tensor self, Tensor mask, *, Tensor(a!) out) */
 static int k_masked_select(px_ctx *ctx, px_value *const *args) {
   px_tensor *self = args[0]->u.t, *mask = args[1]->u.t, *out = args[2]->u.t;
-  int rc = same_dtype(ctx, out, "out", self, "self");
+  int rc = px_require_same_dtype(ctx, out, "out", self, "self");
   if (rc) return rc;
   if (mask->dtype != PX_BOOL && mask->dtype != PX_U8)
     return px_fail(ctx, "mask has dtype %s; expected bool", px_dtype_name(mask->dtype));

@@ -534,14 +534,6 @@ static int matmul_any(px_ctx *ctx, int dtype, int64_t batch, int64_t M, int64_t 
   return 0;
 }
 
-static int check_same_dtype(px_ctx *ctx, const px_tensor *a, const char *an, const px_tensor *b,
-                            const char *bn) {
-  if (a->dtype != b->dtype)
-    return px_fail(ctx, "%s has dtype %s but %s has dtype %s", an, px_dtype_name(a->dtype), bn,
-                   px_dtype_name(b->dtype));
-  return 0;
-}
-
 static int check_mm_operands(px_ctx *ctx, const px_tensor *a, const px_tensor *b,
                              const px_tensor *out, int rank) {
   if (a->dim != rank || b->dim != rank)
@@ -554,8 +546,8 @@ static int check_mm_operands(px_ctx *ctx, const px_tensor *a, const px_tensor *b
     return px_fail(ctx, "batch sizes differ: self has %lld, mat2 has %lld",
                    (long long)a->sizes[0], (long long)b->sizes[0]);
   int rc;
-  if ((rc = check_same_dtype(ctx, a, "self", b, "mat2"))) return rc;
-  if ((rc = check_same_dtype(ctx, out, "out", a, "self"))) return rc;
+  if ((rc = px_require_same_dtype(ctx, a, "self", b, "mat2"))) return rc;
+  if ((rc = px_require_same_dtype(ctx, out, "out", a, "self"))) return rc;
   if (!is_mm_dtype(a->dtype))
     return px_fail(ctx, "dtype %s is not supported", px_dtype_name(a->dtype));
   if ((rc = px_require_contiguous(ctx, a, "self"))) return rc;
@@ -593,7 +585,7 @@ static int k_addmm(px_ctx *ctx, px_value *const *args) {
   px_tensor *self = args[0]->u.t, *a = args[1]->u.t, *b = args[2]->u.t, *out = args[5]->u.t;
   int rc = check_mm_operands(ctx, a, b, out, 2);
   if (rc) return rc;
-  if ((rc = check_same_dtype(ctx, self, "self", a, "mat1"))) return rc;
+  if ((rc = px_require_same_dtype(ctx, self, "self", a, "mat1"))) return rc;
   if ((rc = px_require_contiguous(ctx, self, "self"))) return rc;
   int64_t M = a->sizes[0], K = a->sizes[1], N = b->sizes[1];
   bias_view bv = {self->data, self->dtype, 0, 0};
@@ -625,8 +617,8 @@ static int k_cdist(px_ctx *ctx, px_value *const *args) {
   int rc;
   if (x1->dim < 2 || x2->dim < 2)
     return px_fail(ctx, "x1 and x2 need at least 2 dims, got %d and %d", x1->dim, x2->dim);
-  if ((rc = check_same_dtype(ctx, x1, "x1", x2, "x2"))) return rc;
-  if ((rc = check_same_dtype(ctx, out, "out", x1, "x1"))) return rc;
+  if ((rc = px_require_same_dtype(ctx, x1, "x1", x2, "x2"))) return rc;
+  if ((rc = px_require_same_dtype(ctx, out, "out", x1, "x1"))) return rc;
   if (x1->dtype != PX_F32 && x1->dtype != PX_F64)
     return px_fail(ctx, "cdist supports float32 and float64, got %s", px_dtype_name(x1->dtype));
   if (!(p >= 0)) return px_fail(ctx, "p must be non-negative, got %g", p);
@@ -721,7 +713,7 @@ static int k_embedding(px_ctx *ctx, px_value *const *args) {
   if (w->dim != 2) return px_fail(ctx, "weight must be 2-D, got %d dims", w->dim);
   if (idx->dtype != PX_I64 && idx->dtype != PX_I32)
     return px_fail(ctx, "indices must be int64 or int32, got %s", px_dtype_name(idx->dtype));
-  if ((rc = check_same_dtype(ctx, out, "out", w, "weight"))) return rc;
+  if ((rc = px_require_same_dtype(ctx, out, "out", w, "weight"))) return rc;
   if (idx->dim + 1 > PX_MAX_DIM)
     return px_fail(ctx, "indices have too many dims (%d)", idx->dim);
   if ((rc = px_require_contiguous(ctx, w, "weight")) ||

@@ -33,14 +33,6 @@ typedef float v8f_u __attribute__((vector_size(32), aligned(4), may_alias));
 #define PX_X86_KERNELS 0
 #endif
 
-static int same_dtype(px_ctx *ctx, const px_tensor *a, const char *an, const px_tensor *b,
-                      const char *bn) {
-  if (a->dtype != b->dtype)
-    return px_fail(ctx, "%s has dtype %s but %s has dtype %s", an, px_dtype_name(a->dtype), bn,
-                   px_dtype_name(b->dtype));
-  return 0;
-}
-
 static int require_floating(px_ctx *ctx, const px_tensor *t, const char *what) {
   if (!px_is_floating(t->dtype))
     return px_fail(ctx, "%s has dtype %s; only floating dtypes are supported", what,
@@ -132,7 +124,7 @@ static int k_native_layer_norm(px_ctx *ctx, px_value *const *args) {
       return px_fail(ctx, "normalized_shape[%u] = %lld does not match input size %lld at dim %d",
                      k, (long long)ns[k], (long long)in->sizes[axis + (int)k], axis + (int)k);
   if ((rc = require_floating(ctx, in, "input"))) return rc;
-  if ((rc = same_dtype(ctx, out, "out0", in, "input"))) return rc;
+  if ((rc = px_require_same_dtype(ctx, out, "out0", in, "input"))) return rc;
   if ((rc = require_floating(ctx, mean_t, "out1")) || (rc = require_floating(ctx, rstd_t, "out2")))
     return rc;
   int64_t N = px_prod(in->sizes, axis, in->dim), M = px_prod(in->sizes, 0, axis);
@@ -140,7 +132,7 @@ static int k_native_layer_norm(px_ctx *ctx, px_value *const *args) {
   for (int k = 0; k < 2; k++) {
     if (!wb[k]) continue;
     const char *nm = k ? "bias" : "weight";
-    if ((rc = same_dtype(ctx, wb[k], nm, in, "input"))) return rc;
+    if ((rc = px_require_same_dtype(ctx, wb[k], nm, in, "input"))) return rc;
     if (wb[k]->numel != N)
       return px_fail(ctx, "%s has %lld elements, normalized_shape has %lld", nm,
                      (long long)wb[k]->numel, (long long)N);
@@ -230,7 +222,7 @@ static int batch_norm_common_checks(px_ctx *ctx, const px_tensor *in, const px_t
   int rc;
   if (in->dim < 2) return px_fail(ctx, "input must have at least 2 dims, got %d", in->dim);
   if ((rc = require_floating(ctx, in, "input"))) return rc;
-  if ((rc = same_dtype(ctx, out, "out", in, "input"))) return rc;
+  if ((rc = px_require_same_dtype(ctx, out, "out", in, "input"))) return rc;
   *C = in->sizes[1];
   if ((rc = check_channel_vec(ctx, w, *C, "weight")) || (rc = check_channel_vec(ctx, b, *C, "bias")))
     return rc;
@@ -355,7 +347,7 @@ static int k_native_group_norm(px_ctx *ctx, px_value *const *args) {
   px_tensor *out = args[8]->u.t, *mean_t = args[9]->u.t, *rstd_t = args[10]->u.t;
   int rc;
   if ((rc = require_floating(ctx, in, "input"))) return rc;
-  if ((rc = same_dtype(ctx, out, "out0", in, "input"))) return rc;
+  if ((rc = px_require_same_dtype(ctx, out, "out0", in, "input"))) return rc;
   if ((rc = require_floating(ctx, mean_t, "out1")) || (rc = require_floating(ctx, rstd_t, "out2")))
     return rc;
   if (N < 0 || C < 0 || HxW < 0 || N * C * HxW != in->numel)
@@ -551,7 +543,7 @@ static int softmax_common(px_ctx *ctx, px_value *const *args, bool log) {
       return px_fail(ctx, "half_to_float needs a float16 or bfloat16 input, got %s",
                      px_dtype_name(in->dtype));
     if ((rc = px_require_dtype(ctx, out, PX_F32, "out"))) return rc;
-  } else if ((rc = same_dtype(ctx, out, "out", in, "self"))) {
+  } else if ((rc = px_require_same_dtype(ctx, out, "out", in, "self"))) {
     return rc;
   }
   int dim = px_wrap_dim(ctx, args[1]->u.i, in->dim);

@@ -20,14 +20,6 @@
 
 /* ---- shared helpers ----------------------------------------------------- */
 
-static int same_dtype(px_ctx *ctx, const px_tensor *a, const char *an, const px_tensor *b,
-                      const char *bn) {
-  if (a->dtype != b->dtype)
-    return px_fail(ctx, "%s has dtype %s but %s has dtype %s", an, px_dtype_name(a->dtype), bn,
-                   px_dtype_name(b->dtype));
-  return 0;
-}
-
 static int require_floating(px_ctx *ctx, const px_tensor *t, const char *what) {
   if (!px_is_floating(t->dtype))
     return px_fail(ctx, "%s has dtype %s; only floating dtypes are supported", what,
@@ -128,7 +120,7 @@ static int pad_nd(px_ctx *ctx, px_value *const *args, int nsp, bool reflect) {
   if (in->dim != nsp + 1 && in->dim != nsp + 2)
     return px_fail(ctx, "expected a %dD or %dD (batch mode) input, got %dD", nsp + 1, nsp + 2,
                    in->dim);
-  if ((rc = same_dtype(ctx, out, "out", in, "self"))) return rc;
+  if ((rc = px_require_same_dtype(ctx, out, "out", in, "self"))) return rc;
   if ((rc = px_require_contiguous(ctx, in, "self")) ||
       (rc = px_require_contiguous(ctx, out, "out")))
     return rc;
@@ -195,7 +187,7 @@ static int shuffle_common(px_ctx *ctx, const px_tensor *in, px_tensor *out, int6
   if (r <= 0) return px_fail(ctx, "%s expects a positive factor, got %lld", name, (long long)r);
   if (__builtin_mul_overflow(r, r, r2))
     return px_fail(ctx, "%s factor %lld is too large", name, (long long)r);
-  if ((rc = same_dtype(ctx, out, "out", in, "self"))) return rc;
+  if ((rc = px_require_same_dtype(ctx, out, "out", in, "self"))) return rc;
   if (out->dim != in->dim)
     return px_fail(ctx, "out has %d dims, self has %d", out->dim, in->dim);
   if ((rc = px_require_contiguous(ctx, in, "self")) ||
@@ -462,8 +454,8 @@ static int k_grid_sampler_2d(px_ctx *ctx, px_value *const *args) {
   if (pad < 0 || pad > 2)
     return px_fail(ctx, "padding_mode %lld is not one of 0 (zeros), 1 (border), 2 (reflection)",
                    (long long)pad);
-  if ((rc = require_floating(ctx, in, "input")) || (rc = same_dtype(ctx, grid, "grid", in, "input")) ||
-      (rc = same_dtype(ctx, out, "out", in, "input")))
+  if ((rc = require_floating(ctx, in, "input")) || (rc = px_require_same_dtype(ctx, grid, "grid", in, "input")) ||
+      (rc = px_require_same_dtype(ctx, out, "out", in, "input")))
     return rc;
   if ((rc = px_require_contiguous(ctx, in, "input")) ||
       (rc = px_require_contiguous(ctx, grid, "grid")) ||
@@ -663,7 +655,7 @@ static int k_upsample_bilinear2d_aa(px_ctx *ctx, px_value *const *args) {
   if (in->dtype != PX_F32 && in->dtype != PX_F64 && in->dtype != PX_U8)
     return px_fail(ctx, "self has dtype %s; supported: float32, float64, uint8",
                    px_dtype_name(in->dtype));
-  if ((rc = same_dtype(ctx, out, "out", in, "self"))) return rc;
+  if ((rc = px_require_same_dtype(ctx, out, "out", in, "self"))) return rc;
   if ((rc = px_require_contiguous(ctx, in, "self")) ||
       (rc = px_require_contiguous(ctx, out, "out")))
     return rc;
@@ -725,8 +717,8 @@ static int k_masked_scatter(px_ctx *ctx, px_value *const *args) {
   int rc;
   if (mask->dtype != PX_BOOL)
     return px_fail(ctx, "mask must be bool, got %s", px_dtype_name(mask->dtype));
-  if ((rc = same_dtype(ctx, src, "source", self, "self")) ||
-      (rc = same_dtype(ctx, out, "out", self, "self")))
+  if ((rc = px_require_same_dtype(ctx, src, "source", self, "self")) ||
+      (rc = px_require_same_dtype(ctx, out, "out", self, "self")))
     return rc;
   if ((rc = px_require_contiguous(ctx, src, "source")) ||
       (rc = px_require_contiguous(ctx, out, "out")))
@@ -780,9 +772,9 @@ static int k_linear(px_ctx *ctx, px_value *const *args) {
   int rc;
   if (in->dim < 1) return px_fail(ctx, "input must be at least 1-D, got a 0-D tensor");
   if (w->dim != 2) return fail_shape(ctx, "weight", w, "expected a 2-D (out_features, in_features) tensor");
-  if ((rc = same_dtype(ctx, w, "weight", in, "input")) ||
-      (b && (rc = same_dtype(ctx, b, "bias", in, "input"))) ||
-      (rc = same_dtype(ctx, out, "out", in, "input")))
+  if ((rc = px_require_same_dtype(ctx, w, "weight", in, "input")) ||
+      (b && (rc = px_require_same_dtype(ctx, b, "bias", in, "input"))) ||
+      (rc = px_require_same_dtype(ctx, out, "out", in, "input")))
     return rc;
   if (in->dtype == PX_BOOL) return px_fail(ctx, "linear does not support bool tensors");
   if ((rc = px_require_contiguous(ctx, in, "input")) ||
@@ -913,7 +905,7 @@ static int k_pdist_forward(px_ctx *ctx, px_value *const *args) {
     return px_fail(ctx, "self has dtype %s; pdist supports float32 and float64",
                    px_dtype_name(in->dtype));
   if (p != p) return px_fail(ctx, "p must not be NaN");
-  if ((rc = same_dtype(ctx, out, "out", in, "self"))) return rc;
+  if ((rc = px_require_same_dtype(ctx, out, "out", in, "self"))) return rc;
   if ((rc = px_require_contiguous(ctx, in, "self"))) return rc;
   if (out->dim != 1) return px_fail(ctx, "out must be 1-D, got %d dims", out->dim);
   int64_t N = in->sizes[0], M = in->sizes[1];
@@ -968,7 +960,7 @@ static int k_native_dropout(px_ctx *ctx, px_value *const *args) {
   double p = arg_d(args[1]);
   bool train = args[2]->tag == PX_V_NONE ? true : args[2]->u.b;
   int rc;
-  if ((rc = same_dtype(ctx, out, "out0", in, "input"))) return rc;
+  if ((rc = px_require_same_dtype(ctx, out, "out0", in, "input"))) return rc;
   if ((rc = px_require_contiguous(ctx, in, "input")) ||
       (rc = px_require_contiguous(ctx, out, "out0")) ||
       (rc = px_require_contiguous(ctx, mask, "out1")))
@@ -1095,7 +1087,7 @@ static int k_batch_norm_legit(px_ctx *ctx, px_value *const *args) {
   px_tensor *out = args[8]->u.t, *sm = args[9]->u.t, *si = args[10]->u.t;
   int rc;
   if (in->dim < 2) return fail_shape(ctx, "input", in, "expected at least 2 dims (N, C, ...)");
-  if ((rc = require_floating(ctx, in, "input")) || (rc = same_dtype(ctx, out, "out", in, "input")))
+  if ((rc = require_floating(ctx, in, "input")) || (rc = px_require_same_dtype(ctx, out, "out", in, "input")))
     return rc;
   int64_t C = in->sizes[1];
   if ((w && (rc = channel_vec(ctx, w, C, "weight"))) || (b && (rc = channel_vec(ctx, b, C, "bias"))) ||

@@ -143,6 +143,14 @@ int px_require_dtype(px_ctx *ctx, const px_tensor *t, int dtype, const char *wha
   return 0;
 }
 
+int px_require_same_dtype(px_ctx *ctx, const px_tensor *a, const char *an, const px_tensor *b,
+                          const char *bn) {
+  if (a->dtype != b->dtype)
+    return px_fail(ctx, "%s has dtype %s but %s has dtype %s", an, px_dtype_name(a->dtype), bn,
+                   px_dtype_name(b->dtype));
+  return 0;
+}
+
 int px_wrap_dim(px_ctx *ctx, int64_t d, int dim) {
   int64_t n = dim > 0 ? dim : 1;
   if (d < -n || d >= n) {
