@@ -37,6 +37,12 @@ def torch_module() -> Any:
     return sys.modules.get("torch")
 
 
+def torch_tensor_class() -> Any:
+    """torch.Tensor if torch is already imported, else None."""
+    torch = sys.modules.get("torch")
+    return torch.Tensor if torch is not None else None
+
+
 def torch_maps() -> tuple[dict[Any, int], dict[int, Any]]:
     global _torch_maps
     if _torch_maps is None:

@@ -29,6 +29,8 @@ _OUTPUT_TYPES = ("auto", "torch", "numpy")
 _VOIDP = ffi.typeof("void *")
 # cffi's backend cast, without the Python-level wrapper's type-string lookup (hot path).
 _cast = getattr(ffi, "_backend", ffi).cast
+_run = lib.pyexec_method_run
+_NULL = ffi.NULL
 
 
 @dataclass(frozen=True)
@@ -222,7 +224,6 @@ class Method:
         self._values = ffi.new("pyexec_value[]", max(nin, 1))
         self._sizes: list[Any] = [ffi.new("int64_t[]", max(len(i.sizes), 1)) if i else None for i in self.meta.inputs]
         self._caller_inputs: list[Any] = [None] * nin  # objects the method reads in place
-        self._inputs_ready = False
         self._bound: list[Any] = [None] * nout
         self._bound_ptr: list[tuple[int, int] | None] = [None] * nout
         self._alias: list[int | None] = [self._query_alias(i) for i in range(nout)]
@@ -232,11 +233,23 @@ class Method:
         # Slots whose C fields still hold the metadata's dtype / rank / sizes, so
         # the fast input path only writes the data pointer and byte count.
         self._slot_clean = [False] * nin
-        # id() of the torch tensor whose pointer, shape and dtype the C slot holds
-        # (set by the fast path; no reference, so a planned input can be freed):
-        # the same description again costs no field writes.
-        self._last_tensor: list[Any] = [None] * nin
+        # (data_ptr, shape, dtype) of the torch tensor the C slot describes (set
+        # by the fast path): a tensor with the same key needs no field writes.
         self._last_key: list[Any] = [None] * nin
+        self._unplanned = [i is not None and not i.is_memory_planned for i in self.meta.inputs]
+        self._unplanned_idx = [j for j, u in enumerate(self._unplanned) if u]
+        # (input index, object, (data_ptr, shape, dtype)) of each torch tensor the
+        # method reads in place: execute() checks the caller did not swap its storage.
+        self._held: list[tuple[int, Any, Any]] = []
+        self._changed = ffi.new("int *")
+        # The output list of the last call when every output is a plain view of
+        # the method's memory: reused while the library reports no change.
+        self._plain: tuple[str, list[Any]] | None = None
+        # Views were built from a description that no pyexec_method_run gave
+        # (get_outputs, a rebinding): the next run must not trust "unchanged".
+        self._stale = False
+        # Per output aliasing a caller's torch input: (input object, its key, detached alias).
+        self._alias_cache: list[Any] = [None] * nout
         self._in_codes = [_dtypes.CODE_BY_NAME[i.dtype] if i else None for i in self.meta.inputs]
         # dim_order of slots laid out other than row-major (channels-last, ...), else None.
         self._in_order = [_layout(i) for i in self.meta.inputs]
@@ -253,6 +266,9 @@ class Method:
             self._bound = [None] * self._nout
             self._bound_ptr = [None] * self._nout
             self._views = [None] * self._nout
+            self._held = []
+            self._plain = None
+            self._alias_cache = [None] * self._nout
 
     def __enter__(self) -> Method:
         return self
@@ -294,28 +310,54 @@ class Method:
             self._set_inputs_locked(inputs)
 
     def _invalidate_inputs(self) -> None:
-        self._inputs_ready = False
         lib.pyexec_method_set_inputs(self._m, ffi.NULL, 0) if self._nin else None
 
-    def _set_inputs_locked(self, inputs: Sequence[Any]) -> None:
+    def _fill_or_invalidate(self, inputs: Sequence[Any]) -> tuple[list[Any], list[Any]]:
         try:
-            keep, staged = self._fill_inputs(inputs)
+            return self._fill_inputs(inputs)
         except BaseException:
             self._invalidate_inputs()
             raise
+
+    def _set_inputs_locked(self, inputs: Sequence[Any]) -> None:
+        keep, staged = self._fill_or_invalidate(inputs)
         st = lib.pyexec_method_set_inputs(self._m, self._values, self._nin)
         del staged  # planned inputs (and their staged copies) were copied by the call
+        self._installed(keep)
         if st:
-            self._inputs_ready = False
             raise_status(st)
+
+    def _installed(self, keep: list[Any]) -> None:
+        """Records the objects the library now reads in place. Called whatever
+        the status: holding a reference too many is harmless, one too few is not."""
         self._caller_inputs = keep
-        self._inputs_ready = True
+        held = []
+        tensor_cls = _dtypes.torch_tensor_class() if self._unplanned_idx else None
+        if tensor_cls is not None:
+            for j in self._unplanned_idx:
+                x = keep[j]
+                if isinstance(x, tensor_cls):
+                    held.append((j, x, (x.data_ptr(), x.shape, x.dtype)))
+        self._held = held
+
+    def _check_held(self) -> None:
+        """An input read in place must still have the storage and shape it had
+        when installed: torch's resize_, set_ and .data can swap them, which
+        would leave the library reading freed memory."""
+        for j, x, key in self._held:
+            if (x.data_ptr(), x.shape, x.dtype) != key or not x.is_contiguous():
+                raise InvalidArgumentError(
+                    f"input {j} changed its storage, shape or dtype since it was installed (resize_, set_ or "
+                    f".data on the tensor); pass the inputs again"
+                )
 
     def _fill_inputs(self, inputs: Sequence[Any]) -> tuple[list[Any], list[Any]]:
         """Fills the C argument array. Returns the objects the method will read
         in place (kept until the next successful set_inputs) and every object
         whose memory the array points to (kept until the C call returns)."""
-        if isinstance(inputs, (str, bytes)) or not isinstance(inputs, Sequence):
+        if type(inputs) is not list and type(inputs) is not tuple and (
+            isinstance(inputs, (str, bytes)) or not isinstance(inputs, Sequence)
+        ):
             raise InvalidArgumentError(f"inputs must be a sequence (list or tuple), got {type(inputs).__name__}")
         n = len(inputs)
         if n != self._nin:
@@ -325,21 +367,33 @@ class Method:
         keep: list[Any] = [None] * n
         staged: list[Any] = [None] * n
         first_kind = None
-        torch = _dtypes.torch_module()
-        tensor_cls = torch.Tensor if torch is not None else None
-        if torch is not None and not _TORCH_CODES:
+        tensor_cls = _dtypes.torch_tensor_class()
+        if tensor_cls is not None and not _TORCH_CODES:
             _TORCH_CODES.update(_dtypes.torch_maps()[0])
         ndarray = np.ndarray
+        infos = self.meta.inputs
+        last_key = self._last_key
+        unplanned = self._unplanned
         for j in range(n):
             x = inputs[j]
-            info = self.meta.inputs[j]
+            info = infos[j]
+            if type(x) is tensor_cls:
+                # The same pointer, shape and dtype as the slot already holds:
+                # nothing to write (the common case of a loop over one input).
+                if last_key[j] == (x.data_ptr(), x.shape, x.dtype) and x.is_contiguous():
+                    staged[j] = x
+                    if unplanned[j]:
+                        keep[j] = x
+                    if first_kind is None:
+                        first_kind = "torch"
+                    continue
             v = self._values[j]
             if info is not None and self._fast_input(j, x, info, v, tensor_cls, ndarray, keep, staged):
                 if first_kind is None:
                     first_kind = "torch" if type(x) is tensor_cls else "numpy"
                 continue
             self._slot_clean[j] = False
-            self._last_tensor[j] = None
+            last_key[j] = None
             if info is None:
                 self._fill_scalar(j, x, v)
                 continue
@@ -402,13 +456,6 @@ class Method:
         if self._in_order[j] is not None:
             return False
         if type(x) is tensor_cls:
-            if id(x) == self._last_tensor[j]:
-                ptr = x.data_ptr()
-                if self._last_key[j] == (ptr, x.shape, x.dtype) and x.is_contiguous():
-                    staged[j] = x
-                    if not info.is_memory_planned:
-                        keep[j] = x
-                    return True
             if _TORCH_CODES.get(x.dtype) != code or not x.is_cpu or not x.is_contiguous():
                 return False
             shape = x.shape
@@ -420,6 +467,7 @@ class Method:
             if info.is_mutated and not info.is_memory_planned and not x.flags.writeable:
                 return False
             shape = x.shape
+            ptr = 0
             data = ffi.from_buffer(x)
         else:
             return False
@@ -440,11 +488,8 @@ class Method:
         t.data = data
         t.nbytes = x.nbytes
         staged[j] = data
-        if type(x) is tensor_cls:
-            self._last_tensor[j] = id(x)
-            self._last_key[j] = (ptr, shape, x.dtype)
-        else:
-            self._last_tensor[j] = None
+        # What the slot now holds, for the next call's shortcut.
+        self._last_key[j] = (ptr, shape, x.dtype) if type(x) is tensor_cls else None
         if not info.is_memory_planned:
             keep[j] = x
         return True
@@ -483,9 +528,13 @@ class Method:
                 self._bound[index] = None
                 self._bound_ptr[index] = None
                 self._views[index] = None
+                self._plain = None
+                self._stale = True
                 return
             self._bind_locked(tensor, index)
             self._views[index] = None
+            self._plain = None
+            self._stale = True
 
     def _bind_locked(self, tensor: Any, index: int) -> None:
         """Checks `tensor` against output `index` and hands its memory to the
@@ -535,51 +584,99 @@ class Method:
         with self._lock:
             if self._handle is None:
                 self._check_open()
-            changed = self._release_changed_bindings() if self._bound_ptr.count(None) != self._nout else ()
-            if inputs is not None:
-                self._set_inputs_locked(inputs)
-            for i in changed:
-                self._bind_locked(self._bound[i], i)
-            st = lib.pyexec_method_execute(self._m)
+            if self._bound_ptr.count(None) != self._nout:
+                changed = self._release_changed_bindings()
+                if changed:
+                    return self._execute_rebinding(inputs, changed, clone_outputs)
+            # One library call installs the inputs, runs and describes the outputs.
+            if inputs is None:
+                if self._held:
+                    self._check_held()
+                st = _run(self._m, _NULL, 0, self._outs, self._nout, self._changed)
+            else:
+                keep, staged = self._fill_or_invalidate(inputs)
+                st = _run(self._m, self._values, self._nin, self._outs, self._nout, self._changed)
+                del staged
+                self._installed(keep)
             if st:
                 raise_status(st)
-            return self._outputs_locked(clone_outputs)
+            if self._changed[0] or self._stale:
+                self._stale = False
+                return self._outputs_locked(clone_outputs, True)
+            plain = self._plain
+            if plain is not None and not clone_outputs and plain[0] == self._kind():
+                return plain[1].copy()  # the views of the previous call show this call's outputs
+            return self._outputs_locked(clone_outputs, False)
+
+    def _execute_rebinding(self, inputs: Sequence[Any] | None, changed: list[int], clone: bool) -> list[Any]:
+        """execute when bound tensors changed their memory: the inputs go in
+        first, as binding checks overlaps with them."""
+        if inputs is not None:
+            self._set_inputs_locked(inputs)
+        elif self._held:
+            self._check_held()
+        for i in changed:
+            self._bind_locked(self._bound[i], i)
+        st = lib.pyexec_method_execute(self._m)
+        if st:
+            raise_status(st)
+        check(lib.pyexec_method_get_outputs(self._m, self._outs, self._nout))
+        self._stale = True
+        return self._outputs_locked(clone, True)
 
     def get_outputs(self, clone_outputs: bool = True) -> list[Any]:
         """The outputs of the last execute."""
         with self._lock:
             self._check_open()
-            return self._outputs_locked(clone_outputs)
+            check(lib.pyexec_method_get_outputs(self._m, self._outs, self._nout))
+            self._stale = True
+            return self._outputs_locked(clone_outputs, True)
 
     def _kind(self) -> str:
         return self._last_kind if self._output_type == "auto" else self._output_type
 
-    def _outputs_locked(self, clone: bool) -> list[Any]:
+    def _outputs_locked(self, clone: bool, changed: bool) -> list[Any]:
+        """The outputs `self._outs` describes. `changed` False: the library
+        reports every description equal to the previous call's, so views built
+        then still show the right memory at the right shape."""
         kind = self._kind()
+        plain = self._plain
+        if plain is not None and not changed and plain[0] == kind:
+            if not clone:
+                return list(plain[1])
+            if kind == "torch":  # a numpy copy wrapped by torch is ~3x cheaper than Tensor.clone()
+                return [to_torch(c[2].copy(), c[4]) for c in self._views]
+            return [c[2].copy() for c in self._views]
         result: list[Any] = []
         outs = self._outs
-        if self._nout:
-            check(lib.pyexec_method_get_outputs(self._m, outs, self._nout))
+        all_plain = True
         for i in range(self._nout):
             a = self._alias[i]
             if a is not None and self._caller_inputs[a] is not None:
-                result.append(self._alias_output(self._caller_inputs[a], kind, clone))
+                result.append(self._alias_output(i, self._caller_inputs[a], kind, clone))
+                all_plain = False
                 continue
             ov = outs[i]
             if ov.kind != lib.PYEXEC_VALUE_TENSOR:
                 result.append(self._scalar_output(ov))
+                all_plain = False
                 continue
-            t = ov.tensor
             cached = self._views[i]
             bound = self._bound[i]
-            if cached is not None and self._static_out[i] and cached[0] == t.data:
+            if cached is not None and not changed:
                 shape = cached[1]
             else:
-                shape = tuple(t.sizes[0 : t.dim])
+                t = ov.tensor
+                if cached is not None and self._static_out[i] and cached[0] == t.data:
+                    shape = cached[1]
+                else:
+                    shape = tuple(t.sizes[0 : t.dim])
             if bound is not None:
                 result.append(self._bound_output(bound, shape))
+                all_plain = False
                 continue
-            if cached is None or cached[0] != t.data or cached[1] != shape:
+            if cached is None or (changed and (cached[0] != ov.tensor.data or cached[1] != shape)):
+                t = ov.tensor
                 code = t.dtype
                 if kind == "numpy":
                     check_numpy_code(code, f"output {i}")
@@ -587,7 +684,7 @@ class Method:
                 cached = [t.data, shape, nv, None, code]
                 self._views[i] = cached
             if kind == "torch":
-                if clone:  # a numpy copy wrapped by torch is ~3x cheaper than Tensor.clone()
+                if clone:
                     result.append(to_torch(cached[2].copy(), cached[4]))
                     continue
                 tv = cached[3]
@@ -597,6 +694,10 @@ class Method:
             else:
                 check_numpy_code(cached[4], f"output {i}")
                 result.append(cached[2].copy() if clone else cached[2])
+        if all_plain and not clone:
+            self._plain = (kind, list(result))
+        elif not all_plain:
+            self._plain = None
         return result
 
     @staticmethod
@@ -621,11 +722,20 @@ class Method:
             numel *= s
         return bound.reshape(-1)[:numel].reshape(shape)
 
-    @staticmethod
-    def _alias_output(x: Any, kind: str, clone: bool) -> Any:
+    def _alias_output(self, i: int, x: Any, kind: str, clone: bool) -> Any:
         torch = _dtypes.torch_module()
         if kind == "torch" and torch is not None and type(x) is torch.Tensor:
-            return x.detach().clone() if clone else x.detach()
+            if clone:
+                return x.detach().clone()
+            # The detached alias of the previous call still shows x while x
+            # keeps the storage and shape it had then.
+            key = (x.data_ptr(), x.shape, x.dtype)
+            c = self._alias_cache[i]
+            if c is not None and c[0] is x and c[1] == key:
+                return c[2]
+            y = x.detach()
+            self._alias_cache[i] = (x, key, y)
+            return y
         if torch is not None and isinstance(x, torch.Tensor):
             y = x.detach().clone() if clone else x.detach()
         else:

@@ -116,7 +116,7 @@ pyexec_status px_method_run(pyexec_method *m) {
         case INSTR_JUMP_FALSE:
           pc = condition_true(&m->values[in->a]) ? pc + 1 : (uint32_t)in->b;
           break;
-        default: /* FREE: only emitted for unbounded tensors, which are refused at load */
+        default: /* NOP (folded at load), or FREE: only emitted for unbounded tensors, refused at load */
           pc++;
           break;
       }

@@ -375,6 +375,8 @@ static pyexec_status build_kernel_call(pyexec_method *m, const px_fb_table *args
    * leading '@' says the kernel handles any dim_order itself. */
   const char *sig = k->sig;
   bool any_layout = *sig == '@';
+  ins->sig = sig;
+  ins->any_layout = any_layout;
   if (any_layout) sig++;
   uint32_t want = 0;
   for (const char *s = sig; *s; s++)
@@ -487,6 +489,9 @@ static pyexec_status build_io(pyexec_method *m) {
   ALLOC_OR_FAIL(m->in_src, in.count + 1, "inputs");
   ALLOC_OR_FAIL(m->in_need, in.count + 1, "inputs");
   ALLOC_OR_FAIL(m->outs, out.count + 1, "outputs");
+  ALLOC_OR_FAIL(m->last_out, out.count + 1, "outputs");
+  ALLOC_OR_FAIL(m->last_sizes, ((size_t)out.count + 1) * PYEXEC_MAX_DIM, "outputs");
+  m->last_count = SIZE_MAX; /* the first run reports its outputs as changed */
   for (uint32_t j = 0; j < in.count; j++) {
     int32_t v = px_fb_vec_i32(&in, j);
     if (v < 0 || (uint32_t)v >= m->nvalues) return BAD("input %u refers to value %d, out of range", j, v);
@@ -550,7 +555,8 @@ PYEXEC_API pyexec_status pyexec_method_load(pyexec_program *program, const char 
   m->ctx.msg = m->msg;
   m->ctx.msg_cap = sizeof m->msg;
   pyexec_status st;
-  if ((st = build_arenas(m)) || (st = build_values(m)) || (st = build_chains(m)) || (st = build_io(m))) {
+  if ((st = build_arenas(m)) || (st = build_values(m)) || (st = build_chains(m)) || (st = build_io(m)) ||
+      (st = px_fold_method(m))) {
     if (st == PYEXEC_ERR_INVALID_PROGRAM) {
       /* Prefix the method name, keeping the detail. */
       size_t cap;
@@ -727,10 +733,8 @@ static pyexec_status check_input(pyexec_method *m, uint32_t j, const pyexec_valu
   }
 }
 
-PYEXEC_API pyexec_status pyexec_method_set_inputs(pyexec_method *m, const pyexec_value *inputs, size_t count) {
-  if (!m) return px_invalid_argument("method must not be NULL");
-  if (count && !inputs) return px_invalid_argument("inputs must not be NULL");
-  pthread_mutex_lock(&m->lock);
+/* set_inputs with m->lock held. */
+static pyexec_status set_inputs_locked(pyexec_method *m, const pyexec_value *inputs, size_t count) {
   pyexec_status st = PYEXEC_OK;
   if (count != m->nin)
     st = px_invalid_argument("method '%s' takes %u input%s, got %zu", m->plan->name, m->nin, m->nin == 1 ? "" : "s",
@@ -760,7 +764,6 @@ PYEXEC_API pyexec_status pyexec_method_set_inputs(pyexec_method *m, const pyexec
   if (!st && aside && !(tmp = malloc(aside))) st = px_no_memory("input staging");
   if (st) {
     for (uint32_t j = 0; j < m->nin; j++) m->input_set[j] = false;
-    pthread_mutex_unlock(&m->lock);
     return st;
   }
   for (size_t j = 0, off = 0; tmp && j < m->nin; j++) {
@@ -792,8 +795,16 @@ PYEXEC_API pyexec_status pyexec_method_set_inputs(pyexec_method *m, const pyexec
     }
   }
   free(tmp);
-  pthread_mutex_unlock(&m->lock);
   return PYEXEC_OK;
+}
+
+PYEXEC_API pyexec_status pyexec_method_set_inputs(pyexec_method *m, const pyexec_value *inputs, size_t count) {
+  if (!m) return px_invalid_argument("method must not be NULL");
+  if (count && !inputs) return px_invalid_argument("inputs must not be NULL");
+  pthread_mutex_lock(&m->lock);
+  pyexec_status st = set_inputs_locked(m, inputs, count);
+  pthread_mutex_unlock(&m->lock);
+  return st;
 }
 
 /* ---- outputs ----------------------------------------------------------- */
@@ -924,6 +935,44 @@ PYEXEC_API pyexec_status pyexec_method_get_outputs(pyexec_method *m, pyexec_valu
   for (size_t i = 0; i < count; i++) describe_output(m, i, &out[i]);
   pthread_mutex_unlock(&m->lock);
   return PYEXEC_OK;
+}
+
+/* Describes output i into *out and reports whether that description differs
+ * from the one the previous pyexec_method_run gave (m->last_out). */
+static bool describe_output_changed(pyexec_method *m, size_t i, pyexec_value *out) {
+  describe_output(m, i, out);
+  pyexec_value *last = &m->last_out[i];
+  int64_t *last_sizes = m->last_sizes + i * PYEXEC_MAX_DIM;
+  bool changed = memcmp(out, last, sizeof *out) != 0;
+  if (!changed && out->kind == PYEXEC_VALUE_TENSOR)
+    changed = memcmp(out->tensor.sizes, last_sizes, sizeof(int64_t) * (size_t)out->tensor.dim) != 0;
+  if (changed) {
+    *last = *out; /* both zero-filled by describe_output, padding included */
+    if (out->kind == PYEXEC_VALUE_TENSOR)
+      memcpy(last_sizes, out->tensor.sizes, sizeof(int64_t) * (size_t)out->tensor.dim);
+  }
+  return changed;
+}
+
+PYEXEC_API pyexec_status pyexec_method_run(pyexec_method *m, const pyexec_value *inputs, size_t num_inputs,
+                                           pyexec_value *outputs, size_t num_outputs, int *outputs_changed) {
+  if (!m) return px_invalid_argument("method must not be NULL");
+  if (inputs == NULL && num_inputs)
+    return px_invalid_argument("inputs is NULL, num_inputs is %zu", num_inputs);
+  if (num_outputs && !outputs) return px_invalid_argument("outputs is NULL, num_outputs is %zu", num_outputs);
+  if (num_outputs > m->nout)
+    return px_invalid_argument("asked for %zu outputs, method '%s' has %u", num_outputs, m->plan->name, m->nout);
+  pthread_mutex_lock(&m->lock);
+  pyexec_status st = inputs ? set_inputs_locked(m, inputs, num_inputs) : PYEXEC_OK;
+  if (!st) st = px_method_run(m);
+  if (!st) {
+    bool changed = num_outputs != m->last_count;
+    for (size_t i = 0; i < num_outputs; i++) changed |= describe_output_changed(m, i, &outputs[i]);
+    m->last_count = num_outputs;
+    if (outputs_changed) *outputs_changed = changed;
+  }
+  pthread_mutex_unlock(&m->lock);
+  return st;
 }
 
 PYEXEC_API pyexec_status pyexec_method_execute(pyexec_method *m) {

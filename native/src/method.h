@@ -19,7 +19,12 @@ typedef struct px_instr {
   const char *op; /* operator name, for messages */
   int32_t a, b;   /* move: from, to; jump: cond, dest; free: value */
   bool relayout;  /* a tensor argument is not row-major and the kernel needs it to be */
+  bool any_layout; /* the kernel reads and writes tensors of any dim_order ('@') */
+  const char *sig; /* the kernel's signature (kernel.h) */
 } px_instr;
+
+/* An instruction load-time folding removed (fold.c); the run skips it. */
+#define INSTR_NOP 0
 
 typedef struct px_chain {
   px_instr *instrs;
@@ -67,6 +72,10 @@ struct pyexec_method {
 
   px_output *outs;
   uint32_t nout;
+  /* What the previous pyexec_method_run described (it reports changes). */
+  pyexec_value *last_out;
+  int64_t *last_sizes; /* PYEXEC_MAX_DIM per output */
+  size_t last_count;
 
   px_ctx ctx;
   char msg[1024];
@@ -76,6 +85,10 @@ struct pyexec_method {
  * of its non-row-major tensor arguments (channels-last and other dim
  * orders), copying the values it writes back into their own layout. */
 int px_call_relayout(pyexec_method *m, const px_instr *in);
+
+/* Load-time rewrites that leave results unchanged (fold.c): drops the
+ * per-call transpose of constant weights that only matrix products read. */
+pyexec_status px_fold_method(pyexec_method *m);
 
 /* Runs every chain once (the caller holds m->lock). */
 pyexec_status px_method_run(pyexec_method *m);

@@ -219,6 +219,67 @@ static void test_unplanned_binding(void) {
   pyexec_program_free(p);
 }
 
+/* ---- the one-call hot path ---------------------------------------------- */
+
+static void test_run(void) {
+  pyexec_program *p = NULL;
+  pyexec_method *m = NULL;
+  CHECK_OK(pyexec_program_load_file(path_of("add_mul_unplanned.pte"), &p));
+  if (!p) return;
+  CHECK_OK(pyexec_method_load(p, "forward", &m));
+  if (!m) return;
+  float x[6] = {1, 2, 3, 4, 5, 6}, y[6] = {1, 1, 1, 1, 1, 1};
+  int64_t s[2] = {2, 3};
+  pyexec_value in[2] = {tensor_value(x, s, 2, sizeof x), tensor_value(y, s, 2, sizeof y)};
+  pyexec_value out[2];
+  int changed = -1;
+
+  /* installs, runs, describes; the first run always reports a change */
+  CHECK_OK(pyexec_method_run(m, in, 2, out, 2, &changed));
+  CHECK(changed == 1);
+  CHECK(out[0].kind == PYEXEC_VALUE_TENSOR && out[0].tensor.dim == 2 && out[0].tensor.sizes[1] == 3);
+  CHECK(((const float *)out[0].tensor.data)[5] == 7.0f && ((const float *)out[1].tensor.data)[5] == 6.0f);
+  const void *own0 = out[0].tensor.data;
+
+  /* installed inputs, same storage: no change reported, new values */
+  x[5] = 10;
+  CHECK_OK(pyexec_method_run(m, NULL, 0, out, 2, &changed));
+  CHECK(changed == 0 && out[0].tensor.data == own0);
+  CHECK(((const float *)out[0].tensor.data)[5] == 11.0f);
+  CHECK_OK(pyexec_method_run(m, in, 2, out, 2, NULL));
+
+  /* binding moves output 0: reported once, then steady again */
+  float bound[6] = {0};
+  CHECK_OK(pyexec_method_set_output_ptr(m, 0, bound, sizeof bound));
+  CHECK_OK(pyexec_method_run(m, NULL, 0, out, 2, &changed));
+  CHECK(changed == 1 && out[0].tensor.data == bound && bound[5] == 11.0f);
+  CHECK_OK(pyexec_method_run(m, NULL, 0, out, 2, &changed));
+  CHECK(changed == 0);
+  /* fewer outputs described than last time counts as a change */
+  CHECK_OK(pyexec_method_run(m, NULL, 0, out, 1, &changed));
+  CHECK(changed == 1);
+
+  /* bad arguments are named; a failed install leaves no inputs */
+  CHECK(pyexec_method_run(NULL, NULL, 0, NULL, 0, NULL) == PYEXEC_ERR_INVALID_ARGUMENT);
+  CHECK(pyexec_method_run(m, NULL, 2, out, 2, NULL) == PYEXEC_ERR_INVALID_ARGUMENT);
+  CHECK(contains(pyexec_last_error(), "inputs is NULL"));
+  CHECK(pyexec_method_run(m, NULL, 0, NULL, 2, NULL) == PYEXEC_ERR_INVALID_ARGUMENT);
+  CHECK(pyexec_method_run(m, NULL, 0, out, 3, NULL) == PYEXEC_ERR_INVALID_ARGUMENT);
+  CHECK(contains(pyexec_last_error(), "asked for 3 outputs"));
+  pyexec_value bad[2] = {in[0], in[1]};
+  bad[1].tensor.dtype = PYEXEC_DTYPE_INT32;
+  out[0].kind = -7;
+  CHECK(pyexec_method_run(m, bad, 2, out, 2, &changed) == PYEXEC_ERR_INVALID_ARGUMENT);
+  CHECK(contains(pyexec_last_error(), "input 1 has dtype float32, tensor has int32"));
+  CHECK(out[0].kind == -7); /* nothing described on failure */
+  CHECK(pyexec_method_run(m, NULL, 0, out, 2, &changed) == PYEXEC_ERR_INVALID_ARGUMENT);
+  CHECK(contains(pyexec_last_error(), "input 0 has not been set"));
+  CHECK_OK(pyexec_method_run(m, in, 2, out, 2, &changed));
+  CHECK(bound[0] == 2.0f);
+  pyexec_method_free(m);
+  pyexec_program_free(p);
+}
+
 /* ---- in-place update of a caller-owned cache ---------------------------- */
 
 static void test_alias_in_place(void) {
@@ -330,6 +391,7 @@ int main(int argc, char **argv) {
   test_metadata();
   test_planned();
   test_unplanned_binding();
+  test_run();
   test_alias_in_place();
   test_malformed();
   printf("%d checks, %d failed\n", checks, failures);

@@ -305,25 +305,63 @@ DEFINE_ROWS_KERNEL(gemm_rows, )
 DEFINE_ROWS_KERNEL(gemm_rows_avx2, __attribute__((target("avx2,fma"))))
 #endif
 
-/* Small-M products with a column-major B (rsb == 1): dot products. */
-static void gemm_dots(int64_t M, int64_t N, int64_t K, float alpha, const float *A,
-                      int64_t rsa, int64_t csa, const float *B, int64_t csb, float *C,
-                      int64_t ldc) {
-  for (int64_t i = 0; i < M; i++) {
-    const float *ar = A + i * rsa;
-    for (int64_t j = 0; j < N; j++) {
-      const float *bc = B + j * csb;
-      v8f acc = {0};
-      int64_t k = 0;
-      if (csa == 1)
-        for (; k + 8 <= K; k += 8) acc += v8_load(ar + k) * v8_load(bc + k);
-      float s = 0.0f;
-      for (int l = 0; l < 8; l++) s += acc[l];
-      for (; k < K; k++) s += ar[k * csa] * bc[k];
-      C[i * ldc + j] += alpha * s;
-    }
+/* Small-M products with a column-major B (rsb == 1; a transposed weight):
+ * dot products, four columns at a time so that each load of A feeds four
+ * independent accumulators. C += alpha * A @ B. Stamped out twice, like the
+ * rows kernel. */
+#define DEFINE_DOTS_KERNEL(NAME, ATTR)                                                        \
+  ATTR static void NAME(int64_t M, int64_t N, int64_t K, float alpha, const float *A,       \
+                        int64_t rsa, int64_t csa, const float *B, int64_t csb, float *C,    \
+                        int64_t ldc) {                                                      \
+    int64_t j = 0;                                                                          \
+    for (; j + 4 <= N && csa == 1; j += 4) {                                                \
+      const float *b0 = B + j * csb, *b1 = b0 + csb, *b2 = b1 + csb, *b3 = b2 + csb;        \
+      for (int64_t i = 0; i < M; i++) {                                                     \
+        const float *ar = A + i * rsa;                                                      \
+        v8f s0 = {0}, s1 = {0}, s2 = {0}, s3 = {0};                                         \
+        int64_t k = 0;                                                                      \
+        for (; k + 8 <= K; k += 8) {                                                        \
+          v8f x = v8_load(ar + k);                                                          \
+          s0 += x * v8_load(b0 + k);                                                        \
+          s1 += x * v8_load(b1 + k);                                                        \
+          s2 += x * v8_load(b2 + k);                                                        \
+          s3 += x * v8_load(b3 + k);                                                        \
+        }                                                                                   \
+        float t0 = 0.0f, t1 = 0.0f, t2 = 0.0f, t3 = 0.0f;                                   \
+        for (int l = 0; l < 8; l++) {                                                       \
+          t0 += s0[l];                                                                      \
+          t1 += s1[l];                                                                      \
+          t2 += s2[l];                                                                      \
+          t3 += s3[l];                                                                      \
+        }                                                                                   \
+        for (; k < K; k++) {                                                                \
+          t0 += ar[k] * b0[k];                                                              \
+          t1 += ar[k] * b1[k];                                                              \
+          t2 += ar[k] * b2[k];                                                              \
+          t3 += ar[k] * b3[k];                                                              \
+        }                                                                                   \
+        float *cr = C + i * ldc + j;                                                        \
+        cr[0] += alpha * t0;                                                                \
+        cr[1] += alpha * t1;                                                                \
+        cr[2] += alpha * t2;                                                                \
+        cr[3] += alpha * t3;                                                                \
+      }                                                                                     \
+    }                                                                                       \
+    for (; j < N; j++) {                                                                    \
+      const float *bc = B + j * csb;                                                        \
+      for (int64_t i = 0; i < M; i++) {                                                     \
+        const float *ar = A + i * rsa;                                                      \
+        float t = 0.0f;                                                                     \
+        for (int64_t k = 0; k < K; k++) t += ar[k * csa] * bc[k];                           \
+        C[i * ldc + j] += alpha * t;                                                        \
+      }                                                                                     \
+    }                                                                                       \
   }
-}
+
+DEFINE_DOTS_KERNEL(gemm_dots, )
+#if PX_X86_KERNELS
+DEFINE_DOTS_KERNEL(gemm_dots_avx2, __attribute__((target("avx2,fma"))))
+#endif
 
 size_t px_gemm_f32_work_size(int64_t M, int64_t N, int64_t K) {
   if (M <= 0 || N <= 0 || K <= 0) return 64;
@@ -403,6 +441,12 @@ int px_gemm_f32(px_ctx *ctx, void *work, int64_t M, int64_t N, int64_t K, float 
 #endif
       gemm_rows(M, N, K, alpha, A, rsa, csa, B, rsb, C, ldc);
     } else {
+#if PX_X86_KERNELS
+      if (g.avx2) {
+        gemm_dots_avx2(M, N, K, alpha, A, rsa, csa, B, csb, C, ldc);
+        return 0;
+      }
+#endif
       gemm_dots(M, N, K, alpha, A, rsa, csa, B, csb, C, ldc);
     }
     return 0;
@@ -425,11 +469,19 @@ typedef struct bias_view {
 
 static bool is_mm_dtype(int dt) { return dt != PX_BOOL && px_dtype_supported(dt); }
 
+/* B[b] (K x N): element (k, j) of batch b at data[b * bs + k * rs + j * cs]. */
+typedef struct mat_view {
+  const void *data;
+  int64_t bs, rs, cs;
+} mat_view;
+
 /* out[b] (M x N, contiguous) = alpha * A[b] @ B[b] + beta * bias, for `batch`
- * products; A is M x K and B is K x N, both contiguous. bias may be NULL. */
+ * products; A is M x K and contiguous; B is K x N with any strides for
+ * float32 and contiguous otherwise. bias may be NULL. */
 static int matmul_any(px_ctx *ctx, int dtype, int64_t batch, int64_t M, int64_t N, int64_t K,
-                      const void *A, const void *B, void *out, const bias_view *bias,
+                      const void *A, mat_view Bv, void *out, const bias_view *bias,
                       const px_value *alpha_v, const px_value *beta_v) {
+  const void *B = Bv.data;
   if (batch == 0 || M == 0 || N == 0) return 0;
   bool use_bias = bias != NULL;
   if (dtype == PX_F32) {
@@ -448,7 +500,7 @@ static int matmul_any(px_ctx *ctx, int dtype, int64_t batch, int64_t M, int64_t 
           for (int64_t j = 0; j < N; j++)
             o[i * N + j] = ((const float *)bias->data)[i * bias->rs + j * bias->cs];
       int rc = px_gemm_f32(ctx, work, M, N, K, alpha, (const float *)A + b * M * K, K, 1,
-                           (const float *)B + b * K * N, N, 1, use_bias ? beta : 0.0f, o, N);
+                           (const float *)B + b * Bv.bs, Bv.rs, Bv.cs, use_bias ? beta : 0.0f, o, N);
       if (rc) return rc;
     }
     return 0;
@@ -550,9 +602,56 @@ static int check_mm_operands(px_ctx *ctx, const px_tensor *a, const px_tensor *b
   if ((rc = px_require_same_dtype(ctx, out, "out", a, "self"))) return rc;
   if (!is_mm_dtype(a->dtype))
     return px_fail(ctx, "dtype %s is not supported", px_dtype_name(a->dtype));
-  if ((rc = px_require_contiguous(ctx, a, "self"))) return rc;
-  if ((rc = px_require_contiguous(ctx, b, "mat2"))) return rc;
-  return px_require_contiguous(ctx, out, "out");
+  return 0;
+}
+
+/* t's data laid out row-major: t's own when it already is, else a copy in
+ * scratch memory. NULL when scratch memory runs out. */
+static const void *row_major(px_ctx *ctx, const px_tensor *t) {
+  if (t->contiguous || t->numel == 0) return t->data;
+  px_tensor r = *t;
+  for (int d = 0; d < r.dim; d++) r.dim_order[d] = (uint8_t)d;
+  r.contiguous = 1;
+  px_tensor_update_layout(&r);
+  r.data = px_scratch(ctx, t->nbytes);
+  if (!r.data || px_copy_strided(ctx, &r, t)) return NULL;
+  return r.data;
+}
+
+/* The mat2 operand as the products read it: through its strides for float32
+ * (a transposed weight costs no copy), row-major otherwise. */
+static int mat2_view(px_ctx *ctx, const px_tensor *b, mat_view *v) {
+  int r = b->dim;
+  if (b->dtype == PX_F32 || b->contiguous) {
+    v->data = b->data;
+    v->bs = r == 3 ? b->strides[0] : 0;
+    v->rs = b->strides[r - 2];
+    v->cs = b->strides[r - 1];
+    return 0;
+  }
+  if (!(v->data = row_major(ctx, b))) return PYEXEC_ERR_EXECUTION;
+  v->cs = 1;
+  v->rs = b->sizes[r - 1];
+  v->bs = b->sizes[r - 2] * b->sizes[r - 1];
+  return 0;
+}
+
+/* Runs a product into `out` whatever its dim_order: straight into its memory
+ * when row-major, else through a row-major scratch result. */
+static int matmul_into(px_ctx *ctx, px_tensor *out, int64_t batch, int64_t M, int64_t N, int64_t K,
+                       const px_tensor *a, const px_tensor *b, const bias_view *bias,
+                       const px_value *alpha_v, const px_value *beta_v) {
+  mat_view bv;
+  const void *A = row_major(ctx, a);
+  if (!A || mat2_view(ctx, b, &bv)) return PYEXEC_ERR_EXECUTION;
+  if (out->contiguous) return matmul_any(ctx, a->dtype, batch, M, N, K, A, bv, out->data, bias, alpha_v, beta_v);
+  px_tensor r = *out;
+  for (int d = 0; d < r.dim; d++) r.dim_order[d] = (uint8_t)d;
+  r.contiguous = 1;
+  px_tensor_update_layout(&r);
+  if (!(r.data = px_scratch(ctx, out->nbytes))) return PYEXEC_ERR_EXECUTION;
+  int rc = matmul_any(ctx, a->dtype, batch, M, N, K, A, bv, r.data, bias, alpha_v, beta_v);
+  return rc ? rc : px_copy_strided(ctx, out, &r);
 }
 
 /* aten::mm.out(Tensor self, Tensor mat2, *, Tensor(a!) out) */
@@ -564,7 +663,7 @@ static int k_mm(px_ctx *ctx, px_value *const *args) {
   int64_t os[2] = {M, N};
   if ((rc = px_resize(ctx, out, 2, os))) return rc;
   if (M * N == 0) return 0;
-  return matmul_any(ctx, a->dtype, 1, M, N, K, a->data, b->data, out->data, NULL, NULL, NULL);
+  return matmul_into(ctx, out, 1, M, N, K, a, b, NULL, NULL, NULL);
 }
 
 /* aten::bmm.out(Tensor self, Tensor mat2, *, Tensor(a!) out) */
@@ -576,7 +675,7 @@ static int k_bmm(px_ctx *ctx, px_value *const *args) {
   int64_t os[3] = {B, M, N};
   if ((rc = px_resize(ctx, out, 3, os))) return rc;
   if (B * M * N == 0) return 0;
-  return matmul_any(ctx, a->dtype, B, M, N, K, a->data, b->data, out->data, NULL, NULL, NULL);
+  return matmul_into(ctx, out, B, M, N, K, a, b, NULL, NULL, NULL);
 }
 
 /* aten::addmm.out(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1,
@@ -586,7 +685,6 @@ static int k_addmm(px_ctx *ctx, px_value *const *args) {
   int rc = check_mm_operands(ctx, a, b, out, 2);
   if (rc) return rc;
   if ((rc = px_require_same_dtype(ctx, self, "self", a, "mat1"))) return rc;
-  if ((rc = px_require_contiguous(ctx, self, "self"))) return rc;
   int64_t M = a->sizes[0], K = a->sizes[1], N = b->sizes[1];
   bias_view bv = {self->data, self->dtype, 0, 0};
   if (self->dim > 2)
@@ -596,13 +694,12 @@ static int k_addmm(px_ctx *ctx, px_value *const *args) {
   if ((sm != 1 && sm != M) || (sn != 1 && sn != N))
     return px_fail(ctx, "self of size [%lld, %lld] cannot be broadcast to [%lld, %lld]",
                    (long long)sm, (long long)sn, (long long)M, (long long)N);
-  bv.cs = sn == 1 ? 0 : 1;
-  bv.rs = sm == 1 ? 0 : sn;
+  bv.cs = sn == 1 ? 0 : self->strides[self->dim - 1];
+  bv.rs = sm == 1 ? 0 : self->strides[0];
   int64_t os[2] = {M, N};
   if ((rc = px_resize(ctx, out, 2, os))) return rc;
   if (M * N == 0) return 0;
-  return matmul_any(ctx, a->dtype, 1, M, N, K, a->data, b->data, out->data, &bv, args[4],
-                    args[3]);
+  return matmul_into(ctx, out, 1, M, N, K, a, b, &bv, args[4], args[3]);
 }
 
 /* ======================================================================== */
@@ -738,9 +835,9 @@ static int k_embedding(px_ctx *ctx, px_value *const *args) {
 }
 
 const px_kernel_def px_kernels_linalg[] = {
-    {"aten::mm.out", "TTT|T", k_mm},
-    {"aten::bmm.out", "TTT|T", k_bmm},
-    {"aten::addmm.out", "TTTSST|T", k_addmm},
+    {"aten::mm.out", "@TTT|T", k_mm},
+    {"aten::bmm.out", "@TTT|T", k_bmm},
+    {"aten::addmm.out", "@TTTSST|T", k_addmm},
     {"aten::_cdist_forward.out", "TTDiT|T", k_cdist},
     {"aten::embedding.out", "TTIBBT|T", k_embedding},
     {NULL, NULL, NULL},
