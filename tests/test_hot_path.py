@@ -136,3 +136,29 @@ def test_alias_output_follows_the_cache_passed(cache_pte: bytes) -> None:
     assert other.data_ptr() == b.data_ptr() and torch.equal(other[4], val[0])
     copy = m.execute([b, torch.tensor([5]), val])[k]
     assert copy.data_ptr() != b.data_ptr() and torch.equal(copy, b)
+
+
+class BufferStep(torch.nn.Module):
+    """index_copy into a mutable buffer: the planner gives the bytes of the
+    planned `pos` input to a value computed after pos's last use."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("cache", torch.zeros(8, 4))
+
+    def forward(self, pos: torch.Tensor, val: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        self.cache.index_copy_(0, pos, val)
+        return val + 1, self.cache.sum(0)
+
+
+def test_installed_planned_inputs_survive_runs_that_reuse_their_memory() -> None:
+    pos, val = torch.tensor([3]), torch.full((1, 4), 2.0)
+    m = pyexec.load(export_program(BufferStep(), (torch.tensor([0]), torch.zeros(1, 4)))).load_method()
+    m.set_inputs([pos, val])
+    pos.fill_(6)  # planned inputs were copied: this must not matter
+    for _ in range(3):  # later runs read the installed inputs again
+        plus_one, total = m.execute()
+        torch.testing.assert_close(plus_one, val + 1)
+        torch.testing.assert_close(total, val[0])  # row 3 written again, never another row
+    m.execute([torch.tensor([5]), val])
+    torch.testing.assert_close(m.execute()[1], 2 * val[0])

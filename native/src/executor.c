@@ -86,6 +86,15 @@ int px_call_relayout(pyexec_method *m, const px_instr *in) {
 pyexec_status px_method_run(pyexec_method *m) {
   for (uint32_t j = 0; j < m->nin; j++)
     if (!m->input_set[j]) return px_invalid_argument("input %u has not been set", j);
+  /* Planned inputs this run's values overwrite are restored, unless they
+   * were just installed. */
+  if (!m->inputs_fresh)
+    for (uint32_t j = 0; j < m->nin; j++)
+      if (m->in_restore[j]) {
+        px_tensor *t = m->values[m->inputs[j]].u.t;
+        if (t->nbytes) memcpy(t->data, m->in_stage[j], t->nbytes);
+      }
+  m->inputs_fresh = false;
   pyexec_status st = prepare_outputs(m);
   if (st) return st;
   long steps = 0;

@@ -477,6 +477,57 @@ static pyexec_status build_chains(pyexec_method *m) {
   return PYEXEC_OK;
 }
 
+typedef struct byte_range {
+  uintptr_t start, end;
+} byte_range;
+
+static int by_start(const void *a, const void *b) {
+  uintptr_t x = ((const byte_range *)a)->start, y = ((const byte_range *)b)->start;
+  return x < y ? -1 : x > y;
+}
+
+/* The memory planner may give a planned input's bytes to values computed
+ * after the input's last use, so a run can overwrite an input it was given.
+ * Such inputs (in_restore) are kept aside when installed and copied back
+ * before every later run on the same inputs (execute() with installed
+ * inputs). An input the program itself mutates is left as the run leaves it. */
+static pyexec_status find_clobbered_inputs(pyexec_method *m) {
+  ALLOC_OR_FAIL(m->in_restore, m->nin + 1, "inputs");
+  size_t n = 0;
+  for (uint32_t v = 0; v < m->nvalues; v++) {
+    const px_value *val = &m->values[v];
+    n += val->tag == PX_V_TENSOR && val->u.t->mem == PX_MEM_PLANNED && m->written[v] && val->u.t->capacity;
+  }
+  if (n == 0) return PYEXEC_OK;
+  byte_range *r = malloc(sizeof *r * n);
+  if (!r) return px_no_memory("inputs");
+  n = 0;
+  for (uint32_t v = 0; v < m->nvalues; v++) {
+    const px_value *val = &m->values[v];
+    if (val->tag != PX_V_TENSOR || val->u.t->mem != PX_MEM_PLANNED || !m->written[v] || !val->u.t->capacity) continue;
+    r[n].start = (uintptr_t)val->u.t->data;
+    r[n].end = r[n].start + val->u.t->capacity;
+    n++;
+  }
+  qsort(r, n, sizeof *r, by_start);
+  for (size_t k = 1; k < n; k++)
+    if (r[k].end < r[k - 1].end) r[k].end = r[k - 1].end; /* end: the furthest end so far */
+  for (uint32_t j = 0; j < m->nin; j++) {
+    const px_value *val = &m->values[m->inputs[j]];
+    if (val->tag != PX_V_TENSOR || val->u.t->mem != PX_MEM_PLANNED || m->written[m->inputs[j]]) continue;
+    uintptr_t a = (uintptr_t)val->u.t->data, b = a + val->u.t->capacity;
+    size_t lo = 0, hi = n; /* ranges [0, lo) start before b */
+    while (lo < hi) {
+      size_t mid = lo + (hi - lo) / 2;
+      if (r[mid].start < b) lo = mid + 1;
+      else hi = mid;
+    }
+    m->in_restore[j] = lo > 0 && r[lo - 1].end > a;
+  }
+  free(r);
+  return PYEXEC_OK;
+}
+
 static pyexec_status build_io(pyexec_method *m) {
   px_fb_vec in, out;
   if (!px_fb_vector(&m->plan->table, PLAN_INPUTS, 4, &in) || !px_fb_vector(&m->plan->table, PLAN_OUTPUTS, 4, &out))
@@ -511,6 +562,8 @@ static pyexec_status build_io(pyexec_method *m) {
     for (uint32_t k = 0; k < out.count; k++)
       if (k != i && px_fb_vec_i32(&out, k) == v) o->duplicate = true;
   }
+  pyexec_status st = find_clobbered_inputs(m);
+  if (st) return st;
   /* Unplanned tensors that are neither inputs nor outputs (the exporter
    * leaves none, but a file may) get storage now, so no kernel ever sees a
    * NULL buffer. */
@@ -753,8 +806,8 @@ static pyexec_status set_inputs_locked(pyexec_method *m, const pyexec_value *inp
     m->in_src[j] = NULL;
     if (v->tag != PX_V_TENSOR || !m->in_need[j]) continue;
     m->in_src[j] = x->data;
-    if (v->u.t->mem == PX_MEM_UNPLANNED && !m->in_stage[j] &&
-        in_method_memory(m, x->data, m->in_need[j], false, &o)) {
+    if (!m->in_stage[j] && (m->in_restore[j] || (v->u.t->mem == PX_MEM_UNPLANNED &&
+                                                  in_method_memory(m, x->data, m->in_need[j], false, &o)))) {
       size_t n = (v->u.t->capacity + 63) & ~(size_t)63;
       if (!(m->in_stage[j] = aligned_alloc(64, n))) st = px_no_memory("input staging");
     }
@@ -787,6 +840,7 @@ static pyexec_status set_inputs_locked(pyexec_method *m, const pyexec_value *inp
     }
     if (t->mem != PX_MEM_UNPLANNED) {
       if (t->nbytes && t->data != src) memmove(t->data, src, t->nbytes);
+      if (m->in_restore[j] && t->nbytes) memcpy(m->in_stage[j], t->data, t->nbytes);
     } else if (src && (src != x->data || in_method_memory(m, src, m->in_need[j], false, &o))) {
       memcpy(m->in_stage[j], src, m->in_need[j]);
       t->data = m->in_stage[j];
@@ -795,6 +849,7 @@ static pyexec_status set_inputs_locked(pyexec_method *m, const pyexec_value *inp
     }
   }
   free(tmp);
+  m->inputs_fresh = true;
   return PYEXEC_OK;
 }
 

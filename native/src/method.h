@@ -69,6 +69,8 @@ struct pyexec_method {
   void **in_stage;      /* per input: copy of an unplanned input that lies in the method's own memory */
   const void **in_src;  /* per input, during set_inputs: where its bytes are copied from */
   size_t *in_need;      /* per input, during set_inputs: bytes at its sizes */
+  bool *in_restore;     /* planned input that values of a run overwrite: kept in in_stage */
+  bool inputs_fresh;    /* no run since the inputs were installed */
 
   px_output *outs;
   uint32_t nout;
