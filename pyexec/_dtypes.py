@@ -37,10 +37,15 @@ def torch_module() -> Any:
     return sys.modules.get("torch")
 
 
+_tensor_class: Any = None
+
+
 def torch_tensor_class() -> Any:
     """torch.Tensor if torch is already imported, else None."""
-    torch = sys.modules.get("torch")
-    return torch.Tensor if torch is not None else None
+    global _tensor_class
+    if _tensor_class is None:
+        _tensor_class = getattr(sys.modules.get("torch"), "Tensor", None)
+    return _tensor_class
 
 
 def torch_maps() -> tuple[dict[Any, int], dict[int, Any]]:

@@ -236,6 +236,7 @@ class Method:
         # (data_ptr, shape, dtype) of the torch tensor the C slot describes (set
         # by the fast path): a tensor with the same key needs no field writes.
         self._last_key: list[Any] = [None] * nin
+        self._all_torch_keys = False  # every slot holds a key (all tensor inputs, from torch)
         self._unplanned = [i is not None and not i.is_memory_planned for i in self.meta.inputs]
         self._unplanned_idx = [j for j, u in enumerate(self._unplanned) if u]
         # (input index, object, (data_ptr, shape, dtype)) of each torch tensor the
@@ -244,7 +245,8 @@ class Method:
         self._changed = ffi.new("int *")
         # The output list of the last call when every output is a plain view of
         # the method's memory: reused while the library reports no change.
-        self._plain: tuple[str, list[Any]] | None = None
+        # (kind, the views returned, their numpy arrays, torch.from_numpy or None).
+        self._plain: tuple[str, list[Any], list[Any], Any] | None = None
         # Views were built from a description that no pyexec_method_run gave
         # (get_outputs, a rebinding): the next run must not trust "unchanged".
         self._stale = False
@@ -364,10 +366,22 @@ class Method:
             raise InvalidArgumentError(
                 f"method '{self.meta.name}' takes {self._nin} input{'s' if self._nin != 1 else ''}, got {n}"
             )
+        tensor_cls = _dtypes.torch_tensor_class()
+        if tensor_cls is not None and self._all_torch_keys:
+            # Every slot already describes these very tensors (a loop feeding
+            # the same buffers): no field to write.
+            for x, key in zip(inputs, self._last_key):
+                if type(x) is not tensor_cls or key != (x.data_ptr(), x.shape, x.dtype) or not x.is_contiguous():
+                    break
+            else:
+                self._last_kind = "torch"
+                held: list[Any] = [None] * n
+                for j in self._unplanned_idx:
+                    held[j] = inputs[j]
+                return held, list(inputs)
         keep: list[Any] = [None] * n
         staged: list[Any] = [None] * n
         first_kind = None
-        tensor_cls = _dtypes.torch_tensor_class()
         if tensor_cls is not None and not _TORCH_CODES:
             _TORCH_CODES.update(_dtypes.torch_maps()[0])
         ndarray = np.ndarray
@@ -443,6 +457,7 @@ class Method:
             self._last_kind = first_kind
         elif n:
             self._last_kind = "numpy"
+        self._all_torch_keys = n > 0 and None not in last_key
         return keep, staged
 
     def _fast_input(
@@ -644,9 +659,13 @@ class Method:
         if plain is not None and not changed and plain[0] == kind:
             if not clone:
                 return list(plain[1])
-            if kind == "torch":  # a numpy copy wrapped by torch is ~3x cheaper than Tensor.clone()
+            arrays = plain[2]
+            if kind == "torch" and plain[3] is not None:  # a numpy copy wrapped by torch: ~3x cheaper than clone()
+                from_numpy = plain[3]
+                return [from_numpy(a.copy()) for a in arrays]
+            if kind == "torch":
                 return [to_torch(c[2].copy(), c[4]) for c in self._views]
-            return [c[2].copy() for c in self._views]
+            return [a.copy() for a in arrays]
         result: list[Any] = []
         outs = self._outs
         all_plain = True
@@ -695,7 +714,11 @@ class Method:
                 check_numpy_code(cached[4], f"output {i}")
                 result.append(cached[2].copy() if clone else cached[2])
         if all_plain and not clone:
-            self._plain = (kind, list(result))
+            views = self._views
+            # torch.from_numpy when no output is bfloat16 (which needs a view)
+            direct = kind == "torch" and all(c[4] != 15 for c in views)
+            from_numpy = _dtypes.torch_module().from_numpy if direct else None
+            self._plain = (kind, list(result), [c[2] for c in views], from_numpy)
         elif not all_plain:
             self._plain = None
         return result
