@@ -1,12 +1,14 @@
-"""IO-path benchmarks: pyexec against ExecuTorch 1.5.1's Python runtime on the
-same .pte files, measured in the same run (ratios printed side by side).
+"""IO-path benchmarks: pyexec against ExecuTorch 1.5.1's Python runtime (and
+ONNX Runtime's IO binding) on the same models, measured interleaved in one
+run, with ratios printed side by side.
 
 1. Per-call overhead of `return x + y, x * 2` on 1-element tensors.
 2. A decode step with a caller-owned cache [S, 64] float32 updated in place
    (`cache.index_copy_(0, pos, val)`, exported with alloc_graph_input=False,
-   alloc_graph_output=False and run_reinplace_pass=True), at 1 MiB and at
-   256 MiB of cache: pyexec reads and writes the caller's cache in place;
-   ExecuTorch returns (copies) the cache every step.
+   alloc_graph_output=False and run_reinplace_pass=True) for S from 4 Ki to
+   1 Mi rows (1 MiB to 256 MiB): pyexec reads and writes the caller's cache in
+   place; ExecuTorch returns (copies) the cache every step. Both are compared
+   with the same step holding the cache as a mutable buffer inside the program.
 
     python benchmarks/bench_io.py [--quick]
 """
@@ -14,32 +16,14 @@ same .pte files, measured in the same run (ratios printed side by side).
 from __future__ import annotations
 
 import argparse
-import statistics
-import sys
-import time
 from collections.abc import Callable
-from pathlib import Path
+from typing import Any
 
 import torch
+from _common import fmt_us, interleaved_us, print_table
+from export import export_program  # tests/, put on the path by _common
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
-
-from export import export_program  # noqa: E402
-
-import pyexec  # noqa: E402
-
-
-def per_call_us(fn: Callable[[], object], *, number: int, repeat: int = 7) -> float:
-    """Median over `repeat` runs of the mean time of `number` calls, in µs."""
-    fn()
-    runs = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        for _ in range(number):
-            fn()
-        runs.append((time.perf_counter() - t0) / number * 1e6)
-    return statistics.median(runs)
+import pyexec
 
 
 class AddMul(torch.nn.Module):
@@ -53,27 +37,84 @@ class CacheStep(torch.nn.Module):
         return val + 1
 
 
-def bench_overhead(number: int) -> list[tuple[str, float, float]]:
+class BufferStep(torch.nn.Module):
+    """The same step with the cache held inside the program (a mutable buffer)."""
+
+    def __init__(self, rows: int) -> None:
+        super().__init__()
+        self.register_buffer("cache", torch.zeros(rows, 64))
+
+    def forward(self, pos: torch.Tensor, val: torch.Tensor) -> torch.Tensor:
+        self.cache.index_copy_(0, pos, val)
+        return val + 1
+
+
+def _onnx_add_mul() -> Callable[[], object] | None:
+    """ONNX Runtime's run_with_iobinding on the same model (inputs and outputs
+    bound once, one thread); None when onnxruntime or onnx is missing."""
+    try:
+        import numpy as np
+        import onnxruntime as ort
+        from onnx import TensorProto, helper
+    except ImportError:
+        return None
+    two = helper.make_tensor("two", TensorProto.FLOAT, [1], [2.0])
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["x", "y"], ["sum"]), helper.make_node("Mul", ["x", "two"], ["twice"])],
+        "add_mul",
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1]) for n in ("x", "y")],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1]) for n in ("sum", "twice")],
+        initializer=[two],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    options.inter_op_num_threads = 1
+    sess = ort.InferenceSession(model.SerializeToString(), options,
+                                providers=["CPUExecutionProvider"])
+    binding = sess.io_binding()
+    arrays = {n: np.ones(1, np.float32) for n in ("x", "y", "sum", "twice")}
+    for n in ("x", "y"):
+        binding.bind_cpu_input(n, arrays[n])
+    for n in ("sum", "twice"):
+        binding.bind_output(n, "cpu", 0, np.float32, [1], arrays[n].ctypes.data)
+    sess.run_with_iobinding(binding)
+    assert arrays["sum"][0] == 2.0 and arrays["twice"][0] == 2.0
+    return lambda: sess.run_with_iobinding(binding)
+
+
+def bench_overhead(budget: float) -> list[list[str]]:
     from executorch.runtime import Runtime
 
     x, y = torch.ones(1), torch.ones(1)
     pte = export_program(AddMul(), (x, y))
     et = Runtime.get().load_program(pte).load_method("forward")
     ours = pyexec.load(pte).load_method("forward")
-    et_us = per_call_us(lambda: et.execute([x, y]), number=number)
-    rows = [("ExecuTorch Method.execute([x, y])", et_us, 1.0)]
-    a = per_call_us(lambda: ours.execute([x, y]), number=number)
-    rows.append(("pyexec execute([x, y])", a, a / et_us))
-    ours.set_inputs([x, y])
-    b = per_call_us(lambda: ours.execute(clone_outputs=False), number=number)
-    rows.append(("pyexec execute() installed inputs, no clone", b, b / et_us))
-    return rows
+    installed = pyexec.load(pte).load_method("forward")
+    installed.set_inputs([x, y])
+    fns: list[Callable[[], object]] = [
+        lambda: et.execute([x, y]),
+        lambda: ours.execute([x, y]),
+        lambda: installed.execute(clone_outputs=False),
+    ]
+    names = [
+        "ExecuTorch Method.execute([x, y])",
+        "pyexec execute([x, y])",
+        "pyexec execute(), installed inputs, clone_outputs=False",
+    ]
+    ort_fn = _onnx_add_mul()
+    if ort_fn is not None:
+        fns.append(ort_fn)
+        names.append("ONNX Runtime run_with_iobinding (bound once)")
+    times = interleaved_us(fns, budget_s=budget, rounds=9)
+    et_us = times[0]
+    return [[n, fmt_us(t), f"{t / et_us:.3f}x"] for n, t in zip(names, times)]
 
 
-def bench_decode_size(rows: int, number: int) -> list[tuple[str, float, float]]:
+def bench_decode(rows: int, budget: float, et_budget: float) -> dict[str, Any]:
     from executorch.runtime import Runtime
 
-    mib = rows * 64 * 4 / 2**20
     cache = torch.zeros(rows, 64)
     val = torch.randn(1, 64)
     pos = torch.tensor([rows // 2])
@@ -81,33 +122,59 @@ def bench_decode_size(rows: int, number: int) -> list[tuple[str, float, float]]:
         CacheStep(), (cache, torch.tensor([0]), val),
         alloc_graph_input=False, alloc_graph_output=False, reinplace=True,
     )
+    buffer_pte = export_program(BufferStep(rows), (torch.tensor([0]), val), reinplace=True)
     ours = pyexec.load(pte).load_method("forward")
     ours.set_inputs([cache, pos, val])
-    installed = per_call_us(lambda: ours.execute(clone_outputs=False), number=number)
-    with_inputs = per_call_us(lambda: ours.execute([cache, pos, val], clone_outputs=False), number=number)
-    assert torch.equal(cache[rows // 2], val[0]), "pyexec did not update the cache in place"
+    ours.execute(clone_outputs=False)
+    assert torch.equal(cache[rows // 2], val[0]), "pyexec did not update the caller's cache in place"
+    with_inputs = pyexec.load(pte).load_method("forward")
+    buf = pyexec.load(buffer_pte).load_method("forward")
+    buf.set_inputs([pos, val])
     et = Runtime.get().load_program(pte).load_method("forward")
-    et_us = per_call_us(lambda: et.execute([cache, pos, val]), number=max(3, number // max(1, int(mib))), repeat=3)
-    return [
-        (f"ExecuTorch decode step, {mib:.0f} MiB cache", et_us, 1.0),
-        (f"pyexec decode step, {mib:.0f} MiB cache, installed inputs", installed, installed / et_us),
-        (f"pyexec decode step, {mib:.0f} MiB cache, execute(inputs)", with_inputs, with_inputs / et_us),
-    ]
+    et_buf = Runtime.get().load_program(buffer_pte).load_method("forward")
+    inputs = [cache, pos, val]
+    fast = interleaved_us(
+        [
+            lambda: ours.execute(clone_outputs=False),
+            lambda: with_inputs.execute(inputs, clone_outputs=False),
+            lambda: buf.execute(clone_outputs=False),
+            lambda: et_buf.execute([pos, val]),
+        ],
+        budget_s=budget, rounds=7,
+    )
+    (et_us,) = interleaved_us([lambda: et.execute(inputs)], budget_s=et_budget, rounds=3)
+    return {
+        "mib": rows * 64 * 4 / 2**20, "installed": fast[0], "inputs": fast[1], "buffer": fast[2],
+        "et_buffer": fast[3], "et": et_us,
+    }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--quick", action="store_true", help="fewer iterations")
+    parser.add_argument("--quick", action="store_true", help="shorter measurements")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    n = 2000 if args.quick else 20000
-    rows = bench_overhead(n)
-    for cache_rows in (4096, 1 << 20):  # 1 MiB and 256 MiB
-        rows += bench_decode_size(cache_rows, 200 if args.quick else 2000)
-    width = max(len(r[0]) for r in rows)
-    print(f"{'benchmark':<{width}}  {'us/call':>10}  {'vs ExecuTorch':>13}")
-    for name, us, ratio in rows:
-        print(f"{name:<{width}}  {us:>10.2f}  {ratio:>12.3g}x")
+    budget = 0.05 if args.quick else 0.2
+    print_table("Per-call overhead, `return x + y, x * 2` on 1-element tensors",
+                ["variant", "per call", "vs ExecuTorch"], bench_overhead(budget))
+
+    results = [bench_decode(r, budget, 0.1 if args.quick else 0.5) for r in (4096, 16384, 65536, 262144, 1 << 20)]
+    base = results[0]["installed"]
+    rows = []
+    for r in results:
+        rows.append([
+            f"{r['mib']:.0f} MiB", fmt_us(r["installed"]), fmt_us(r["inputs"]), fmt_us(r["buffer"]),
+            fmt_us(r["et"]), fmt_us(r["et_buffer"]), f"{r['installed'] / base:.2f}x",
+            f"{r['installed'] / r['buffer']:.2f}x", f"{r['et'] / r['installed']:.0f}x",
+        ])
+    print_table(
+        "Decode step, caller-owned cache [S, 64] float32 updated in place",
+        ["cache", "pyexec execute()", "pyexec execute(inputs)", "pyexec, cache as buffer", "ExecuTorch",
+         "ExecuTorch, cache as buffer", "vs 1 MiB", "vs buffer", "ExecuTorch / pyexec"],
+        rows,
+    )
+    print("\npyexec execute(): inputs installed once, clone_outputs=False. 'vs buffer': pyexec's step with the "
+          "caller's cache over its step with the cache held inside the program.")
 
 
 if __name__ == "__main__":

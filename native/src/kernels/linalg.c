@@ -33,6 +33,7 @@
 #define GEMM_KC 256  /* most depth per packed block */
 #define GEMM_NC 4096 /* columns of B per packed block (multiple of 16 and 8) */
 #define GEMM_MR_MAX 6
+#define GEMM_DOTS_MAX_M 32 /* most rows of A multiplied by a transposed B without packing */
 #define GEMM_NR_MAX 16
 
 typedef float v4f __attribute__((vector_size(16)));
@@ -305,46 +306,77 @@ DEFINE_ROWS_KERNEL(gemm_rows, )
 DEFINE_ROWS_KERNEL(gemm_rows_avx2, __attribute__((target("avx2,fma"))))
 #endif
 
-/* Small-M products with a column-major B (rsb == 1; a transposed weight):
- * dot products, four columns at a time so that each load of A feeds four
- * independent accumulators. C += alpha * A @ B. Stamped out twice, like the
- * rows kernel. */
+/* Products with a column-major B (rsb == 1: a transposed weight, W[n, k])
+ * and few rows: dot products, without packing B (which would cost as much
+ * as the product itself). Tiles of 4 rows x 3 columns keep 12 accumulators
+ * in registers, so each vector load feeds three or four multiply-adds; one
+ * column block (3 rows of W) is reused for every row of A while it sits in
+ * L1. C += alpha * A @ B. Stamped out twice, like the rows kernel. */
 #define DEFINE_DOTS_KERNEL(NAME, ATTR)                                                        \
+  ATTR static float NAME##_hsum(v8f v) {                                                    \
+    float s = 0.0f;                                                                         \
+    for (int l = 0; l < 8; l++) s += v[l];                                                  \
+    return s;                                                                               \
+  }                                                                                         \
   ATTR static void NAME(int64_t M, int64_t N, int64_t K, float alpha, const float *A,       \
                         int64_t rsa, int64_t csa, const float *B, int64_t csb, float *C,    \
                         int64_t ldc) {                                                      \
     int64_t j = 0;                                                                          \
-    for (; j + 4 <= N && csa == 1; j += 4) {                                                \
-      const float *b0 = B + j * csb, *b1 = b0 + csb, *b2 = b1 + csb, *b3 = b2 + csb;        \
-      for (int64_t i = 0; i < M; i++) {                                                     \
+    const int64_t K8 = csa == 1 ? K / 8 * 8 : 0;                                            \
+    for (; j + 3 <= N; j += 3) {                                                            \
+      const float *b0 = B + j * csb, *b1 = b0 + csb, *b2 = b1 + csb;                        \
+      int64_t i = 0;                                                                        \
+      for (; i + 4 <= M && K8; i += 4) {                                                    \
+        const float *a0 = A + i * rsa, *a1 = a0 + rsa, *a2 = a1 + rsa, *a3 = a2 + rsa;      \
+        v8f s00 = {0}, s01 = {0}, s02 = {0}, s10 = {0}, s11 = {0}, s12 = {0};               \
+        v8f s20 = {0}, s21 = {0}, s22 = {0}, s30 = {0}, s31 = {0}, s32 = {0};               \
+        for (int64_t k = 0; k < K8; k += 8) {                                               \
+          v8f w0 = v8_load(b0 + k), w1 = v8_load(b1 + k), w2 = v8_load(b2 + k);             \
+          v8f x = v8_load(a0 + k);                                                          \
+          s00 += x * w0; s01 += x * w1; s02 += x * w2;                                      \
+          x = v8_load(a1 + k);                                                              \
+          s10 += x * w0; s11 += x * w1; s12 += x * w2;                                      \
+          x = v8_load(a2 + k);                                                              \
+          s20 += x * w0; s21 += x * w1; s22 += x * w2;                                      \
+          x = v8_load(a3 + k);                                                              \
+          s30 += x * w0; s31 += x * w1; s32 += x * w2;                                      \
+        }                                                                                   \
+        float t[4][3] = {{NAME##_hsum(s00), NAME##_hsum(s01), NAME##_hsum(s02)},            \
+                         {NAME##_hsum(s10), NAME##_hsum(s11), NAME##_hsum(s12)},            \
+                         {NAME##_hsum(s20), NAME##_hsum(s21), NAME##_hsum(s22)},            \
+                         {NAME##_hsum(s30), NAME##_hsum(s31), NAME##_hsum(s32)}};           \
+        for (int r = 0; r < 4; r++) {                                                       \
+          const float *ar = A + (i + r) * rsa;                                              \
+          for (int64_t k = K8; k < K; k++) {                                                \
+            t[r][0] += ar[k] * b0[k];                                                       \
+            t[r][1] += ar[k] * b1[k];                                                       \
+            t[r][2] += ar[k] * b2[k];                                                       \
+          }                                                                                 \
+          float *cr = C + (i + r) * ldc + j;                                                \
+          cr[0] += alpha * t[r][0];                                                         \
+          cr[1] += alpha * t[r][1];                                                         \
+          cr[2] += alpha * t[r][2];                                                         \
+        }                                                                                   \
+      }                                                                                     \
+      for (; i < M; i++) {                                                                  \
         const float *ar = A + i * rsa;                                                      \
-        v8f s0 = {0}, s1 = {0}, s2 = {0}, s3 = {0};                                         \
-        int64_t k = 0;                                                                      \
-        for (; k + 8 <= K; k += 8) {                                                        \
+        v8f s0 = {0}, s1 = {0}, s2 = {0};                                                   \
+        for (int64_t k = 0; k < K8; k += 8) {                                               \
           v8f x = v8_load(ar + k);                                                          \
           s0 += x * v8_load(b0 + k);                                                        \
           s1 += x * v8_load(b1 + k);                                                        \
           s2 += x * v8_load(b2 + k);                                                        \
-          s3 += x * v8_load(b3 + k);                                                        \
         }                                                                                   \
-        float t0 = 0.0f, t1 = 0.0f, t2 = 0.0f, t3 = 0.0f;                                   \
-        for (int l = 0; l < 8; l++) {                                                       \
-          t0 += s0[l];                                                                      \
-          t1 += s1[l];                                                                      \
-          t2 += s2[l];                                                                      \
-          t3 += s3[l];                                                                      \
-        }                                                                                   \
-        for (; k < K; k++) {                                                                \
-          t0 += ar[k] * b0[k];                                                              \
-          t1 += ar[k] * b1[k];                                                              \
-          t2 += ar[k] * b2[k];                                                              \
-          t3 += ar[k] * b3[k];                                                              \
+        float t0 = NAME##_hsum(s0), t1 = NAME##_hsum(s1), t2 = NAME##_hsum(s2);             \
+        for (int64_t k = K8; k < K; k++) {                                                  \
+          t0 += ar[k * csa] * b0[k];                                                        \
+          t1 += ar[k * csa] * b1[k];                                                        \
+          t2 += ar[k * csa] * b2[k];                                                        \
         }                                                                                   \
         float *cr = C + i * ldc + j;                                                        \
         cr[0] += alpha * t0;                                                                \
         cr[1] += alpha * t1;                                                                \
         cr[2] += alpha * t2;                                                                \
-        cr[3] += alpha * t3;                                                                \
       }                                                                                     \
     }                                                                                       \
     for (; j < N; j++) {                                                                    \
@@ -429,8 +461,9 @@ int px_gemm_f32(px_ctx *ctx, void *work, int64_t M, int64_t N, int64_t K, float 
     return 0;
   }
   gemm_arch g = gemm_select();
-  /* Few rows: stream B directly, no packing. */
-  if (M < g.mr && (csb == 1 || rsb == 1)) {
+  /* Few rows: stream B directly, no packing (a transposed B up to more rows:
+   * packing it is a transpose, as costly as the product at small M). */
+  if ((M < g.mr && (csb == 1 || rsb == 1)) || (rsb == 1 && csa == 1 && M <= GEMM_DOTS_MAX_M)) {
     scale_rows(M, N, beta, C, ldc);
     if (csb == 1) {
 #if PX_X86_KERNELS

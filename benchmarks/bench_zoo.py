@@ -1,0 +1,249 @@
+"""Steady-state latency of a model zoo, single-threaded: pyexec against
+ExecuTorch 1.5.1's runtime (portable kernels) on the same .pte file, and
+against torch eager. Every model is exported by the real exporter here, and
+pyexec's outputs are checked against torch eager before anything is timed.
+
+    python benchmarks/bench_zoo.py [--quick] [--only NAME ...]
+
+Ratios are speed-ups (other's time / pyexec's time): above 1 means pyexec is
+faster."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from _common import fmt_us, interleaved_us, print_table
+from export import assert_close, export_program  # tests/, put on the path by _common
+from torch import nn
+from zoo import DecoderStep, InvertedResidual, ResNetBlock
+
+import pyexec
+
+
+class SmallCNN(nn.Module):
+    """A small image classifier: conv-bn-relu stages, pooling, a linear head."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        chans = [3, 16, 32, 64]
+        layers: list[nn.Module] = []
+        for a, b in zip(chans, chans[1:]):
+            layers += [nn.Conv2d(a, b, 3, padding=1, bias=False), nn.BatchNorm2d(b), nn.ReLU(), nn.MaxPool2d(2)]
+        self.features = nn.Sequential(*layers)
+        self.head = nn.Linear(64, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.features(x).mean((2, 3)))
+
+
+class MLP(nn.Module):
+    def __init__(self, d: int = 256, hidden: int = 1024) -> None:
+        super().__init__()
+        self.fc1, self.fc2, self.fc3 = nn.Linear(d, hidden), nn.Linear(hidden, hidden), nn.Linear(hidden, d)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc3(F.gelu(self.fc2(F.gelu(self.fc1(x)))))
+
+
+class TransformerLayer(nn.Module):
+    def __init__(self, d: int = 256, heads: int = 4, ff: int = 1024) -> None:
+        super().__init__()
+        self.layer = nn.TransformerEncoderLayer(d, heads, ff, dropout=0.0, batch_first=True, norm_first=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.layer(x)
+
+
+class LSTMStep(nn.Module):
+    def __init__(self, d: int = 256, hidden: int = 512) -> None:
+        super().__init__()
+        self.cell = nn.LSTMCell(d, hidden)
+
+    def forward(self, x: torch.Tensor, h: torch.Tensor, c: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.cell(x, (h, c))
+
+
+class KVDecodeStep(nn.Module):
+    """One token through embedding, attention over a caller-owned KV cache
+    (updated in place) and an output projection."""
+
+    def __init__(self, vocab: int = 2000, d: int = 256, heads: int = 4, max_seq: int = 256) -> None:
+        super().__init__()
+        self.h, self.dh, self.max_seq = heads, d // heads, max_seq
+        self.emb = nn.Embedding(vocab, d)
+        self.qkv = nn.Linear(d, 3 * d, bias=False)
+        self.o = nn.Linear(d, d, bias=False)
+        self.up, self.down = nn.Linear(d, 4 * d, bias=False), nn.Linear(4 * d, d, bias=False)
+        self.out = nn.Linear(d, vocab, bias=False)
+
+    def forward(self, tok: torch.Tensor, pos: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor) -> Any:
+        x = self.emb(tok)  # [1, 1, d]
+        q, k, v = self.qkv(x).view(1, 1, 3, self.h, self.dh).permute(2, 0, 3, 1, 4)
+        k_cache.index_copy_(2, pos, k)
+        v_cache.index_copy_(2, pos, v)
+        mask = (torch.arange(self.max_seq) <= pos).view(1, 1, 1, self.max_seq)
+        a = F.scaled_dot_product_attention(q, k_cache, v_cache, attn_mask=mask)
+        x = x + self.o(a.transpose(1, 2).reshape(1, 1, -1))
+        x = x + self.down(F.silu(self.up(x)))
+        return self.out(x)
+
+
+class DynamicEncoder(nn.Module):
+    """Token encoder over a dynamic sequence length."""
+
+    def __init__(self, vocab: int = 1000, d: int = 128) -> None:
+        super().__init__()
+        self.emb = nn.Embedding(vocab, d)
+        self.ln = nn.LayerNorm(d)
+        self.fc1, self.fc2 = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        x = self.ln(self.emb(ids))
+        x = x + self.fc2(F.gelu(self.fc1(x)))
+        return x.mean(1)
+
+
+class AudioConv(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.c1 = nn.Conv1d(1, 32, 9, stride=4, padding=4)
+        self.c2 = nn.Conv1d(32, 64, 5, stride=2, padding=2)
+        self.c3 = nn.Conv1d(64, 64, 3, padding=2, dilation=2, groups=4)
+        self.fc = nn.Linear(64, 8)
+
+    def forward(self, wav: torch.Tensor) -> torch.Tensor:
+        y = F.gelu(self.c1(wav))
+        y = F.leaky_relu(self.c2(y), 0.1)
+        y = torch.tanh(self.c3(y))
+        return F.softmax(self.fc(y.mean(-1)), dim=-1)
+
+
+@dataclass
+class Entry:
+    make: Callable[[], tuple[nn.Module, tuple[Any, ...]]]
+    heavy: bool  # matrix / convolution bound: the torch-eager target applies
+    dynamic_shapes: Any = None
+    run_inputs: Callable[[], tuple[Any, ...]] | None = None  # inputs to time, when not the example
+    unplanned_inputs: bool = False
+
+
+def _seq(n: int) -> Any:
+    return ({1: torch.export.Dim("seq", min=2, max=n)},)
+
+
+ZOO: dict[str, Entry] = {
+    "resnet_block": Entry(lambda: (ResNetBlock(32), (torch.randn(1, 32, 28, 28),)), heavy=True),
+    "mobilenet_block": Entry(lambda: (InvertedResidual(32, 4), (torch.randn(1, 32, 28, 28),)), heavy=True),
+    "small_cnn": Entry(lambda: (SmallCNN(), (torch.randn(1, 3, 64, 64),)), heavy=True),
+    "audio_conv1d": Entry(lambda: (AudioConv(), (torch.randn(1, 1, 16000),)), heavy=True),
+    "mlp_batch16": Entry(lambda: (MLP(), (torch.randn(16, 256),)), heavy=True),
+    "transformer_layer": Entry(lambda: (TransformerLayer(), (torch.randn(1, 64, 256),)), heavy=True),
+    "decoder_layer": Entry(lambda: (DecoderStep(256, 8, 32), (torch.randn(1, 32, 256),)), heavy=True),
+    "lstm_cell": Entry(
+        lambda: (LSTMStep(), (torch.randn(1, 256), torch.randn(1, 512), torch.randn(1, 512))), heavy=False
+    ),
+    "kv_decode_step": Entry(
+        lambda: (
+            KVDecodeStep(),
+            (torch.tensor([[5]]), torch.tensor([17]), torch.randn(1, 4, 256, 64), torch.randn(1, 4, 256, 64)),
+        ),
+        heavy=False,
+        unplanned_inputs=True,
+    ),
+    "dynamic_encoder": Entry(
+        lambda: (DynamicEncoder(), (torch.randint(0, 1000, (1, 96)),)),
+        heavy=False,
+        dynamic_shapes=_seq(128),
+        run_inputs=lambda: (torch.randint(0, 1000, (1, 48)),),
+    ),
+}
+
+
+def _prepare(module: nn.Module) -> nn.Module:
+    module.eval().requires_grad_(False)
+    for m in module.modules():  # non-trivial batch-norm statistics
+        if isinstance(m, nn.BatchNorm2d):
+            m.running_mean.uniform_(-0.5, 0.5)
+            m.running_var.uniform_(0.5, 1.5)
+    return module
+
+
+def bench_model(name: str, entry: Entry, budget_s: float, rounds: int) -> tuple[float, float, float]:
+    """(pyexec µs, ExecuTorch µs, torch eager µs) per call."""
+    from executorch.runtime import Runtime
+
+    torch.manual_seed(0)
+    module, example = entry.make()
+    module = _prepare(module)
+    pte = export_program(
+        module, example, dynamic_shapes=entry.dynamic_shapes, alloc_graph_input=not entry.unplanned_inputs,
+        reinplace=entry.unplanned_inputs,
+    )
+    inputs = entry.run_inputs() if entry.run_inputs else example
+    ours = pyexec.load(pte).load_method("forward")
+    et = Runtime.get().load_program(pte).load_method("forward")
+
+    # Correct first: pyexec against torch eager on copies (caches are mutated).
+    with torch.no_grad():
+        expected = module(*[x.clone() for x in inputs])
+    got = ours.execute([x.clone() for x in inputs])
+    expected_list = list(expected) if isinstance(expected, tuple) else [expected]
+    # The program lists inputs it updates in place (caches) as outputs first.
+    returned = [g for i, g in enumerate(got) if ours.output_aliases_input(i) is None]
+    assert len(returned) == len(expected_list), f"{name}: {len(returned)} outputs, torch returns {len(expected_list)}"
+    for i, (g, e) in enumerate(zip(returned, expected_list)):
+        assert_close(g, e, rtol=2e-3, atol=2e-4, what=f"{name} output {i}")
+
+    def run_ours() -> object:
+        return ours.execute(inputs)
+
+    def run_et() -> object:
+        return et.execute(inputs)
+
+    def run_eager() -> object:
+        with torch.no_grad():
+            return module(*inputs)
+
+    a, b, c = interleaved_us([run_ours, run_et, run_eager], budget_s=budget_s, rounds=rounds)
+    return a, b, c
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true", help="shorter measurements")
+    parser.add_argument("--only", nargs="*", help="models to run")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    budget, rounds = (0.05, 3) if args.quick else (0.25, 5)
+    rows = []
+    speedups_et, speedups_eager = [], []
+    for name, entry in ZOO.items():
+        if args.only and name not in args.only:
+            continue
+        ours, et, eager = bench_model(name, entry, budget, rounds)
+        speedups_et.append(et / ours)
+        speedups_eager.append(eager / ours)
+        rows.append([
+            name + (" *" if entry.heavy else ""), fmt_us(ours), fmt_us(et), fmt_us(eager),
+            f"{et / ours:.2f}x", f"{eager / ours:.2f}x",
+        ])
+        print(f"{name}: pyexec {fmt_us(ours)}, ExecuTorch {fmt_us(et)}, torch {fmt_us(eager)}", file=sys.stderr)
+    geo_et = math.exp(sum(math.log(s) for s in speedups_et) / len(speedups_et))
+    geo_eager = math.exp(sum(math.log(s) for s in speedups_eager) / len(speedups_eager))
+    rows.append(["geometric mean", "", "", "", f"{geo_et:.2f}x", f"{geo_eager:.2f}x"])
+    print_table(
+        "Model zoo, one thread, per call (* matrix / convolution bound)",
+        ["model", "pyexec", "ExecuTorch", "torch eager", "vs ExecuTorch", "vs torch"],
+        rows,
+    )
+
+
+if __name__ == "__main__":
+    main()
