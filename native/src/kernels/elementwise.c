@@ -86,11 +86,15 @@ typedef struct {
 
 /* NaN-propagating maximum / minimum / clamp (torch.maximum, torch.clamp). */
 #define DEF_FLOAT_HELPERS(T, SUF)                                             \
+  /* Written as a plain max / min and a NaN select, the shapes GCC turns  \
+   * into vector max / blend instructions (no branch per element). */       \
   static inline T maxp_##SUF(T a, T b) {                                      \
-    return (a > b || __builtin_isnan(a)) ? a : b;                             \
+    T m = a > b ? a : b;                                                      \
+    return a != a ? a : m;                                                    \
   }                                                                           \
   static inline T minp_##SUF(T a, T b) {                                      \
-    return (a < b || __builtin_isnan(a)) ? a : b;                             \
+    T m = a < b ? a : b;                                                      \
+    return a != a ? a : m;                                                    \
   }                                                                           \
   static inline T clampp_##SUF(T x, T lo, T hi) {                             \
     return minp_##SUF(maxp_##SUF(x, lo), hi);                                 \
@@ -571,6 +575,11 @@ OPS_FIB(where)
 TER_ALL(clamp, T, CLAMPP(x, y, z), (x < y ? y : x) > z ? z : (x < y ? y : x),
         (x < y ? y : x) > z ? z : (x < y ? y : x))
 OPS_FIB(clamp)
+/* clamp with scalar bounds (hardtanh, relu6, clamp(min=, max=)): one
+ * contiguous input, so the loop vectorises instead of broadcasting two 0-d
+ * tensors through the ternary one. */
+UN_F(clamp_s, const T lo = PARAM(0); const T hi = PARAM(1), CLAMPP(x, lo, hi))
+OPS_F(clamp_s)
 
 /* ---- unary loops ----------------------------------------------------------- */
 
@@ -1441,6 +1450,19 @@ static int clamp_run(px_ctx *ctx, int common, px_tensor *self, const px_tensor *
   return ew_apply(ctx, lo ? &t_maximum : &t_minimum, 0, common, 2, ins, out, &p);
 }
 
+/* Float self and out of one dtype, scalar bounds: the unary clamp. */
+static bool clamp_scalar_fast(const px_tensor *self, const px_tensor *out, int common) {
+  return (self->dtype == PX_F32 || self->dtype == PX_F64) && common == self->dtype && out->dtype == self->dtype;
+}
+
+static int clamp_scalar_run(px_ctx *ctx, px_tensor *self, const px_value *lo, const px_value *hi,
+                            px_tensor *out) {
+  eparam p = {0};
+  p.d[0] = lo ? px_scalar_d(lo) : -INFINITY;
+  p.d[1] = hi ? px_scalar_d(hi) : INFINITY;
+  return ew_un(ctx, &t_clamp_s, FL_FLOAT, self, out, &p);
+}
+
 static int k_clamp_out(px_ctx *ctx, px_value *const *args) {
   px_tensor *self = ARGT(0), *out = ARGT(3);
   bool has_lo = args[1]->tag != PX_V_NONE, has_hi = args[2]->tag != PX_V_NONE;
@@ -1452,6 +1474,8 @@ static int k_clamp_out(px_ctx *ctx, px_value *const *args) {
   if (has_hi) rt_scalar(&st, args[2]);
   int common = rt_result(&st);
   if (px_resize_like(ctx, out, self)) return PYEXEC_ERR_EXECUTION;
+  if (clamp_scalar_fast(self, out, common))
+    return clamp_scalar_run(ctx, self, has_lo ? args[1] : NULL, has_hi ? args[2] : NULL, out);
   scalar_box blo, bhi;
   const px_tensor *lo = has_lo ? box_scalar(&blo, args[1], common) : NULL;
   const px_tensor *hi = has_hi ? box_scalar(&bhi, args[2], common) : NULL;
@@ -1478,6 +1502,7 @@ static int k_clamp_tensor_out(px_ctx *ctx, px_value *const *args) {
 static int k_hardtanh_out(px_ctx *ctx, px_value *const *args) {
   px_tensor *self = ARGT(0), *out = ARGT(3);
   if (px_resize_like(ctx, out, self)) return PYEXEC_ERR_EXECUTION;
+  if (clamp_scalar_fast(self, out, self->dtype)) return clamp_scalar_run(ctx, self, args[1], args[2], out);
   scalar_box blo, bhi;
   const px_tensor *lo = box_scalar(&blo, args[1], self->dtype);
   const px_tensor *hi = box_scalar(&bhi, args[2], self->dtype);

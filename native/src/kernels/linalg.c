@@ -313,9 +313,9 @@ DEFINE_ROWS_KERNEL(gemm_rows_avx2, __attribute__((target("avx2,fma"))))
  * column block (3 rows of W) is reused for every row of A while it sits in
  * L1. C += alpha * A @ B. Stamped out twice, like the rows kernel. */
 #define DEFINE_DOTS_KERNEL(NAME, ATTR)                                                        \
-  ATTR static float NAME##_hsum(v8f v) {                                                    \
+  ATTR static float NAME##_hsum(const v8f *v) {                                             \
     float s = 0.0f;                                                                         \
-    for (int l = 0; l < 8; l++) s += v[l];                                                  \
+    for (int l = 0; l < 8; l++) s += (*v)[l];                                               \
     return s;                                                                               \
   }                                                                                         \
   ATTR static void NAME(int64_t M, int64_t N, int64_t K, float alpha, const float *A,       \
@@ -341,10 +341,10 @@ DEFINE_ROWS_KERNEL(gemm_rows_avx2, __attribute__((target("avx2,fma"))))
           x = v8_load(a3 + k);                                                              \
           s30 += x * w0; s31 += x * w1; s32 += x * w2;                                      \
         }                                                                                   \
-        float t[4][3] = {{NAME##_hsum(s00), NAME##_hsum(s01), NAME##_hsum(s02)},            \
-                         {NAME##_hsum(s10), NAME##_hsum(s11), NAME##_hsum(s12)},            \
-                         {NAME##_hsum(s20), NAME##_hsum(s21), NAME##_hsum(s22)},            \
-                         {NAME##_hsum(s30), NAME##_hsum(s31), NAME##_hsum(s32)}};           \
+        float t[4][3] = {{NAME##_hsum(&s00), NAME##_hsum(&s01), NAME##_hsum(&s02)},            \
+                         {NAME##_hsum(&s10), NAME##_hsum(&s11), NAME##_hsum(&s12)},            \
+                         {NAME##_hsum(&s20), NAME##_hsum(&s21), NAME##_hsum(&s22)},            \
+                         {NAME##_hsum(&s30), NAME##_hsum(&s31), NAME##_hsum(&s32)}};           \
         for (int r = 0; r < 4; r++) {                                                       \
           const float *ar = A + (i + r) * rsa;                                              \
           for (int64_t k = K8; k < K; k++) {                                                \
@@ -367,7 +367,7 @@ DEFINE_ROWS_KERNEL(gemm_rows_avx2, __attribute__((target("avx2,fma"))))
           s1 += x * v8_load(b1 + k);                                                        \
           s2 += x * v8_load(b2 + k);                                                        \
         }                                                                                   \
-        float t0 = NAME##_hsum(s0), t1 = NAME##_hsum(s1), t2 = NAME##_hsum(s2);             \
+        float t0 = NAME##_hsum(&s0), t1 = NAME##_hsum(&s1), t2 = NAME##_hsum(&s2);             \
         for (int64_t k = K8; k < K; k++) {                                                  \
           t0 += ar[k * csa] * b0[k];                                                        \
           t1 += ar[k * csa] * b1[k];                                                        \
