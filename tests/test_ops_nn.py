@@ -520,3 +520,29 @@ def test_small_convnet_dynamic_batch() -> None:
         with torch.no_grad():
             expected = net(xi)
         compare(method.execute([xi])[0], expected, f"batch {n}")
+
+
+class OneChannelConvs(torch.nn.Module):
+    """One input channel per group feeding 8 or more outputs: the packed GEMM
+    path, not the depthwise loops (a first layer over audio or grey images,
+    a depthwise convolution with a channel multiplier of 8)."""
+
+    def forward(self, wav, w1, b1, img, w2, x, wm):
+        return (
+            F.conv1d(wav, w1, b1, stride=4, padding=4),
+            F.conv2d(img, w2, None, stride=2, padding=1),
+            F.conv2d(x, wm, None, padding=(1, 2), dilation=(1, 2), groups=3),
+        )
+
+
+def test_convolution_one_input_channel_many_outputs() -> None:
+    f = torch.float32
+    check(OneChannelConvs(), (
+        rand((2, 1, 203), f, 1),
+        rand((16, 1, 9), f, 2),
+        rand((16,), f, 3),
+        rand((1, 1, 17, 23), f, 4),
+        rand((12, 1, 3, 3), f, 5),
+        rand((1, 3, 9, 10), f, 6),
+        rand((24, 1, 3, 3), f, 7),
+    ))

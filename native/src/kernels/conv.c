@@ -118,6 +118,8 @@ static void im2col_f32(const conv_geom *g, const float *in, float *col) {
  * panels (px_gemm_pack_fn): B(k, j) with k = (c*KH + ki)*KW + kj and
  * j = oh*OW + ow is x[c][oh*sh - ph + ki*dh][ow*sw - pw + kj*dw], or 0 in the
  * padding. koff/kih/kiw hold per k: c*H*W, ki*dh - ph and kj*dw - pw. */
+#define GEMM_NR_LIMIT 16 /* the widest panel px_gemm_f32_panel_width() returns */
+
 typedef struct conv_bsrc {
   const conv_geom *g;
   const float *x;
@@ -129,62 +131,39 @@ static void conv_pack_b(const void *src, int64_t pc, int64_t kc, int64_t jc, int
   const conv_bsrc *s = src;
   const conv_geom *g = s->g;
   const int64_t OW = g->OW, W = g->W, H = g->H, sw = g->sw, sh = g->sh;
-  const int64_t pstride = (int64_t)nr * kc; /* floats between panels */
-  const int64_t oh0 = jc / OW, ow0 = jc % OW;
-  /* Row by row of B (one k at a time): reads walk input rows contiguously;
-   * each output-row segment is split at panel boundaries. */
-  for (int64_t p = 0; p < kc; p++) {
-    int64_t k = pc + p;
-    const float *xc = s->x + s->koff[k];
-    int64_t dih = s->kih[k], diw = s->kiw[k];
-    float *dst = pb + p * nr; /* row p of the current panel */
-    int within = 0;           /* column inside the current panel */
-    int64_t left = nc, oh = oh0, ow = ow0;
-    while (left > 0) {
-      int64_t seg = OW - ow < left ? OW - ow : left;
-      int64_t ih = oh * sh + dih;
-      bool row_ok = ih >= 0 && ih < H;
-      const float *row = xc + (row_ok ? ih * W : 0);
-      int64_t iw0 = ow * sw + diw; /* input column of the segment's first element */
-      /* [ulo, uhi): the elements whose input column iw0 + u*sw is inside [0, W) */
-      int64_t ulo = 0, uhi = 0;
-      if (row_ok) {
-        ulo = iw0 >= 0 ? 0 : (-iw0 + sw - 1) / sw;
-        uhi = W - iw0 <= 0 ? 0 : (W - iw0 - 1) / sw + 1;
-        if (ulo > seg) ulo = seg;
-        if (uhi > seg) uhi = seg;
-        if (uhi < ulo) uhi = ulo;
-      }
-      for (int64_t u = 0; u < seg;) {
-        int chunk = (int)(nr - within < seg - u ? nr - within : seg - u);
-        float *d = dst + within;
-        /* this chunk: zeros in [0, a), input in [a, b), zeros in [b, chunk) */
-        int a = (int)(ulo - u < 0 ? 0 : ulo - u > chunk ? chunk : ulo - u);
-        int b = (int)(uhi - u < a ? a : uhi - u > chunk ? chunk : uhi - u);
-        for (int e = 0; e < a; e++) d[e] = 0.0f;
-        if (sw == 1) {
-          const float *sp = row + iw0 + u;
-          int e = a;
-          for (; e + 4 <= b; e += 4) v4_store(d + e, v4_load(sp + e));
-          for (; e < b; e++) d[e] = sp[e];
-        } else {
-          const float *sp = row + iw0 + u * sw;
-          for (int e = a; e < b; e++) d[e] = sp[e * sw];
-        }
-        for (int e = b; e < chunk; e++) d[e] = 0.0f;
-        u += chunk;
-        within += chunk;
-        if (within == nr) {
-          within = 0;
-          dst += pstride;
-        }
-      }
-      left -= seg;
-      oh++;
-      ow = 0;
+  /* Panel by panel (kc x nr floats, in L1 while it is written): packing row
+   * by row across every panel touched a new cache line per 16 floats over
+   * a block far larger than L2. */
+  for (int64_t j0 = 0; j0 < nc; j0 += nr, pb += (int64_t)nr * kc) {
+    int n = (int)(nc - j0 < nr ? nc - j0 : nr);
+    int64_t oh = (jc + j0) / OW, ow = (jc + j0) % OW;
+    bool one_row = ow + n <= OW; /* the panel's columns are one output-row segment */
+    int64_t ihb[GEMM_NR_LIMIT], iwb[GEMM_NR_LIMIT];
+    for (int e = 0; e < n; e++) {
+      int64_t jo = (jc + j0 + e) / OW, jw = (jc + j0 + e) % OW;
+      ihb[e] = jo * sh;
+      iwb[e] = jw * sw;
     }
-    if (within)
-      for (int e = within; e < nr; e++) dst[e] = 0.0f;
+    for (int64_t p = 0; p < kc; p++) {
+      int64_t k = pc + p;
+      const float *xc = s->x + s->koff[k];
+      int64_t dih = s->kih[k], diw = s->kiw[k];
+      float *d = pb + p * nr;
+      int64_t ih = oh * sh + dih, iw0 = ow * sw + diw;
+      if (one_row && ih >= 0 && ih < H && iw0 >= 0 && iw0 + (n - 1) * sw < W) {
+        const float *sp = xc + ih * W + iw0;
+        if (sw == 1)
+          for (int e = 0; e < n; e++) d[e] = sp[e];
+        else
+          for (int e = 0; e < n; e++) d[e] = sp[e * sw];
+      } else {
+        for (int e = 0; e < n; e++) {
+          int64_t y = ihb[e] + dih, x = iwb[e] + diw;
+          d[e] = (y >= 0 && y < H && x >= 0 && x < W) ? xc[y * W + x] : 0.0f;
+        }
+      }
+      for (int e = n; e < nr; e++) d[e] = 0.0f;
+    }
   }
 }
 
@@ -336,7 +315,10 @@ static int conv_f32(px_ctx *ctx, const conv_geom *g, bool transposed, const floa
   int64_t HW = g->H * g->W, OHW = g->OH * g->OW;
   int64_t kk = g->KH * g->KW;
   if (!transposed) {
-    if (g->Cin_g == 1 && kk > 1) {
+    /* One input channel per group, few outputs from it: direct loops. Many
+     * outputs (a first layer over one channel, as audio models have) read
+     * that channel once per output: the GEMM below shares the reads. */
+    if (g->Cin_g == 1 && kk > 1 && g->Cout_g < 8) {
       depthwise_f32(g, in, w, bias, out);
       return 0;
     }
