@@ -227,6 +227,7 @@ class Method:
         self._bound: list[Any] = [None] * nout
         self._bound_ptr: list[tuple[int, int] | None] = [None] * nout
         self._alias: list[int | None] = [self._query_alias(i) for i in range(nout)]
+        self._alias_any = any(a is not None for a in self._alias)
         self._outs = ffi.new("pyexec_value[]", max(nout, 1))
         self._views: list[Any] = [None] * nout  # [data cdata, shape, numpy view, torch view, dtype code]
         self._static_out = [i is not None and not i.is_dynamic for i in self.meta.outputs]
@@ -239,14 +240,15 @@ class Method:
         self._all_torch_keys = False  # every slot holds a key (all tensor inputs, from torch)
         self._unplanned = [i is not None and not i.is_memory_planned for i in self.meta.inputs]
         self._unplanned_idx = [j for j, u in enumerate(self._unplanned) if u]
-        # (input index, object, (data_ptr, shape, dtype)) of each torch tensor the
-        # method reads in place: execute() checks the caller did not swap its storage.
-        self._held: list[tuple[int, Any, Any]] = []
+        # (input index, object, data_ptr) of each torch tensor the method reads
+        # in place: execute() checks the caller did not move it to new memory.
+        self._held: list[tuple[int, Any, int]] = []
         self._changed = ffi.new("int *")
         # The output list of the last call when every output is a plain view of
         # the method's memory: reused while the library reports no change.
-        # (kind, the views returned, their numpy arrays, torch.from_numpy or None).
-        self._plain: tuple[str, list[Any], list[Any], Any] | None = None
+        # (kind, the outputs returned, their numpy arrays (None when some output
+        # aliases an input), torch.from_numpy or None).
+        self._plain: tuple[str, list[Any], list[Any] | None, Any] | None = None
         # Views were built from a description that no pyexec_method_run gave
         # (get_outputs, a rebinding): the next run must not trust "unchanged".
         self._stale = False
@@ -333,24 +335,28 @@ class Method:
         """Records the objects the library now reads in place. Called whatever
         the status: holding a reference too many is harmless, one too few is not."""
         self._caller_inputs = keep
+        if self._alias_any:
+            self._plain = None  # it holds aliases of the previous inputs
         held = []
         tensor_cls = _dtypes.torch_tensor_class() if self._unplanned_idx else None
         if tensor_cls is not None:
             for j in self._unplanned_idx:
                 x = keep[j]
                 if isinstance(x, tensor_cls):
-                    held.append((j, x, (x.data_ptr(), x.shape, x.dtype)))
+                    held.append((j, x, x.data_ptr()))
         self._held = held
 
     def _check_held(self) -> None:
-        """An input read in place must still have the storage and shape it had
-        when installed: torch's resize_, set_ and .data can swap them, which
-        would leave the library reading freed memory."""
-        for j, x, key in self._held:
-            if (x.data_ptr(), x.shape, x.dtype) != key or not x.is_contiguous():
+        """An input read in place must still start where it did when it was
+        installed: torch's resize_ (growing), set_ and .data move a tensor to
+        new memory and may free the old, which the library would then read.
+        (What changes without moving, a smaller shape, stays memory the
+        tensor's storage owns.)"""
+        for j, x, ptr in self._held:
+            if x.data_ptr() != ptr:
                 raise InvalidArgumentError(
-                    f"input {j} changed its storage, shape or dtype since it was installed (resize_, set_ or "
-                    f".data on the tensor); pass the inputs again"
+                    f"input {j} moved to new memory since it was installed (resize_, set_ or .data on the "
+                    f"tensor); pass the inputs again"
                 )
 
     def _fill_inputs(self, inputs: Sequence[Any]) -> tuple[list[Any], list[Any]]:
@@ -656,10 +662,10 @@ class Method:
         then still show the right memory at the right shape."""
         kind = self._kind()
         plain = self._plain
-        if plain is not None and not changed and plain[0] == kind:
+        if plain is not None and not changed and plain[0] == kind and (not clone or plain[2] is not None):
             if not clone:
                 return list(plain[1])
-            arrays = plain[2]
+            arrays: list[Any] = plain[2] or []
             if kind == "torch" and plain[3] is not None:  # a numpy copy wrapped by torch: ~3x cheaper than clone()
                 from_numpy = plain[3]
                 return [from_numpy(a.copy()) for a in arrays]
@@ -668,12 +674,17 @@ class Method:
             return [a.copy() for a in arrays]
         result: list[Any] = []
         outs = self._outs
-        all_plain = True
+        all_plain = True  # the list can be returned again while nothing changes
+        views_only = True  # ... and every entry is a view of the method's memory
         for i in range(self._nout):
             a = self._alias[i]
             if a is not None and self._caller_inputs[a] is not None:
-                result.append(self._alias_output(i, self._caller_inputs[a], kind, clone))
-                all_plain = False
+                x = self._caller_inputs[a]
+                result.append(self._alias_output(i, x, kind, clone))
+                # A torch input read in place is re-checked by every execute():
+                # its detached alias stays valid until other inputs come in.
+                all_plain = all_plain and kind == "torch" and type(x) is _dtypes.torch_tensor_class()
+                views_only = False
                 continue
             ov = outs[i]
             if ov.kind != lib.PYEXEC_VALUE_TENSOR:
@@ -716,9 +727,9 @@ class Method:
         if all_plain and not clone:
             views = self._views
             # torch.from_numpy when no output is bfloat16 (which needs a view)
-            direct = kind == "torch" and all(c[4] != 15 for c in views)
+            direct = views_only and kind == "torch" and all(c[4] != 15 for c in views)
             from_numpy = _dtypes.torch_module().from_numpy if direct else None
-            self._plain = (kind, list(result), [c[2] for c in views], from_numpy)
+            self._plain = (kind, list(result), [c[2] for c in views] if views_only else None, from_numpy)
         elif not all_plain:
             self._plain = None
         return result
