@@ -246,9 +246,10 @@ class Method:
         self._changed = ffi.new("int *")
         # The output list of the last call when every output is a plain view of
         # the method's memory: reused while the library reports no change.
-        # (kind, the outputs returned, their numpy arrays (None when some output
-        # aliases an input), torch.from_numpy or None).
-        self._plain: tuple[str, list[Any], list[Any] | None, Any] | None = None
+        # (kind, the uncloned outputs returned (None when built by a cloning
+        # call), their numpy arrays (None when some output aliases an input),
+        # torch.from_numpy or None).
+        self._plain: tuple[str, list[Any] | None, list[Any] | None, Any] | None = None
         # Views were built from a description that no pyexec_method_run gave
         # (get_outputs, a rebinding): the next run must not trust "unchanged".
         self._stale = False
@@ -334,9 +335,13 @@ class Method:
     def _installed(self, keep: list[Any]) -> None:
         """Records the objects the library now reads in place. Called whatever
         the status: holding a reference too many is harmless, one too few is not."""
+        old = self._caller_inputs
         self._caller_inputs = keep
-        if self._alias_any:
-            self._plain = None  # it holds aliases of the previous inputs
+        if self._alias_any and self._plain is not None:
+            for a in self._alias:  # the list holds aliases of the previous input objects
+                if a is not None and keep[a] is not old[a]:
+                    self._plain = None
+                    break
         held = []
         tensor_cls = _dtypes.torch_tensor_class() if self._unplanned_idx else None
         if tensor_cls is not None:
@@ -625,7 +630,7 @@ class Method:
                 self._stale = False
                 return self._outputs_locked(clone_outputs, True)
             plain = self._plain
-            if plain is not None and not clone_outputs and plain[0] == self._kind():
+            if plain is not None and not clone_outputs and plain[1] is not None and plain[0] == self._kind():
                 return plain[1].copy()  # the views of the previous call show this call's outputs
             return self._outputs_locked(clone_outputs, False)
 
@@ -662,9 +667,9 @@ class Method:
         then still show the right memory at the right shape."""
         kind = self._kind()
         plain = self._plain
-        if plain is not None and not changed and plain[0] == kind and (not clone or plain[2] is not None):
+        if plain is not None and not changed and plain[0] == kind and plain[2 if clone else 1] is not None:
             if not clone:
-                return list(plain[1])
+                return list(plain[1] or ())
             arrays: list[Any] = plain[2] or []
             if kind == "torch" and plain[3] is not None:  # a numpy copy wrapped by torch: ~3x cheaper than clone()
                 from_numpy = plain[3]
@@ -724,13 +729,15 @@ class Method:
             else:
                 check_numpy_code(cached[4], f"output {i}")
                 result.append(cached[2].copy() if clone else cached[2])
-        if all_plain and not clone:
+        if all_plain and (views_only or not clone):
             views = self._views
             # torch.from_numpy when no output is bfloat16 (which needs a view)
             direct = views_only and kind == "torch" and all(c[4] != 15 for c in views)
             from_numpy = _dtypes.torch_module().from_numpy if direct else None
-            self._plain = (kind, list(result), [c[2] for c in views] if views_only else None, from_numpy)
-        elif not all_plain:
+            self._plain = (
+                kind, None if clone else list(result), [c[2] for c in views] if views_only else None, from_numpy
+            )
+        else:
             self._plain = None
         return result
 
