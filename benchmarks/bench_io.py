@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
-from typing import Any
 
 import torch
 from _common import fmt_us, interleaved_us, print_table
@@ -89,7 +88,8 @@ def bench_overhead(budget: float) -> list[list[str]]:
 
     x, y = torch.ones(1), torch.ones(1)
     pte = export_program(AddMul(), (x, y))
-    et = Runtime.get().load_program(pte).load_method("forward")
+    et_program = Runtime.get().load_program(pte)  # ExecuTorch's Method does not keep it alive
+    et = et_program.load_method("forward")
     ours = pyexec.load(pte).load_method("forward")
     installed = pyexec.load(pte).load_method("forward")
     installed.set_inputs([x, y])
@@ -112,7 +112,8 @@ def bench_overhead(budget: float) -> list[list[str]]:
     return [[n, fmt_us(t), f"{t / et_us:.3f}x"] for n, t in zip(names, times)]
 
 
-def bench_decode(rows: int, budget: float, et_budget: float) -> dict[str, Any]:
+def decode_variants(rows: int) -> dict[str, Callable[[], object]]:
+    """The step at one cache size, each way it can be run."""
     from executorch.runtime import Runtime
 
     cache = torch.zeros(rows, 64)
@@ -130,23 +131,35 @@ def bench_decode(rows: int, budget: float, et_budget: float) -> dict[str, Any]:
     with_inputs = pyexec.load(pte).load_method("forward")
     buf = pyexec.load(buffer_pte).load_method("forward")
     buf.set_inputs([pos, val])
-    et = Runtime.get().load_program(pte).load_method("forward")
-    et_buf = Runtime.get().load_program(buffer_pte).load_method("forward")
+    # ExecuTorch's Method does not keep its Program alive: hold both.
+    et_programs = [Runtime.get().load_program(pte), Runtime.get().load_program(buffer_pte)]
+    et = et_programs[0].load_method("forward")
+    et_buf = et_programs[1].load_method("forward")
     inputs = [cache, pos, val]
-    fast = interleaved_us(
-        [
-            lambda: ours.execute(clone_outputs=False),
-            lambda: with_inputs.execute(inputs, clone_outputs=False),
-            lambda: buf.execute(clone_outputs=False),
-            lambda: et_buf.execute([pos, val]),
-        ],
-        budget_s=budget, rounds=7,
-    )
-    (et_us,) = interleaved_us([lambda: et.execute(inputs)], budget_s=et_budget, rounds=3)
     return {
-        "mib": rows * 64 * 4 / 2**20, "installed": fast[0], "inputs": fast[1], "buffer": fast[2],
-        "et_buffer": fast[3], "et": et_us,
+        "_programs": lambda: et_programs,
+        "installed": lambda: ours.execute(clone_outputs=False),
+        "inputs": lambda: with_inputs.execute(inputs, clone_outputs=False),
+        "buffer": lambda: buf.execute(clone_outputs=False),
+        "et_buffer": lambda: et_buf.execute([pos, val]),
+        "et": lambda: et.execute(inputs),
     }
+
+
+def bench_decode(sizes: list[int], budget: float, et_budget: float) -> list[dict[str, float]]:
+    """Every size's fast variants are timed round-robin together, so that a
+    burst of machine noise cannot make one cache size look slower."""
+    variants = [decode_variants(r) for r in sizes]
+    fast_keys = ["installed", "inputs", "buffer", "et_buffer"]
+    fns = [v[k] for v in variants for k in fast_keys]
+    times = interleaved_us(fns, budget_s=budget, rounds=7)
+    results = []
+    for n, (rows, v) in enumerate(zip(sizes, variants)):
+        r: dict[str, float] = dict(zip(fast_keys, times[n * len(fast_keys):(n + 1) * len(fast_keys)]))
+        (r["et"],) = interleaved_us([v["et"]], budget_s=et_budget, rounds=3)
+        r["mib"] = rows * 64 * 4 / 2**20
+        results.append(r)
+    return results
 
 
 def main() -> None:
@@ -158,7 +171,7 @@ def main() -> None:
     print_table("Per-call overhead, `return x + y, x * 2` on 1-element tensors",
                 ["variant", "per call", "vs ExecuTorch"], bench_overhead(budget))
 
-    results = [bench_decode(r, budget, 0.1 if args.quick else 0.5) for r in (4096, 16384, 65536, 262144, 1 << 20)]
+    results = bench_decode([4096, 16384, 65536, 262144, 1 << 20], budget, 0.1 if args.quick else 0.5)
     base = results[0]["installed"]
     rows = []
     for r in results:

@@ -188,7 +188,8 @@ def bench_model(name: str, entry: Entry, budget_s: float, rounds: int) -> tuple[
     )
     inputs = entry.run_inputs() if entry.run_inputs else example
     ours = pyexec.load(pte).load_method("forward")
-    et = Runtime.get().load_program(pte).load_method("forward")
+    et_program = Runtime.get().load_program(pte)  # ExecuTorch's Method does not keep it alive
+    et = et_program.load_method("forward")
 
     # Correct first: pyexec against torch eager on copies (caches are mutated).
     with torch.no_grad():
