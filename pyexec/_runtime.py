@@ -226,6 +226,7 @@ class Method:
         self._caller_inputs: list[Any] = [None] * nin  # objects the method reads in place
         self._bound: list[Any] = [None] * nout
         self._bound_ptr: list[tuple[int, int] | None] = [None] * nout
+        self._bound_any = False  # some output is bound
         self._alias: list[int | None] = [self._query_alias(i) for i in range(nout)]
         self._alias_any = any(a is not None for a in self._alias)
         self._outs = ffi.new("pyexec_value[]", max(nout, 1))
@@ -243,7 +244,12 @@ class Method:
         # (input index, object, data_ptr) of each torch tensor the method reads
         # in place: execute() checks the caller did not move it to new memory.
         self._held: list[tuple[int, Any, int]] = []
-        self._changed = ffi.new("int *")
+        # Prepared pyexec_method_run calls (one argument crosses cffi, not six):
+        # on the installed inputs, and installing the inputs in self._values.
+        self._call_installed = ffi.new("pyexec_run *", {"method": self._m, "outputs": self._outs,
+                                                        "num_outputs": nout})
+        self._call_inputs = ffi.new("pyexec_run *", {"method": self._m, "inputs": self._values, "num_inputs": nin,
+                                                     "outputs": self._outs, "num_outputs": nout})
         # The output list of the last call when every output is a plain view of
         # the method's memory: reused while the library reports no change.
         # (kind, the uncloned outputs returned (None when built by a cloning
@@ -267,9 +273,12 @@ class Method:
         with self._lock:
             self._handle = None
             self._m = ffi.NULL
+            self._call_installed.method = ffi.NULL
+            self._call_inputs.method = ffi.NULL
             self._caller_inputs = [None] * self._nin
             self._bound = [None] * self._nout
             self._bound_ptr = [None] * self._nout
+            self._bound_any = False
             self._views = [None] * self._nout
             self._held = []
             self._plain = None
@@ -553,6 +562,7 @@ class Method:
                 check(lib.pyexec_method_set_output_ptr(self._m, index, ffi.NULL, 0))
                 self._bound[index] = None
                 self._bound_ptr[index] = None
+                self._bound_any = any(p is not None for p in self._bound_ptr)
                 self._views[index] = None
                 self._plain = None
                 self._stale = True
@@ -584,6 +594,7 @@ class Method:
         check(lib.pyexec_method_set_output_ptr(self._m, index, ptr, d.nbytes))
         self._bound[index] = tensor
         self._bound_ptr[index] = (int(ffi.cast("uintptr_t", ptr)), d.nbytes)
+        self._bound_any = True
 
     def _release_changed_bindings(self) -> list[int]:
         """The caller can swap a bound tensor's memory (torch resize_, set_ or
@@ -610,7 +621,7 @@ class Method:
         with self._lock:
             if self._handle is None:
                 self._check_open()
-            if self._bound_ptr.count(None) != self._nout:
+            if self._bound_any:
                 changed = self._release_changed_bindings()
                 if changed:
                     return self._execute_rebinding(inputs, changed, clone_outputs)
@@ -618,19 +629,23 @@ class Method:
             if inputs is None:
                 if self._held:
                     self._check_held()
-                st = _run(self._m, _NULL, 0, self._outs, self._nout, self._changed)
+                call = self._call_installed
+                st = _run(call)
             else:
                 keep, staged = self._fill_or_invalidate(inputs)
-                st = _run(self._m, self._values, self._nin, self._outs, self._nout, self._changed)
+                call = self._call_inputs
+                st = _run(call)
                 del staged
                 self._installed(keep)
             if st:
                 raise_status(st)
-            if self._changed[0] or self._stale:
+            if call.outputs_changed or self._stale:
                 self._stale = False
                 return self._outputs_locked(clone_outputs, True)
             plain = self._plain
-            if plain is not None and not clone_outputs and plain[1] is not None and plain[0] == self._kind():
+            if plain is not None and not clone_outputs and plain[1] is not None and plain[0] == (
+                self._last_kind if self._output_type == "auto" else self._output_type
+            ):
                 return plain[1].copy()  # the views of the previous call show this call's outputs
             return self._outputs_locked(clone_outputs, False)
 

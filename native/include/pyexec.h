@@ -357,21 +357,31 @@ PYEXEC_API pyexec_status pyexec_method_get_outputs(pyexec_method *method,
                                                    pyexec_value *out,
                                                    size_t count);
 
-/* The hot path in one call: installs `inputs` (unless NULL; exactly as
- * pyexec_method_set_inputs, num_inputs must then be the number of inputs),
- * executes, and describes outputs 0..num_outputs-1 into `outputs` (as
- * pyexec_method_get_outputs). When `outputs_changed` is not NULL it is set to
- * 1 when any of those descriptions (kind, scalar value, dtype, rank, sizes,
- * data pointer, byte count) differs from what the previous
- * pyexec_method_run on this method described (or there was none), else 0, so
- * a caller can keep objects it built over the outputs. On failure nothing is
- * described; a failure while installing leaves the method with no inputs. */
-PYEXEC_API pyexec_status pyexec_method_run(pyexec_method *method,
-                                           const pyexec_value *inputs,
-                                           size_t num_inputs,
-                                           pyexec_value *outputs,
-                                           size_t num_outputs,
-                                           int *outputs_changed);
+/* The hot path in one call, described by a struct the caller prepares once
+ * and reuses (through an FFI, each argument of a call has a price; a
+ * prepared call has one):
+ *   - installs `inputs` unless it is NULL (exactly as pyexec_method_set_inputs;
+ *     num_inputs must then be the number of inputs); NULL runs on the
+ *     inputs already installed;
+ *   - executes;
+ *   - describes outputs 0..num_outputs-1 into `outputs` (as
+ *     pyexec_method_get_outputs);
+ *   - sets outputs_changed to 1 when any of those descriptions (kind, scalar
+ *     value, dtype, rank, sizes, data pointer, byte count) differs from what
+ *     the previous pyexec_method_run on this method described (or there was
+ *     none), else 0: a caller can keep objects it built over the outputs.
+ * On failure nothing is described; a failure while installing leaves the
+ * method with no inputs. The struct is only read during the call. */
+typedef struct pyexec_run {
+  pyexec_method *method;
+  const pyexec_value *inputs;
+  size_t num_inputs;
+  pyexec_value *outputs;
+  size_t num_outputs;
+  int32_t outputs_changed; /* set by the call */
+} pyexec_run;
+
+PYEXEC_API pyexec_status pyexec_method_run(pyexec_run *run);
 
 /* Total bytes of planned memory the method owns (all arenas). */
 PYEXEC_API size_t pyexec_method_planned_nbytes(const pyexec_method *method);

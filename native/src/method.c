@@ -1009,22 +1009,24 @@ static bool describe_output_changed(pyexec_method *m, size_t i, pyexec_value *ou
   return changed;
 }
 
-PYEXEC_API pyexec_status pyexec_method_run(pyexec_method *m, const pyexec_value *inputs, size_t num_inputs,
-                                           pyexec_value *outputs, size_t num_outputs, int *outputs_changed) {
-  if (!m) return px_invalid_argument("method must not be NULL");
-  if (inputs == NULL && num_inputs)
-    return px_invalid_argument("inputs is NULL, num_inputs is %zu", num_inputs);
-  if (num_outputs && !outputs) return px_invalid_argument("outputs is NULL, num_outputs is %zu", num_outputs);
-  if (num_outputs > m->nout)
-    return px_invalid_argument("asked for %zu outputs, method '%s' has %u", num_outputs, m->plan->name, m->nout);
+PYEXEC_API pyexec_status pyexec_method_run(pyexec_run *run) {
+  if (!run || !run->method) return px_invalid_argument("run and run->method must not be NULL");
+  pyexec_method *m = run->method;
+  if (run->inputs == NULL && run->num_inputs)
+    return px_invalid_argument("inputs is NULL, num_inputs is %zu", run->num_inputs);
+  if (run->num_outputs && !run->outputs)
+    return px_invalid_argument("outputs is NULL, num_outputs is %zu", run->num_outputs);
+  if (run->num_outputs > m->nout)
+    return px_invalid_argument("asked for %zu outputs, method '%s' has %u", run->num_outputs, m->plan->name,
+                               m->nout);
   pthread_mutex_lock(&m->lock);
-  pyexec_status st = inputs ? set_inputs_locked(m, inputs, num_inputs) : PYEXEC_OK;
+  pyexec_status st = run->inputs ? set_inputs_locked(m, run->inputs, run->num_inputs) : PYEXEC_OK;
   if (!st) st = px_method_run(m);
   if (!st) {
-    bool changed = num_outputs != m->last_count;
-    for (size_t i = 0; i < num_outputs; i++) changed |= describe_output_changed(m, i, &outputs[i]);
-    m->last_count = num_outputs;
-    if (outputs_changed) *outputs_changed = changed;
+    bool changed = run->num_outputs != m->last_count;
+    for (size_t i = 0; i < run->num_outputs; i++) changed |= describe_output_changed(m, i, &run->outputs[i]);
+    m->last_count = run->num_outputs;
+    run->outputs_changed = changed;
   }
   pthread_mutex_unlock(&m->lock);
   return st;

@@ -221,6 +221,14 @@ static void test_unplanned_binding(void) {
 
 /* ---- the one-call hot path ---------------------------------------------- */
 
+static pyexec_status run_call(pyexec_method *m, const pyexec_value *in, size_t nin, pyexec_value *out,
+                              size_t nout, int *changed) {
+  pyexec_run r = {m, in, nin, out, nout, -1};
+  pyexec_status st = pyexec_method_run(&r);
+  if (changed) *changed = r.outputs_changed;
+  return st;
+}
+
 static void test_run(void) {
   pyexec_program *p = NULL;
   pyexec_method *m = NULL;
@@ -235,7 +243,7 @@ static void test_run(void) {
   int changed = -1;
 
   /* installs, runs, describes; the first run always reports a change */
-  CHECK_OK(pyexec_method_run(m, in, 2, out, 2, &changed));
+  CHECK_OK(run_call(m, in, 2, out, 2, &changed));
   CHECK(changed == 1);
   CHECK(out[0].kind == PYEXEC_VALUE_TENSOR && out[0].tensor.dim == 2 && out[0].tensor.sizes[1] == 3);
   CHECK(((const float *)out[0].tensor.data)[5] == 7.0f && ((const float *)out[1].tensor.data)[5] == 6.0f);
@@ -243,38 +251,40 @@ static void test_run(void) {
 
   /* installed inputs, same storage: no change reported, new values */
   x[5] = 10;
-  CHECK_OK(pyexec_method_run(m, NULL, 0, out, 2, &changed));
+  CHECK_OK(run_call(m, NULL, 0, out, 2, &changed));
   CHECK(changed == 0 && out[0].tensor.data == own0);
   CHECK(((const float *)out[0].tensor.data)[5] == 11.0f);
-  CHECK_OK(pyexec_method_run(m, in, 2, out, 2, NULL));
+  CHECK_OK(run_call(m, in, 2, out, 2, NULL));
 
   /* binding moves output 0: reported once, then steady again */
   float bound[6] = {0};
   CHECK_OK(pyexec_method_set_output_ptr(m, 0, bound, sizeof bound));
-  CHECK_OK(pyexec_method_run(m, NULL, 0, out, 2, &changed));
+  CHECK_OK(run_call(m, NULL, 0, out, 2, &changed));
   CHECK(changed == 1 && out[0].tensor.data == bound && bound[5] == 11.0f);
-  CHECK_OK(pyexec_method_run(m, NULL, 0, out, 2, &changed));
+  CHECK_OK(run_call(m, NULL, 0, out, 2, &changed));
   CHECK(changed == 0);
   /* fewer outputs described than last time counts as a change */
-  CHECK_OK(pyexec_method_run(m, NULL, 0, out, 1, &changed));
+  CHECK_OK(run_call(m, NULL, 0, out, 1, &changed));
   CHECK(changed == 1);
 
   /* bad arguments are named; a failed install leaves no inputs */
-  CHECK(pyexec_method_run(NULL, NULL, 0, NULL, 0, NULL) == PYEXEC_ERR_INVALID_ARGUMENT);
-  CHECK(pyexec_method_run(m, NULL, 2, out, 2, NULL) == PYEXEC_ERR_INVALID_ARGUMENT);
+  CHECK(pyexec_method_run(NULL) == PYEXEC_ERR_INVALID_ARGUMENT);
+  pyexec_run no_method = {0};
+  CHECK(pyexec_method_run(&no_method) == PYEXEC_ERR_INVALID_ARGUMENT);
+  CHECK(run_call(m, NULL, 2, out, 2, NULL) == PYEXEC_ERR_INVALID_ARGUMENT);
   CHECK(contains(pyexec_last_error(), "inputs is NULL"));
-  CHECK(pyexec_method_run(m, NULL, 0, NULL, 2, NULL) == PYEXEC_ERR_INVALID_ARGUMENT);
-  CHECK(pyexec_method_run(m, NULL, 0, out, 3, NULL) == PYEXEC_ERR_INVALID_ARGUMENT);
+  CHECK(run_call(m, NULL, 0, NULL, 2, NULL) == PYEXEC_ERR_INVALID_ARGUMENT);
+  CHECK(run_call(m, NULL, 0, out, 3, NULL) == PYEXEC_ERR_INVALID_ARGUMENT);
   CHECK(contains(pyexec_last_error(), "asked for 3 outputs"));
   pyexec_value bad[2] = {in[0], in[1]};
   bad[1].tensor.dtype = PYEXEC_DTYPE_INT32;
   out[0].kind = -7;
-  CHECK(pyexec_method_run(m, bad, 2, out, 2, &changed) == PYEXEC_ERR_INVALID_ARGUMENT);
+  CHECK(run_call(m, bad, 2, out, 2, &changed) == PYEXEC_ERR_INVALID_ARGUMENT);
   CHECK(contains(pyexec_last_error(), "input 1 has dtype float32, tensor has int32"));
   CHECK(out[0].kind == -7); /* nothing described on failure */
-  CHECK(pyexec_method_run(m, NULL, 0, out, 2, &changed) == PYEXEC_ERR_INVALID_ARGUMENT);
+  CHECK(run_call(m, NULL, 0, out, 2, &changed) == PYEXEC_ERR_INVALID_ARGUMENT);
   CHECK(contains(pyexec_last_error(), "input 0 has not been set"));
-  CHECK_OK(pyexec_method_run(m, in, 2, out, 2, &changed));
+  CHECK_OK(run_call(m, in, 2, out, 2, &changed));
   CHECK(bound[0] == 2.0f);
   pyexec_method_free(m);
   pyexec_program_free(p);
