@@ -104,6 +104,14 @@ int px_broadcast_sizes(px_ctx *ctx, int adim, const int64_t *asizes, int bdim,
 /* Fails unless t's dim_order is the default (row-major) one. */
 int px_require_contiguous(px_ctx *ctx, const px_tensor *t, const char *what);
 
+/* Python slice bounds [start:end:step] over a dimension of `size`: start and
+ * end may be None (values of tag NONE) or negative, and are clamped to the
+ * dimension; step must be positive (px_fail otherwise). Gives the first
+ * index, the number of elements and the step to multiply strides by (1 when
+ * at most one element is taken, so a huge step cannot overflow a stride). */
+int px_slice_bounds(px_ctx *ctx, const px_value *start_v, const px_value *end_v, const px_value *step_v,
+                    int64_t size, int64_t *start, int64_t *len, int64_t *step);
+
 /* Fails unless a and b have the same dtype ("<an> has dtype X but <bn> has dtype Y"). */
 int px_require_same_dtype(px_ctx *ctx, const px_tensor *a, const char *an, const px_tensor *b,
                           const char *bn);

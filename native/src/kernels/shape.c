@@ -909,18 +909,9 @@ static int k_slice_copy(px_ctx *ctx, px_value *const *args) {
   if (self->dim == 0) return px_fail(ctx, "cannot slice a zero-dimensional tensor");
   int d = px_wrap_dim(ctx, args[1]->u.i, self->dim);
   if (d < 0) return PYEXEC_ERR_EXECUTION;
-  int64_t size = self->sizes[d];
-  int64_t start = args[2]->tag == PX_V_NONE ? 0 : args[2]->u.i;
-  int64_t end = args[3]->tag == PX_V_NONE ? size : args[3]->u.i;
-  int64_t step = args[4]->u.i;
-  if (step <= 0) return px_fail(ctx, "step %lld must be positive", (long long)step);
-  if (start < 0) start += size;
-  if (end < 0) end += size;
-  if (start < 0) start = 0;
-  if (start > size) start = size;
-  if (end < start) end = start;
-  if (end > size) end = size;
-  int64_t len = (end - start + step - 1) / step;
+  int64_t start, len, step;
+  if (px_slice_bounds(ctx, args[2], args[3], args[4], self->sizes[d], &start, &len, &step))
+    return PYEXEC_ERR_EXECUTION;
   sv s;
   sv_from(&s, self);
   s.sizes[d] = len;

@@ -426,3 +426,21 @@ bool px_iter_next(px_iter *it) {
   }
   return false;
 }
+
+int px_slice_bounds(px_ctx *ctx, const px_value *start_v, const px_value *end_v, const px_value *step_v,
+                    int64_t size, int64_t *start, int64_t *len, int64_t *step) {
+  int64_t st = step_v->u.i;
+  if (st <= 0) return px_fail(ctx, "step %lld must be positive", (long long)st);
+  int64_t b = start_v->tag == PX_V_NONE ? 0 : start_v->u.i;
+  int64_t e = end_v->tag == PX_V_NONE ? size : end_v->u.i;
+  if (b < 0) b = b < -size ? 0 : b + size; /* no overflow for INT64_MIN */
+  if (e < 0) e = e < -size ? 0 : e + size;
+  if (b > size) b = size;
+  if (e > size) e = size;
+  if (e < b) e = b;
+  int64_t n = e == b ? 0 : 1 + (e - b - 1) / st;
+  *start = b;
+  *len = n;
+  *step = n > 1 ? st : 1;
+  return 0;
+}
