@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from _common import fmt_us, interleaved_us, print_table
 from export import assert_close, export_program  # tests/, put on the path by _common
 from torch import nn
-from zoo import DecoderStep, InvertedResidual, ResNetBlock
+from zoo import AudioConv, DecoderStep, InvertedResidual, ResNetBlock, TransformerLayer
 
 import pyexec
 
@@ -50,15 +50,6 @@ class MLP(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.fc3(F.gelu(self.fc2(F.gelu(self.fc1(x)))))
-
-
-class TransformerLayer(nn.Module):
-    def __init__(self, d: int = 256, heads: int = 4, ff: int = 1024) -> None:
-        super().__init__()
-        self.layer = nn.TransformerEncoderLayer(d, heads, ff, dropout=0.0, batch_first=True, norm_first=True)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.layer(x)
 
 
 class LSTMStep(nn.Module):
@@ -110,21 +101,6 @@ class DynamicEncoder(nn.Module):
         return x.mean(1)
 
 
-class AudioConv(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.c1 = nn.Conv1d(1, 32, 9, stride=4, padding=4)
-        self.c2 = nn.Conv1d(32, 64, 5, stride=2, padding=2)
-        self.c3 = nn.Conv1d(64, 64, 3, padding=2, dilation=2, groups=4)
-        self.fc = nn.Linear(64, 8)
-
-    def forward(self, wav: torch.Tensor) -> torch.Tensor:
-        y = F.gelu(self.c1(wav))
-        y = F.leaky_relu(self.c2(y), 0.1)
-        y = torch.tanh(self.c3(y))
-        return F.softmax(self.fc(y.mean(-1)), dim=-1)
-
-
 @dataclass
 class Entry:
     make: Callable[[], tuple[nn.Module, tuple[Any, ...]]]
@@ -142,9 +118,9 @@ ZOO: dict[str, Entry] = {
     "resnet_block": Entry(lambda: (ResNetBlock(32), (torch.randn(1, 32, 28, 28),)), heavy=True),
     "mobilenet_block": Entry(lambda: (InvertedResidual(32, 4), (torch.randn(1, 32, 28, 28),)), heavy=True),
     "small_cnn": Entry(lambda: (SmallCNN(), (torch.randn(1, 3, 64, 64),)), heavy=True),
-    "audio_conv1d": Entry(lambda: (AudioConv(), (torch.randn(1, 1, 16000),)), heavy=True),
+    "audio_conv1d": Entry(lambda: (AudioConv(32, 64, 4, 8), (torch.randn(1, 1, 16000),)), heavy=True),
     "mlp_batch16": Entry(lambda: (MLP(), (torch.randn(16, 256),)), heavy=True),
-    "transformer_layer": Entry(lambda: (TransformerLayer(), (torch.randn(1, 64, 256),)), heavy=True),
+    "transformer_layer": Entry(lambda: (TransformerLayer(256, 4, 1024), (torch.randn(1, 64, 256),)), heavy=True),
     "decoder_layer": Entry(lambda: (DecoderStep(256, 8, 32), (torch.randn(1, 32, 256),)), heavy=True),
     "lstm_cell": Entry(
         lambda: (LSTMStep(), (torch.randn(1, 256), torch.randn(1, 512), torch.randn(1, 512))), heavy=False

@@ -116,12 +116,12 @@ class DecoderStep(nn.Module):
 
 
 class AudioConv(nn.Module):
-    def __init__(self) -> None:
+    def __init__(self, c1: int = 8, c2: int = 16, stride: int = 2, classes: int = 4) -> None:
         super().__init__()
-        self.c1 = nn.Conv1d(1, 8, 9, stride=2, padding=4)
-        self.c2 = nn.Conv1d(8, 16, 5, stride=2, padding=2, dilation=1)
-        self.c3 = nn.Conv1d(16, 16, 3, padding=2, dilation=2, groups=4)
-        self.fc = nn.Linear(16, 4)
+        self.c1 = nn.Conv1d(1, c1, 9, stride=stride, padding=4)
+        self.c2 = nn.Conv1d(c1, c2, 5, stride=2, padding=2, dilation=1)
+        self.c3 = nn.Conv1d(c2, c2, 3, padding=2, dilation=2, groups=4)
+        self.fc = nn.Linear(c2, classes)
 
     def forward(self, wav: torch.Tensor) -> torch.Tensor:
         y = F.gelu(self.c1(wav))
@@ -172,9 +172,9 @@ class IntPreprocess(nn.Module):
 
 
 class TransformerLayer(nn.Module):
-    def __init__(self) -> None:
+    def __init__(self, d: int = 32, heads: int = 4, ff: int = 64) -> None:
         super().__init__()
-        self.layer = nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True, norm_first=True)
+        self.layer = nn.TransformerEncoderLayer(d, heads, ff, dropout=0.0, batch_first=True, norm_first=True)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.layer(x)

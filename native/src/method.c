@@ -493,15 +493,9 @@ static int by_start(const void *a, const void *b) {
  * inputs). An input the program itself mutates is left as the run leaves it. */
 static pyexec_status find_clobbered_inputs(pyexec_method *m) {
   ALLOC_OR_FAIL(m->in_restore, m->nin + 1, "inputs");
-  size_t n = 0;
-  for (uint32_t v = 0; v < m->nvalues; v++) {
-    const px_value *val = &m->values[v];
-    n += val->tag == PX_V_TENSOR && val->u.t->mem == PX_MEM_PLANNED && m->written[v] && val->u.t->capacity;
-  }
-  if (n == 0) return PYEXEC_OK;
-  byte_range *r = malloc(sizeof *r * n);
+  byte_range *r = malloc(sizeof *r * (m->nvalues ? m->nvalues : 1));
   if (!r) return px_no_memory("inputs");
-  n = 0;
+  size_t n = 0; /* the written planned tensors' byte ranges */
   for (uint32_t v = 0; v < m->nvalues; v++) {
     const px_value *val = &m->values[v];
     if (val->tag != PX_V_TENSOR || val->u.t->mem != PX_MEM_PLANNED || !m->written[v] || !val->u.t->capacity) continue;
