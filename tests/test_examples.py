@@ -1,6 +1,7 @@
-"""The C ABI from outside Python: `make install` with its pkg-config file, a
-Rust program declaring the ABI by hand (examples/rust), and a C program that
-dlopens the library (examples/c)."""
+"""The examples: the C ABI from outside Python (`make install` with its
+pkg-config file, a Rust program declaring the ABI by hand in examples/rust, a
+C program that dlopens the library in examples/c), and exporting programs for
+pyexec with ExecuTorch's exporter (examples/python)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,12 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+
+import pyexec
 
 ROOT = Path(__file__).resolve().parent.parent
 NATIVE = ROOT / "native"
@@ -135,3 +139,34 @@ def test_rust_struct_layouts_match_the_c_header(rust_example: Path, tmp_path: Pa
     binary = tmp_path / "layout"
     run("cc", "-std=c11", "-I", NATIVE / "include", source, "-o", binary)
     assert run(rust_example, "--layout") == run(binary)
+
+
+# ---- Python: exporting programs for pyexec ---------------------------------------------------
+
+
+def python_env() -> dict[str, str]:
+    """The environment under which a child Python imports the pyexec this test
+    process imported (the source tree or the installed package)."""
+    package_root = str(Path(pyexec.__file__).resolve().parent.parent)
+    path = os.environ.get("PYTHONPATH")
+    return {**os.environ, "PYTHONPATH": package_root + (os.pathsep + path if path else "")}
+
+
+def test_python_export_example_exports_runs_and_checks_each_program(tmp_path: Path) -> None:
+    pytest.importorskip("executorch")
+    out = run(sys.executable, ROOT / "examples" / "python" / "export_models.py", tmp_path, env=python_env())
+    lines = {Path(line.split(":")[0]).name: line for line in out.splitlines()}
+    assert set(lines) == {"kv_cache.pte", "dynamic.pte", "add_mul.pte"}, out
+    assert "16 steps match torch eager; the cache was updated in place" in lines["kv_cache.pte"]
+    assert "batch sizes 1, 5, 64 match torch eager (output shapes (1, 4), (5, 4), (64, 4))" in lines["dynamic.pte"]
+    assert "output 0 was written into the bound tensor" in lines["add_mul.pte"]
+
+    # The files are what the README's snippets take them for.
+    cache = pyexec.load(tmp_path / "kv_cache.pte").load_method("forward")
+    info = cache.meta.inputs[2]
+    assert info is not None and info.is_mutated and not info.is_memory_planned and info.sizes == (16, 8)
+    assert cache.output_aliases_input(0) == 2 and cache.output_aliases_input(1) is None
+    dynamic = pyexec.load(tmp_path / "dynamic.pte").load_method("forward")
+    assert [(i.sizes, i.is_dynamic) for i in dynamic.meta.inputs if i is not None] == [((64, 16), True)]
+    add_mul = pyexec.load(tmp_path / "add_mul.pte").load_method("forward")
+    assert [o is not None and not o.is_memory_planned for o in add_mul.meta.outputs] == [True, True]
