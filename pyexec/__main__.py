@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from . import Error, InvalidProgramError, Method, Program, TensorInfo, _dtypes, load
+from . import Error, InvalidArgumentError, InvalidProgramError, Method, Program, TensorInfo, _dtypes, load
 
 DEMO_MODEL = Path(__file__).resolve().parent / "demo" / "decoder.pte"
 
@@ -194,8 +194,11 @@ def _parse_inputs(specs: Sequence[str], program: Program, method: str) -> dict[i
 
 
 def _check_method(program: Program, method: str) -> None:
-    if method not in program.method_names:
-        raise UsageError(f"the program has no method {method!r} (methods: {', '.join(program.method_names)})")
+    """A name the program lacks is a usage error, with the library's message."""
+    try:
+        program.method_meta(method)
+    except InvalidArgumentError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def _format_value(value: Any) -> str:

@@ -154,20 +154,24 @@ class Program:
             raise InvalidArgumentError("program is closed")
         return self._handle.ptr
 
-    def _check_name(self, name: str) -> bytes:
+    @staticmethod
+    def _check_name(name: str) -> bytes:
+        """The name as the library takes it. Whether the program has such a
+        method is the library's check, so that its message (which lists the
+        methods) is the one every caller sees."""
         if not isinstance(name, str):
             raise InvalidArgumentError(f"method name must be a str, got {type(name).__name__}")
-        if name not in self._names:
-            raise InvalidArgumentError(f"program has no method {name!r} (methods: {', '.join(self._names)})")
+        if "\0" in name:
+            raise InvalidArgumentError(f"method name must not contain NUL characters, got {name!r}")
         return name.encode()
 
     def method_meta(self, name: str) -> MethodMeta:
         """Metadata of method `name`, read without loading the method."""
         p = self._ptr()
+        bname = self._check_name(name)
         meta = self._meta.get(name)
         if meta is not None:
             return meta
-        bname = self._check_name(name)
         nin = ffi.new("size_t *")
         nout = ffi.new("size_t *")
         check(lib.pyexec_program_method_io_count(p, bname, nin, nout))

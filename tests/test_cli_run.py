@@ -181,7 +181,7 @@ def test_run_reports_bad_input_values(spec: str, message: str) -> None:
 
 def test_run_reports_an_unknown_method(xy: tuple) -> None:
     err = fails(2, "run", ADD_MUL, "--method", "decode", "-i", f"0={xy[2]}", f"1={xy[3]}")
-    assert "no method 'decode' (methods: forward)" in err
+    assert "pyexec run: program has no method 'decode' (methods: 'forward')\n" == err  # the library's message
 
 
 # ---- bench -----------------------------------------------------------------

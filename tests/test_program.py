@@ -52,6 +52,19 @@ def test_unknown_method_is_named(add_mul: bytes) -> None:
         pyexec.load(add_mul).load_method("backward")
 
 
+def test_unknown_method_message_is_the_same_from_every_call(add_mul: bytes) -> None:
+    """One message, the library's, whichever call meets the name first (the
+    CLI's is tested in test_cli_run.py)."""
+    program = pyexec.load(add_mul)
+    calls = (program.load_method, program.method_meta, program.operators)
+    messages = set()
+    for call in calls:
+        with pytest.raises(pyexec.InvalidArgumentError) as info:
+            call("backward")
+        messages.add(str(info.value))
+    assert messages == {"program has no method 'backward' (methods: 'forward')"}
+
+
 def test_missing_file_is_a_file_error(tmp_path: Path) -> None:
     with pytest.raises(pyexec.FileError, match="missing.pte"):
         pyexec.load(tmp_path / "missing.pte")
