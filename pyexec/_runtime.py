@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import threading
 from collections.abc import Sequence
@@ -61,6 +62,24 @@ class MethodMeta:
 _TORCH_CODES: dict[Any, int] = {}  # torch dtype -> code, filled once torch is in use
 
 
+def _check_output_type(output_type: Any) -> None:
+    if not isinstance(output_type, str) or output_type not in _OUTPUT_TYPES:
+        raise InvalidArgumentError(f"output_type must be 'auto', 'torch' or 'numpy', got {output_type!r}")
+    if output_type == "torch":
+        try:
+            importlib.import_module("torch")
+        except ImportError:
+            raise InvalidArgumentError(
+                "output_type='torch' needs torch, which is not installed (pip install torch); "
+                "'numpy' and 'auto' work without it"
+            ) from None
+
+
+def _check_clone(clone_outputs: Any) -> None:
+    if clone_outputs is not True and clone_outputs is not False:
+        raise InvalidArgumentError(f"clone_outputs must be True or False, got {clone_outputs!r}")
+
+
 def _layout(info: TensorInfo | None) -> tuple[int, ...] | None:
     if info is None or info.dim_order == tuple(range(len(info.dim_order))):
         return None
@@ -114,6 +133,8 @@ class Program:
         out = ffi.new("pyexec_program **")
         if isinstance(source, (str, os.PathLike)):
             path = os.fsencode(source)
+            if b"\0" in path:
+                raise InvalidArgumentError(f"path must not contain NUL characters, got {os.fsdecode(path)!r}")
             check(lib.pyexec_program_load_file(path, out))
         elif isinstance(source, (bytes, bytearray, memoryview)):
             data = source
@@ -210,8 +231,9 @@ class Method:
     _handle: _MethodHandle | None = None
 
     def __init__(self, program: Program, name: str, output_type: str = "auto") -> None:
-        if output_type not in _OUTPUT_TYPES:
-            raise InvalidArgumentError(f"output_type must be one of {', '.join(_OUTPUT_TYPES)}, got {output_type!r}")
+        if not isinstance(program, Program):
+            raise InvalidArgumentError(f"program must be a pyexec.Program, got {type(program).__name__}")
+        _check_output_type(output_type)
         bname = program._check_name(name)
         self.meta: MethodMeta = program.method_meta(name)
         out = ffi.new("pyexec_method **")
@@ -622,6 +644,8 @@ class Method:
 
     def execute(self, inputs: Sequence[Any] | None = None, clone_outputs: bool = True) -> list[Any]:
         """Runs the method (installing `inputs` first, if given) and returns its outputs."""
+        if clone_outputs is not True and clone_outputs is not False:
+            _check_clone(clone_outputs)
         with self._lock:
             if self._handle is None:
                 self._check_open()
@@ -671,6 +695,7 @@ class Method:
 
     def get_outputs(self, clone_outputs: bool = True) -> list[Any]:
         """The outputs of the last execute."""
+        _check_clone(clone_outputs)
         with self._lock:
             self._check_open()
             check(lib.pyexec_method_get_outputs(self._m, self._outs, self._nout))

@@ -3,8 +3,10 @@ kernels and bad inputs."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from export import export_program
@@ -73,6 +75,70 @@ def test_missing_file_is_a_file_error(tmp_path: Path) -> None:
 def test_wrong_source_type_is_refused() -> None:
     with pytest.raises(pyexec.InvalidArgumentError, match="int"):
         pyexec.load(42)  # type: ignore[arg-type]
+
+
+# ---- arguments -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("bad", ["tensor", "Torch", None, 3, ["numpy"]])
+def test_output_type_must_be_one_of_the_three_names(add_mul: bytes, bad: object) -> None:
+    program = pyexec.load(add_mul)
+    with pytest.raises(pyexec.InvalidArgumentError, match=r"output_type must be 'auto', 'torch' or 'numpy', got "):
+        program.load_method("forward", output_type=bad)  # type: ignore[arg-type]
+
+
+def test_output_type_torch_without_torch_is_refused_at_load(add_mul: bytes, monkeypatch: pytest.MonkeyPatch) -> None:
+    """As if torch were not installed (None in sys.modules makes `import torch`
+    fail): a pyexec error naming the argument, not a bare ModuleNotFoundError
+    at the first execute; numpy outputs still work."""
+    program = pyexec.load(add_mul)
+    monkeypatch.setitem(sys.modules, "torch", None)
+    with pytest.raises(pyexec.InvalidArgumentError, match=r"output_type='torch' needs torch, which is not installed"):
+        program.load_method("forward", output_type="torch")
+    x, y = np.ones((2, 3), np.float32), np.full((2, 3), 2, np.float32)
+    for output_type in ("numpy", "auto"):
+        s, p = program.load_method("forward", output_type=output_type).execute([x, y])
+        assert isinstance(s, np.ndarray)
+        np.testing.assert_array_equal(s, x + y)
+        np.testing.assert_array_equal(p, x * y)
+
+
+@pytest.mark.parametrize("bad", ["no", "False", 0, 1, None, np.True_])
+def test_clone_outputs_must_be_a_bool(add_mul: bytes, bad: object) -> None:
+    method = pyexec.load(add_mul).load_method("forward")
+    x, y = torch.randn(2, 3), torch.randn(2, 3)
+    with pytest.raises(pyexec.InvalidArgumentError, match=r"clone_outputs must be True or False, got "):
+        method.execute([x, y], clone_outputs=bad)  # type: ignore[arg-type]
+    method.execute([x, y])
+    with pytest.raises(pyexec.InvalidArgumentError, match=r"clone_outputs must be True or False, got "):
+        method.get_outputs(clone_outputs=bad)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("bad", [3, b"forward", ["forward"], None, "forward\0"])
+def test_method_name_must_be_a_str(add_mul: bytes, bad: object) -> None:
+    program = pyexec.load(add_mul)
+    for call in (program.load_method, program.method_meta, program.operators):
+        with pytest.raises(pyexec.InvalidArgumentError, match="method name must"):
+            call(bad)  # type: ignore[operator]
+
+
+@pytest.mark.parametrize("bad", ["0", 0.0, True, None, np.int64(0)])
+def test_output_index_must_be_an_int(add_mul: bytes, bad: object) -> None:
+    method = pyexec.load(add_mul).load_method("forward")
+    with pytest.raises(pyexec.InvalidArgumentError, match="output index must be an int"):
+        method.set_output(None, bad)  # type: ignore[arg-type]
+    with pytest.raises(pyexec.InvalidArgumentError, match="output index must be an int"):
+        method.output_aliases_input(bad)  # type: ignore[arg-type]
+
+
+def test_method_needs_a_program(add_mul: bytes) -> None:
+    with pytest.raises(pyexec.InvalidArgumentError, match="program must be a pyexec.Program, got bytes"):
+        pyexec.Method(add_mul, "forward")  # type: ignore[arg-type]
+
+
+def test_path_with_a_nul_is_refused() -> None:
+    with pytest.raises(pyexec.InvalidArgumentError, match="NUL"):
+        pyexec.load("model.pte\0.txt")
 
 
 # ---- malformed files -------------------------------------------------------
