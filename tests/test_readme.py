@@ -1,14 +1,34 @@
-"""The README's operator list is the registry's (regenerate it with
-scripts/gen_operators.py)."""
+"""The README: its operator list is the registry's (regenerate it with
+scripts/gen_operators.py), and every `python` and `c` block runs as written.
+
+The snippets run in a directory holding the programs
+examples/python/export_models.py exports (add_mul.pte, kv_cache.pte,
+dynamic.pte). A `text` block right after a snippet is what the snippet prints,
+compared exactly. `sh` blocks are commands for a reader (installs, builds,
+long runs) and `text` blocks output: neither is run here. Every fence must name
+one of these languages, so that no snippet escapes this test by accident."""
 
 from __future__ import annotations
 
 import importlib.util
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
 from pathlib import Path
+
+import pytest
 
 import pyexec
 
 ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+NATIVE = ROOT / "native"
+RUN = ("python", "c")
+NOT_RUN = ("sh", "text")
+PROGRAMS = ("add_mul.pte", "kv_cache.pte", "dynamic.pte")
 
 
 def test_readme_lists_exactly_the_registered_operators() -> None:
@@ -17,4 +37,117 @@ def test_readme_lists_exactly_the_registered_operators() -> None:
     gen = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(gen)
     expected = gen.operator_block(pyexec.kernels())
-    assert expected in (ROOT / "README.md").read_text(), "README operator list is stale: run scripts/gen_operators.py"
+    assert expected in README.read_text(), "README operator list is stale: run scripts/gen_operators.py"
+
+
+# ---- the fenced blocks -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Block:
+    lang: str
+    code: str
+    line: int  # of the opening fence, 1-based
+    prints: str | None  # the text block right after it, if any
+
+
+def fenced_blocks(text: str) -> list[Block]:
+    """Every fenced block, in order, with the `text` block that follows a
+    snippet (only blank lines between) as its expected output."""
+    fence = re.compile(r"^```([^\n`]*)\n(.*?)^```[ \t]*$", re.M | re.S)
+    matches = list(fence.finditer(text))
+    blocks = []
+    for k, m in enumerate(matches):
+        prints = None
+        nxt = matches[k + 1] if k + 1 < len(matches) else None
+        if nxt is not None and nxt.group(1).strip() == "text" and not text[m.end() : nxt.start()].strip():
+            prints = nxt.group(2)
+        blocks.append(Block(m.group(1).strip(), m.group(2), text.count("\n", 0, m.start()) + 1, prints))
+    return blocks
+
+
+BLOCKS = fenced_blocks(README.read_text())
+SNIPPETS = [b for b in BLOCKS if b.lang in RUN]
+
+
+def test_block_parser_pairs_a_snippet_with_the_output_after_it() -> None:
+    text = "a\n```python\nprint(1)\n```\n\n```text\n1\n```\n```sh\nls\n```\n```c\nint x;\n```\ntext\n"
+    blocks = fenced_blocks(text)
+    assert [(b.lang, b.code, b.line, b.prints) for b in blocks] == [
+        ("python", "print(1)\n", 2, "1\n"),
+        ("text", "1\n", 6, None),
+        ("sh", "ls\n", 9, None),
+        ("c", "int x;\n", 12, None),
+    ]
+
+
+def test_every_readme_fence_names_a_known_language() -> None:
+    unknown = [(b.line, b.lang) for b in BLOCKS if b.lang not in RUN + NOT_RUN]
+    assert not unknown, f"README fences (line, language) that are neither run nor marked not to be: {unknown}"
+    assert {b.lang for b in SNIPPETS} == set(RUN)
+
+
+@pytest.fixture(scope="module")
+def programs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The programs the snippets use, exported by examples/python/export_models.py."""
+    pytest.importorskip("executorch")
+    out = tmp_path_factory.mktemp("programs")
+    run([sys.executable, str(ROOT / "examples" / "python" / "export_models.py"), str(out)], cwd=out)
+    for name in PROGRAMS:
+        assert (out / name).is_file(), name
+    return out
+
+
+@pytest.fixture(scope="module")
+def library() -> Path:
+    """native/build/libpyexec.so, built if it is not there yet."""
+    lib = NATIVE / "build" / "libpyexec.so"
+    if not lib.is_file():
+        if shutil.which("make") is None:
+            pytest.skip("make is not installed")
+        run(["make", "-C", str(NATIVE), "-j2"], cwd=ROOT)
+    return lib
+
+
+def python_env() -> dict[str, str]:
+    """The environment under which a child Python imports the pyexec this test
+    process imported (the source tree or the installed package)."""
+    package_root = str(Path(pyexec.__file__).resolve().parent.parent)
+    path = os.environ.get("PYTHONPATH")
+    return {**os.environ, "PYTHONPATH": package_root + (os.pathsep + path if path else "")}
+
+
+def run(cmd: list[str], cwd: Path) -> str:
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd, env=python_env(), timeout=600)
+    assert proc.returncode == 0, f"{' '.join(cmd)} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}"
+    return proc.stdout
+
+
+def workdir(programs: Path, tmp_path: Path) -> Path:
+    """A fresh directory holding copies of the programs (a snippet may write)."""
+    for name in PROGRAMS:
+        shutil.copyfile(programs / name, tmp_path / name)
+    return tmp_path
+
+
+def check_prints(block: Block, out: str) -> None:
+    if block.prints is not None:
+        assert out == block.prints, f"README line {block.line} printed\n{out}\nwhere the README says\n{block.prints}"
+
+
+@pytest.mark.parametrize("block", [b for b in SNIPPETS if b.lang == "python"], ids=lambda b: f"line{b.line}")
+def test_readme_python_snippet_runs(block: Block, programs: Path, tmp_path: Path) -> None:
+    cwd = workdir(programs, tmp_path)
+    (cwd / "snippet.py").write_text(block.code)
+    check_prints(block, run([sys.executable, "snippet.py"], cwd=cwd))
+
+
+@pytest.mark.parametrize("block", [b for b in SNIPPETS if b.lang == "c"], ids=lambda b: f"line{b.line}")
+def test_readme_c_snippet_compiles_and_runs(block: Block, programs: Path, library: Path, tmp_path: Path) -> None:
+    if shutil.which("cc") is None:
+        pytest.skip("cc is not installed")
+    cwd = workdir(programs, tmp_path)
+    (cwd / "app.c").write_text(block.code)
+    run(["cc", "-std=c11", "-Wall", "-Wextra", "-Werror", "-pedantic", "-I", str(NATIVE / "include"), "app.c",
+         "-L", str(library.parent), "-lpyexec", f"-Wl,-rpath,{library.parent}", "-o", "app"], cwd=cwd)
+    check_prints(block, run([str(cwd / "app")], cwd=cwd))
