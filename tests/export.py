@@ -80,6 +80,43 @@ def assert_close(actual: Any, expected: Any, *, rtol: float = 1e-4, atol: float 
         np.testing.assert_array_equal(a, e, err_msg=what)
 
 
+def eager_reference(module: torch.nn.Module, args: Sequence[Any], pointwise_at: Sequence[int] = ()) -> list[Any]:
+    """torch eager's outputs for `args` (run on copies), as a list.
+
+    `pointwise_at` lists flat positions whose reference is taken from ATen's
+    scalar loop instead of its vector loop: at each position the module is run
+    again on one-element slices of every tensor input, and each output of the
+    inputs' shape takes that element. ATen's vectorised CPU loops only handle
+    blocks of two or more vectors and leave the tail to the scalar loop, so a
+    one-element tensor never reaches SIMD code, whatever the CPU (AVX2,
+    AVX-512, NEON, or none). Use it for non-finite inputs to transcendental
+    ops: there the vector path's polynomial approximations are specified by
+    nothing and differ between CPUs (torch 2.13 on AVX-512 gives
+    gelu(+inf) = nan), while the scalar loop evaluates the op's defining
+    formula in IEEE arithmetic, as ExecuTorch's portable kernels and pyexec
+    do. Every tensor input must have the same shape (pointwise ops)."""
+    with torch.no_grad():
+        out = module(*[x.clone() if isinstance(x, torch.Tensor) else x for x in args])
+    expected = list(out) if isinstance(out, (tuple, list)) else [out]
+    if not pointwise_at:
+        return expected
+    tensors = [x for x in args if isinstance(x, torch.Tensor)]
+    shape = tensors[0].shape
+    assert all(x.shape == shape for x in tensors), "pointwise_at needs inputs of one shape"
+    ones = [1] * len(shape)
+    # outputs may alias inputs or each other: write into copies
+    expected = [e.clone() if isinstance(e, torch.Tensor) else e for e in expected]
+    for k in pointwise_at:
+        one = [x.reshape(-1)[k : k + 1].reshape(ones).clone() if isinstance(x, torch.Tensor) else x for x in args]
+        with torch.no_grad():
+            single = module(*one)
+        single = list(single) if isinstance(single, (tuple, list)) else [single]
+        for j, e in enumerate(expected):
+            if isinstance(e, torch.Tensor) and e.shape == shape:
+                e.view(-1)[k] = single[j].reshape(-1)[0]
+    return expected
+
+
 def check_module(
     module: torch.nn.Module,
     inputs: tuple[Any, ...],
@@ -88,22 +125,20 @@ def check_module(
     atol: float = 1e-5,
     dynamic_shapes: Any = None,
     run_inputs: Sequence[tuple[Any, ...]] | None = None,
+    pointwise_at: Sequence[int] = (),
     **export_kwargs: Any,
 ) -> bytes:
     """Exports `module`, runs it with pyexec on `inputs` (and on every tuple in
     `run_inputs`), and compares each output with torch eager on fresh copies
-    of the same inputs. Returns the program bytes."""
+    of the same inputs (`pointwise_at`: see eager_reference). Returns the
+    program bytes."""
     import pyexec
 
     pte = export_program(module, inputs, dynamic_shapes=dynamic_shapes, **export_kwargs)
     method = pyexec.load(pte).load_method("forward")
     for args in run_inputs or [inputs]:
-        eager_args = tuple(x.clone() if isinstance(x, torch.Tensor) else x for x in args)
         ours_args = [x.clone() if isinstance(x, torch.Tensor) else x for x in args]
-        with torch.no_grad():
-            expected = module(*eager_args)
-        if not isinstance(expected, (tuple, list)):
-            expected = (expected,)
+        expected = eager_reference(module, args, pointwise_at)
         got = method.execute(ours_args)
         assert len(got) == len(expected), f"{len(got)} outputs, torch gives {len(expected)}"
         for k, (g, e) in enumerate(zip(got, expected)):
