@@ -45,7 +45,11 @@ def inspect(path: str) -> int:
             pass
         for i, info in enumerate(meta.outputs):
             alias = method.output_aliases_input(i) if method is not None else None
-            note = f" (is input {alias})" if alias is not None else ""
+            note = ""
+            if alias is not None:
+                source = meta.inputs[alias]
+                in_place = source is not None and source.is_mutated
+                note = f" (is input {alias}, updated in place)" if in_place else f" (is input {alias})"
             print(f"  output {i}: {_fmt_info(info)}{note}")
         ops, missing = program.operators(name)
         print(f"  operators ({len(ops)}): {', '.join(ops)}")

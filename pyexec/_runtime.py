@@ -48,7 +48,15 @@ class TensorInfo:
     is_memory_planned: bool
     is_dynamic: bool
     is_mutated: bool
-    """The program writes this value (an input updated in place)."""
+    """For an input: the program writes it in place (what ExecuTorch's export
+    records as a user-input mutation, e.g. `cache.index_copy_(0, pos, k)` on an
+    argument of `forward`). Unplanned, the caller's tensor itself is updated
+    (and must be writable and contiguous); planned, the method's copy is. Either
+    way the new value also comes back as the output that
+    `Method.output_aliases_input` maps to this input.
+    For an output: always False. Every output is written by the program, so
+    the flag would say nothing; which output is a mutated input's new value is
+    what `Method.output_aliases_input` tells."""
 
 
 @dataclass(frozen=True)
@@ -86,7 +94,8 @@ def _layout(info: TensorInfo | None) -> tuple[int, ...] | None:
     return info.dim_order
 
 
-def _info(v: Any) -> TensorInfo | None:
+def _info(v: Any, output: bool) -> TensorInfo | None:
+    """The library's description of an input (`output` False) or output."""
     if v.kind != lib.PYEXEC_VALUE_TENSOR:
         return None
     dim = v.dim
@@ -97,7 +106,9 @@ def _info(v: Any) -> TensorInfo | None:
         nbytes=int(v.nbytes),
         is_memory_planned=bool(v.is_memory_planned),
         is_dynamic=bool(v.is_dynamic),
-        is_mutated=bool(v.is_mutated),
+        # The library reports whether the program writes the value, which
+        # holds for every output it computes: only inputs keep the flag.
+        is_mutated=bool(v.is_mutated) and not output,
     )
 
 
@@ -200,11 +211,11 @@ class Program:
         ins = []
         for i in range(nin[0]):
             check(lib.pyexec_program_input_info(p, bname, i, info))
-            ins.append(_info(info))
+            ins.append(_info(info, output=False))
         outs = []
         for i in range(nout[0]):
             check(lib.pyexec_program_output_info(p, bname, i, info))
-            outs.append(_info(info))
+            outs.append(_info(info, output=True))
         meta = MethodMeta(name=name, inputs=tuple(ins), outputs=tuple(outs))
         self._meta[name] = meta
         return meta

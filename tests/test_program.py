@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from export import export_program
+from export import export_manager, export_program
 
 import pyexec
 
@@ -47,6 +47,51 @@ def test_metadata_without_loading_the_method(add_mul: bytes) -> None:
     assert info is not None
     assert info.sizes == (2, 3) and info.dtype == "float32" and info.dim_order == (0, 1)
     assert info.nbytes == 24 and info.is_memory_planned and not info.is_dynamic
+
+
+@pytest.mark.parametrize("reinplace", [False, True], ids=["copy", "reinplaced"])
+@pytest.mark.parametrize("planned", [True, False], ids=["planned", "unplanned"])
+def test_is_mutated_marks_the_inputs_the_export_records_as_mutated(reinplace: bool, planned: bool) -> None:
+    """A decode step that writes its two KV-cache arguments in place (an
+    index_put_ with reinplace, index_put + copy_ without). The reference is the
+    exporter's graph signature: its user-input mutations give the mutated
+    inputs, and the output each one's new value comes back as."""
+    from models import decode_step
+
+    spec = decode_step()
+    manager = export_manager(spec.module, spec.inputs, reinplace=reinplace, alloc_graph_input=planned)
+    signature = manager.exported_program().graph_signature
+    names = list(signature.user_inputs)
+    mutated = {names.index(n) for n in signature.user_inputs_to_mutate.values()}
+    write_backs = {i: names.index(o.target) for i, o in enumerate(signature.output_specs)
+                   if o.kind.name == "USER_INPUT_MUTATION"}
+    assert mutated == {2, 3} and sorted(write_backs.values()) == [2, 3]  # the model is what this test assumes
+
+    method = pyexec.load(bytes(manager.buffer)).load_method("forward")
+    meta = method.meta
+    assert {j for j, info in enumerate(meta.inputs) if info is not None and info.is_mutated} == mutated
+    assert not any(info is not None and info.is_mutated for info in meta.outputs)
+    assert {i: method.output_aliases_input(i) for i in write_backs} == write_backs
+
+    # What the flag promises: the program writes those inputs, and no other
+    # (an unplanned one in the caller's memory), as torch eager does.
+    inputs = [x.clone() for x in spec.inputs]
+    eager = [x.clone() for x in spec.inputs]
+    with torch.no_grad():
+        spec.module(*eager)
+    outputs = method.execute(inputs)
+    for j, (x, before, after) in enumerate(zip(inputs, spec.inputs, eager)):
+        if planned or j not in mutated:
+            assert torch.equal(x, before), f"input {j} changed"
+        else:
+            torch.testing.assert_close(x, after)
+    if planned and reinplace:
+        # The exporter's plan lets later values reuse a planned input that
+        # index_put_ updates: ExecuTorch's own runtime returns non-values there
+        # too, so only the metadata above is checked.
+        return
+    for i, j in write_backs.items():
+        torch.testing.assert_close(outputs[i], eager[j])
 
 
 def test_unknown_method_is_named(add_mul: bytes) -> None:
