@@ -3,8 +3,11 @@
  * index_select, slice / select scatters, masked_select, nonzero and
  * repeat_interleave.
  *
- * Index values wrap like Python's (a negative index counts from the end) and
- * every index is checked against its dimension before memory is touched.
+ * Negative index values follow torch eager, kernel by kernel: index.Tensor,
+ * index_put and index_put_ wrap them like Python (-1 is the last entry), as
+ * do the scalar indices of select_scatter and slice_scatter; index_select,
+ * gather, scatter, scatter_add and index_copy reject them, as eager does.
+ * Every index is checked against its dimension before memory is touched.
  */
 #include <stdio.h>
 #include <string.h>
@@ -112,9 +115,20 @@ static int clone_into(px_ctx *ctx, px_tensor *out, const px_tensor *self) {
   return px_copy_strided(ctx, out, self);
 }
 
-static int index_oob(px_ctx *ctx, int64_t v, int dim, int64_t size) {
-  return px_fail(ctx, "index %lld is out of bounds for dimension %d with size %lld", (long long)v,
-                 dim, (long long)size);
+/* Fails for index v on dimension `dim` of size `size`, naming the range the
+ * kernel accepts: [-size, size - 1] when it wraps negative indices, else
+ * [0, size - 1]. (The executor prefixes the kernel's name.) */
+static int index_oob(px_ctx *ctx, int64_t v, int dim, int64_t size, bool wraps) {
+  if (size == 0)
+    return px_fail(ctx, "index %lld is out of bounds for dimension %d with size 0 (no valid index)",
+                   (long long)v, dim);
+  if (wraps)
+    return px_fail(ctx, "index %lld is out of bounds for dimension %d with size %lld (valid range "
+                   "[%lld, %lld])", (long long)v, dim, (long long)size, (long long)-size,
+                   (long long)(size - 1));
+  return px_fail(ctx, "index %lld is out of bounds for dimension %d with size %lld (valid range "
+                 "[0, %lld]; this kernel does not wrap negative indices)", (long long)v, dim,
+                 (long long)size, (long long)(size - 1));
 }
 
 /* ---- advanced indexing plan ------------------------------------------------- */
@@ -303,7 +317,7 @@ static int plan_run(px_ctx *ctx, const iplan *P, px_tensor *tgt, const px_tensor
     for (int i = 0; i < P->ni; i++) {
       int d = P->tdim[i];
       int64_t v = load_index(P->idata[i], P->idtype[i], ioff[i]), size = tgt->sizes[d];
-      if (v < -size || v >= size) return index_oob(ctx, v, d, size);
+      if (v < -size || v >= size) return index_oob(ctx, v, d, size, true);
       if (v < 0) v += size;
       t0 += v * tgt->strides[d];
     }
@@ -475,7 +489,7 @@ static int k_index_select(px_ctx *ctx, px_value *const *args) {
   if (px_require_contiguous(ctx, out, "out")) return PYEXEC_ERR_EXECUTION;
   for (int64_t i = 0; i < ni; i++) {
     int64_t v = load_index(index->data, index->dtype, i);
-    if (v < 0 || v >= dsize) return index_oob(ctx, v, d, dsize);
+    if (v < 0 || v >= dsize) return index_oob(ctx, v, d, dsize, false);
   }
   if (out->numel == 0) return 0;
   int64_t outer = self->dim ? px_prod(self->sizes, 0, d) : 1;
@@ -552,7 +566,7 @@ static int k_gather(px_ctx *ctx, px_value *const *args) {
   do {
     for (int64_t k = 0; k < it.inner; k++) {
       int64_t v = load_index(index->data, index->dtype, it.off[0] + k * it.inner_stride[0]);
-      if (v < 0 || v >= dsize) return index_oob(ctx, v, d, dsize);
+      if (v < 0 || v >= dsize) return index_oob(ctx, v, d, dsize, false);
       int64_t so = it.off[2] + k * it.inner_stride[2] + v * dstride;
       int64_t oo = it.off[1] + k * it.inner_stride[1];
       switch (es) {
@@ -618,7 +632,7 @@ static int scatter_common(px_ctx *ctx, px_tensor *self, int64_t dim, px_tensor *
   do {
     for (int64_t k = 0; k < it.inner; k++) {
       int64_t v = load_index(index->data, index->dtype, it.off[0] + k * it.inner_stride[0]);
-      if (v < 0 || v >= dsize) return index_oob(ctx, v, d, dsize);
+      if (v < 0 || v >= dsize) return index_oob(ctx, v, d, dsize, false);
       char *dp = dst + (it.off[1] + k * it.inner_stride[1] + v * dstride) * (int64_t)es;
       if (mode == SC_VALUE) {
         memcpy(dp, &elem, es);
@@ -677,7 +691,7 @@ static int k_index_copy(px_ctx *ctx, px_value *const *args) {
     return PYEXEC_ERR_EXECUTION;
   for (int64_t i = 0; i < ni; i++) {
     int64_t v = load_index(index->data, index->dtype, i);
-    if (v < 0 || v >= dsize) return index_oob(ctx, v, d, dsize);
+    if (v < 0 || v >= dsize) return index_oob(ctx, v, d, dsize, false);
   }
   rc = clone_into(ctx, out, self);
   if (rc) return rc;
@@ -758,7 +772,7 @@ static int k_select_scatter(px_ctx *ctx, px_value *const *args) {
   int d = px_wrap_dim(ctx, args[2]->u.i, self->dim);
   if (d < 0) return PYEXEC_ERR_EXECUTION;
   int64_t size = self->sizes[d], i = args[3]->u.i;
-  if (i < -size || i >= size) return index_oob(ctx, i, d, size);
+  if (i < -size || i >= size) return index_oob(ctx, i, d, size, true);
   if (i < 0) i += size;
   rc = clone_into(ctx, out, self);
   if (rc) return rc;

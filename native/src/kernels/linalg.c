@@ -914,9 +914,14 @@ static int k_embedding(px_ctx *ctx, px_value *const *args) {
   for (int64_t k = 0; k < idx->numel; k++) {
     int64_t r = idx->dtype == PX_I64 ? ((const int64_t *)idx->data)[k]
                                      : ((const int32_t *)idx->data)[k];
-    if (r < 0 || r >= V)
-      return px_fail(ctx, "index %lld is out of range for a weight with %lld rows",
-                     (long long)r, (long long)V);
+    if (r < 0 || r >= V) { /* as in torch eager, negative indices do not wrap */
+      if (V == 0)
+        return px_fail(ctx, "index %lld is out of range for a weight with 0 rows (no valid index)",
+                       (long long)r);
+      return px_fail(ctx, "index %lld is out of range for a weight with %lld rows (valid range "
+                     "[0, %lld]; embedding does not wrap negative indices)", (long long)r,
+                     (long long)V, (long long)(V - 1));
+    }
     if (row) memcpy((char *)out->data + (size_t)k * row, (const char *)w->data + (size_t)r * row, row);
   }
   return 0;
