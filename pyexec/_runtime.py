@@ -34,19 +34,26 @@ _run = lib.pyexec_method_run
 _NULL = ffi.NULL
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class TensorInfo:
-    """A method's tensor input or output as the program declares it."""
+    """A method's tensor input or output as the program declares it
+    (ExecuTorch's `TensorInfo`, with attributes rather than methods)."""
 
     sizes: tuple[int, ...]
     """Sizes; the upper bound when the tensor is dynamic."""
     dtype: str
     """torch's name of the dtype ("float32")."""
     dim_order: tuple[int, ...]
+    """The order of the dims in memory, outermost first: (0, 1, ..., n-1) is
+    row-major, (0, 2, 3, 1) channels-last."""
     nbytes: int
     """Bytes at the upper-bound sizes."""
     is_memory_planned: bool
+    """The storage is part of the method's planned memory: a planned input is
+    copied in by set_inputs; an unplanned one is read in place (see SPEC §3),
+    and only an unplanned output can be bound with Method.set_output."""
     is_dynamic: bool
+    """The sizes may change from call to call, up to `sizes`."""
     is_mutated: bool
     """For an input: the program writes it in place (what ExecuTorch's export
     records as a user-input mutation, e.g. `cache.index_copy_(0, pos, k)` on an
@@ -58,13 +65,37 @@ class TensorInfo:
     the flag would say nothing; which output is a mutated input's new value is
     what `Method.output_aliases_input` tells."""
 
+    def _short(self) -> str:
+        """`float32[2, 3]`, with what differs from a plain planned static tensor."""
+        flags = [] if self.is_memory_planned else ["unplanned"]
+        if self.is_dynamic:
+            flags.append("dynamic")
+        if self.is_mutated:
+            flags.append("mutated")
+        if self.dim_order != tuple(range(len(self.dim_order))):
+            flags.append(f"dim_order={self.dim_order}")
+        return f"{self.dtype}{list(self.sizes)}" + "".join(f" {f}" for f in flags)
 
-@dataclass(frozen=True)
+    def __repr__(self) -> str:
+        return f"<pyexec.TensorInfo {self._short()} nbytes={self.nbytes}>"
+
+
+@dataclass(frozen=True, repr=False)
 class MethodMeta:
+    """What a method takes and returns, read from the program without loading
+    the method (ExecuTorch's `MethodMeta`, with attributes rather than methods)."""
+
     name: str
     inputs: tuple[TensorInfo | None, ...]
     """One entry per input: TensorInfo, or None for a non-tensor value."""
     outputs: tuple[TensorInfo | None, ...]
+    """One entry per output: TensorInfo, or None for a non-tensor value."""
+
+    def __repr__(self) -> str:
+        def fmt(infos: tuple[TensorInfo | None, ...]) -> str:
+            return "[" + ", ".join("non-tensor" if i is None else i._short() for i in infos) + "]"
+
+        return f"<pyexec.MethodMeta {self.name!r} inputs={fmt(self.inputs)} outputs={fmt(self.outputs)}>"
 
 
 _TORCH_CODES: dict[Any, int] = {}  # torch dtype -> code, filled once torch is in use
@@ -133,12 +164,30 @@ class _MethodHandle:
 
 
 def load(source: Source) -> Program:
-    """Loads an ExecuTorch program from a path (memory-mapped) or from bytes."""
+    """Loads an ExecuTorch program (.pte) from a path, which is memory-mapped
+    (constant tensors are read from the mapping, not copied), or from bytes,
+    bytearray or memoryview (copied: the caller may change or free it).
+
+    Raises:
+        FileError: the file cannot be opened, read or mapped (the message names it).
+        InvalidProgramError: the data is not a valid ExecuTorch program.
+        UnsupportedError: the program holds something pyexec cannot run that
+            is seen at load (a dtype, a non-CPU tensor, a file format version);
+            missing kernels and delegates are reported by load_method.
+        InvalidArgumentError: `source` is not a path, bytes, bytearray or
+            memoryview, or the path contains a NUL character.
+        OutOfMemoryError: an allocation failed.
+    """
     return Program(source)
 
 
 class Program:
-    """A loaded .pte file. Methods loaded from it keep it alive."""
+    """A loaded .pte file: `pyexec.load(source)` (see there for the errors).
+    Methods loaded from it keep it alive."""
+
+    _handle: _ProgramHandle | None = None
+    _names: tuple[str, ...] = ()
+    _source = "?"
 
     def __init__(self, source: Source) -> None:
         out = ffi.new("pyexec_program **")
@@ -147,17 +196,19 @@ class Program:
             if b"\0" in path:
                 raise InvalidArgumentError(f"path must not contain NUL characters, got {os.fsdecode(path)!r}")
             check(lib.pyexec_program_load_file(path, out))
+            self._source = os.fsdecode(path)
         elif isinstance(source, (bytes, bytearray, memoryview)):
             data = source
             if isinstance(data, memoryview) and not data.c_contiguous:
                 data = data.tobytes()
             buf = ffi.from_buffer(data)
             check(lib.pyexec_program_load_buffer(buf, len(buf), out))
+            self._source = f"<{type(source).__name__}, {len(buf)} bytes>"
         else:
             raise InvalidArgumentError(
                 f"load() takes a path, bytes, bytearray or memoryview, got {type(source).__name__}"
             )
-        self._handle: _ProgramHandle | None = _ProgramHandle(out[0])
+        self._handle = _ProgramHandle(out[0])
         p = self._handle.ptr
         names = []
         for i in range(lib.pyexec_program_method_count(p)):
@@ -167,7 +218,14 @@ class Program:
 
     @property
     def method_names(self) -> tuple[str, ...]:
+        """The names of the program's methods, in the file's order (still
+        readable after close)."""
         return self._names
+
+    def __repr__(self) -> str:
+        closed = " closed" if self._handle is None else ""
+        source = self._source if self._source.startswith("<") else repr(self._source)
+        return f"<pyexec.Program methods={list(self._names)} source={source}{closed}>"
 
     def close(self) -> None:
         """Releases the program. Methods already loaded keep it alive and keep
@@ -198,7 +256,15 @@ class Program:
         return name.encode()
 
     def method_meta(self, name: str) -> MethodMeta:
-        """Metadata of method `name`, read without loading the method."""
+        """Metadata of method `name`, read without loading the method.
+
+        Raises:
+            InvalidArgumentError: the program has no such method (the message
+                lists those it has), `name` is not a str, or the program is closed.
+            InvalidProgramError: the method's inputs or outputs are malformed.
+            UnsupportedError: an input or output has a dtype or layout pyexec
+                does not support.
+        """
         p = self._ptr()
         bname = self._check_name(name)
         meta = self._meta.get(name)
@@ -221,7 +287,14 @@ class Program:
         return meta
 
     def operators(self, name: str = "forward") -> tuple[list[str], list[str]]:
-        """(operators method `name` uses, those this library has no kernel for)."""
+        """(operators method `name` uses, those this library has no kernel
+        for), as "aten::add.out" names.
+
+        Raises:
+            InvalidArgumentError: the program has no such method, `name` is not
+                a str, or the program is closed.
+            InvalidProgramError: the method's operator table is malformed.
+        """
         bname = self._check_name(name)
         needed = ffi.new("size_t *")
         missing = ffi.new("size_t *")
@@ -232,12 +305,33 @@ class Program:
         return [ln.lstrip("!") for ln in lines], [ln[1:] for ln in lines if ln.startswith("!")]
 
     def load_method(self, name: str = "forward", output_type: str = "auto") -> Method:
-        """A new, independent Method with its own planned memory, state and bindings."""
+        """A new, independent Method with its own planned memory, state and
+        bindings (each call makes another).
+
+        `output_type` is what execute and get_outputs return tensors as:
+        "numpy" (numpy.ndarray), "torch" (torch.Tensor; needs torch), or "auto"
+        (the type of the first tensor in the last inputs installed; numpy when
+        there was none). Non-tensor outputs come back as int, float, bool, str
+        or None whatever it says.
+
+        Raises:
+            InvalidArgumentError: the program has no such method (the message
+                lists those it has), `name` is not a str, `output_type` is not
+                one of the three, "torch" without torch installed, or the
+                program is closed.
+            UnsupportedError: the method calls operators pyexec has no kernel
+                for (all listed at once) or a delegate it cannot run.
+            InvalidProgramError: the method is malformed.
+            OutOfMemoryError: its planned memory cannot be allocated.
+        """
         return Method(self, name, output_type)
 
 
 class Method:
-    """An executable instance of one method of a program."""
+    """An executable instance of one method of a program, made by
+    `Program.load_method(name, output_type)` (see there for `output_type` and
+    the errors). One call runs at a time on a Method; different Methods run in
+    parallel on different threads."""
 
     _handle: _MethodHandle | None = None
 
@@ -327,6 +421,14 @@ class Method:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def __repr__(self) -> str:
+        meta = getattr(self, "meta", None)
+        if meta is None:  # __init__ failed
+            return "<pyexec.Method (not loaded)>"
+        closed = " closed" if self._handle is None else ""
+        return (f"<pyexec.Method {meta.name!r} inputs={len(meta.inputs)} outputs={len(meta.outputs)} "
+                f"output_type={self._output_type!r}{closed}>")
+
     def _check_open(self) -> None:
         if self._handle is None:
             raise InvalidArgumentError(f"method '{self.meta.name}' is closed")
@@ -339,7 +441,12 @@ class Method:
 
     def output_aliases_input(self, index: int) -> int | None:
         """The input index whose value is the very same program value as output
-        `index` (decided from the program's structure; no side effects)."""
+        `index` (a mutated input's new value, or `return x`), or None. Decided
+        from the program's structure; no side effects.
+
+        Raises:
+            InvalidArgumentError: `index` is not an int in range, or the method is closed.
+        """
         self._check_open()
         self._check_output_index(index)
         return self._alias[index]
@@ -355,7 +462,23 @@ class Method:
     # ---- inputs ---------------------------------------------------------
 
     def set_inputs(self, inputs: Sequence[Any]) -> None:
-        """Installs all inputs at once (planned: copied; unplanned: read in place)."""
+        """Installs all inputs at once: a list or tuple with one torch.Tensor,
+        numpy.ndarray or object with `__dlpack__` per tensor input and the
+        exported value (int, float, bool, None) per other input. A planned input
+        is copied; an unplanned one is read in place, and the method keeps a
+        reference to it until the next successful set_inputs.
+
+        Raises:
+            InvalidArgumentError: `inputs` is not a list or tuple; the count, a
+                dtype (no casting), rank or size does not match (each named with
+                both sides); a tensor is not on the CPU; an unplanned input the
+                program writes is read-only or not laid out as it must be; an
+                unplanned input overlaps a bound output; a non-tensor input is
+                not the value the program was exported with; or the method is
+                closed. After a failure nothing is installed, and the method
+                refuses to run until a complete valid set is.
+            UnsupportedError: an input slot holds a kind of value that cannot be set.
+        """
         with self._lock:
             self._check_open()
             self._set_inputs_locked(inputs)
@@ -588,7 +711,18 @@ class Method:
 
     def set_output(self, tensor: Any, index: int) -> None:
         """Binds unplanned output `index` to `tensor` (None unbinds): later calls
-        write that output straight into it and return it."""
+        write that output straight into it and return it (a view of its first
+        elements when a dynamic output is smaller), whatever clone_outputs says.
+        The method keeps a reference to `tensor` until it is unbound or replaced.
+
+        Raises:
+            InvalidArgumentError: `index` is not an int in range; the output is
+                memory-planned, listed at more than one index, an input, or not
+                contiguous in its dim_order; `tensor` has another dtype, is not
+                on the CPU, is not contiguous, is read-only, is smaller than the
+                output's upper bound, or overlaps another bound output or an
+                installed unplanned input; or the method is closed.
+        """
         with self._lock:
             self._check_open()
             self._check_output_index(index)
@@ -654,7 +788,25 @@ class Method:
         return changed
 
     def execute(self, inputs: Sequence[Any] | None = None, clone_outputs: bool = True) -> list[Any]:
-        """Runs the method (installing `inputs` first, if given) and returns its outputs."""
+        """Runs the method and returns its outputs, one per output slot.
+
+        `inputs`: installed first, as set_inputs does; None runs on the inputs
+        installed before. `clone_outputs`: True, each tensor output is a copy
+        the caller owns; False, it shares the method's memory, which the next
+        execute overwrites (and which stays valid while the output lives, even
+        after the Method is gone). A bound output (set_output) is always its
+        bound tensor. Tensors come back as the load_method `output_type` says.
+
+        Raises:
+            InvalidArgumentError: as set_inputs for bad `inputs`; "input 0 has
+                not been set" when no complete set was installed; an input read
+                in place moved to new memory since (torch resize_, set_, .data);
+                `clone_outputs` is not a bool; or the method is closed.
+            ExecutionError: a kernel failed while running (an index out of
+                range, a shape the inputs make impossible, ...).
+            UnsupportedError: a bfloat16 output asked for as numpy (which has
+                no bfloat16); use output_type="torch".
+        """
         if clone_outputs is not True and clone_outputs is not False:
             _check_clone(clone_outputs)
         with self._lock:
@@ -705,7 +857,13 @@ class Method:
         return self._outputs_locked(clone, True)
 
     def get_outputs(self, clone_outputs: bool = True) -> list[Any]:
-        """The outputs of the last execute."""
+        """The outputs of the last execute again, as execute returns them
+        (before any execute: the method's initial, zero-filled memory).
+
+        Raises:
+            InvalidArgumentError: `clone_outputs` is not a bool, or the method is closed.
+            UnsupportedError: a bfloat16 output asked for as numpy.
+        """
         _check_clone(clone_outputs)
         with self._lock:
             self._check_open()

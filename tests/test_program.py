@@ -3,6 +3,7 @@ kernels and bad inputs."""
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -184,6 +185,55 @@ def test_method_needs_a_program(add_mul: bytes) -> None:
 def test_path_with_a_nul_is_refused() -> None:
     with pytest.raises(pyexec.InvalidArgumentError, match="NUL"):
         pyexec.load("model.pte\0.txt")
+
+
+# ---- reprs and docstrings ----------------------------------------------------
+
+
+def test_reprs_say_what_each_object_is(add_mul: bytes, tmp_path: Path) -> None:
+    path = tmp_path / "m.pte"
+    path.write_bytes(add_mul)
+    program = pyexec.load(path)
+    assert repr(program) == f"<pyexec.Program methods=['forward'] source={str(path)!r}>"
+    from_bytes = pyexec.load(add_mul)
+    assert repr(from_bytes) == f"<pyexec.Program methods=['forward'] source=<bytes, {len(add_mul)} bytes>>"
+    method = program.load_method("forward", output_type="numpy")
+    assert repr(method) == "<pyexec.Method 'forward' inputs=2 outputs=2 output_type='numpy'>"
+    assert repr(method.meta.inputs[0]) == "<pyexec.TensorInfo float32[2, 3] nbytes=24>"
+    assert repr(method.meta) == (
+        "<pyexec.MethodMeta 'forward' inputs=[float32[2, 3], float32[2, 3]] outputs=[float32[2, 3], float32[2, 3]]>"
+    )
+    method.close()
+    program.close()
+    assert repr(method).endswith("output_type='numpy' closed>")
+    assert repr(program).endswith(" closed>")
+
+
+def test_tensor_info_repr_shows_what_is_not_plain() -> None:
+    info = pyexec.TensorInfo(sizes=(1, 3, 8, 8), dtype="float32", dim_order=(0, 2, 3, 1), nbytes=768,
+                             is_memory_planned=False, is_dynamic=True, is_mutated=True)
+    assert repr(info) == "<pyexec.TensorInfo float32[1, 3, 8, 8] unplanned dynamic mutated dim_order=(0, 2, 3, 1) " \
+        "nbytes=768>"
+
+
+PUBLIC_CALLS = [
+    pyexec.load, pyexec.Program.method_meta, pyexec.Program.operators, pyexec.Program.load_method,
+    pyexec.Method.set_inputs, pyexec.Method.execute, pyexec.Method.get_outputs, pyexec.Method.set_output,
+    pyexec.Method.output_aliases_input,
+]
+
+
+@pytest.mark.parametrize("call", PUBLIC_CALLS, ids=lambda c: c.__qualname__)
+def test_public_calls_name_the_errors_they_raise(call: object) -> None:
+    doc = call.__doc__ or ""
+    assert "Raises:" in doc, f"{call} does not say what it raises"
+    raised = re.findall(r"^\s+(\w+Error):", doc.split("Raises:")[1], re.M)
+    assert raised and all(isinstance(getattr(pyexec, name, None), type) for name in raised), raised
+
+
+def test_output_type_is_documented_where_it_is_given() -> None:
+    doc = pyexec.Program.load_method.__doc__ or ""
+    assert all(f'"{kind}"' in doc for kind in ("numpy", "torch", "auto")), doc
 
 
 # ---- malformed files -------------------------------------------------------
