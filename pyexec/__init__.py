@@ -11,7 +11,7 @@ from ._errors import (
     OutOfMemoryError,
     UnsupportedError,
 )
-from ._runtime import Method, MethodMeta, Program, TensorInfo, load
+from ._runtime import Method, MethodMeta, Program, Runtime, TensorInfo, load
 
 __version__: str = _ffi.ffi.string(_ffi.lib.pyexec_version()).decode()
 
@@ -32,6 +32,7 @@ __all__ = [
     "MethodMeta",
     "OutOfMemoryError",
     "Program",
+    "Runtime",
     "TensorInfo",
     "UnsupportedError",
     "__version__",

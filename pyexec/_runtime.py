@@ -255,6 +255,10 @@ class Program:
             raise InvalidArgumentError(f"method name must not contain NUL characters, got {name!r}")
         return name.encode()
 
+    def metadata(self, name: str) -> MethodMeta:
+        """ExecuTorch's spelling of method_meta(name)."""
+        return self.method_meta(name)
+
     def method_meta(self, name: str) -> MethodMeta:
         """Metadata of method `name`, read without loading the method.
 
@@ -420,6 +424,11 @@ class Method:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    @property
+    def metadata(self) -> MethodMeta:
+        """ExecuTorch's spelling of `meta`."""
+        return self.meta
 
     def __repr__(self) -> str:
         meta = getattr(self, "meta", None)
@@ -997,3 +1006,21 @@ class Method:
         return as_output_type(y, kind)
 
 
+class Runtime:
+    """ExecuTorch's entry point, spelled as `executorch.runtime` spells it:
+    `Runtime.get().load_program(data)` is `pyexec.load(data)`."""
+
+    @staticmethod
+    def get() -> Runtime:
+        """The one Runtime."""
+        return _RUNTIME
+
+    def load_program(self, data: Source) -> Program:
+        """`pyexec.load(data)`: a path or bytes; raises what load raises."""
+        return Program(data)
+
+    def __repr__(self) -> str:
+        return "<pyexec.Runtime>"
+
+
+_RUNTIME = Runtime()

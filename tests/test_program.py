@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -121,6 +122,48 @@ def test_missing_file_is_a_file_error(tmp_path: Path) -> None:
 def test_wrong_source_type_is_refused() -> None:
     with pytest.raises(pyexec.InvalidArgumentError, match="int"):
         pyexec.load(42)  # type: ignore[arg-type]
+
+
+# ---- ExecuTorch's spellings ------------------------------------------------
+
+
+def executorch_user_code(runtime: Any, source: Any, inputs: list[torch.Tensor]) -> tuple[set[str], list[Any]]:
+    """What a user of executorch.runtime writes, run unchanged on either runtime."""
+    program = runtime.load_program(source)
+    assert program.metadata("forward") is not None
+    method = program.load_method("forward")
+    assert method.metadata is not None
+    return set(program.method_names), list(method.execute(inputs))
+
+
+def test_executorch_spellings_run_executorch_code_unchanged(add_mul: bytes, tmp_path: Path) -> None:
+    from executorch.runtime import Runtime
+
+    path = tmp_path / "m.pte"
+    path.write_bytes(add_mul)
+    x, y = torch.randn(2, 3), torch.randn(2, 3)
+    for source in (path, add_mul):
+        names, expected = executorch_user_code(Runtime.get(), source, [x, y])
+        got_names, got = executorch_user_code(pyexec.Runtime.get(), source, [x, y])
+        assert got_names == names
+        for g, e in zip(got, expected):
+            torch.testing.assert_close(g, e)
+
+
+def test_executorch_spellings_are_the_pyexec_calls(add_mul: bytes, tmp_path: Path) -> None:
+    runtime = pyexec.Runtime.get()
+    assert runtime is pyexec.Runtime.get() and repr(runtime) == "<pyexec.Runtime>"
+    path = tmp_path / "m.pte"
+    path.write_bytes(add_mul)
+    program = runtime.load_program(path)
+    assert isinstance(program, pyexec.Program) and repr(program) == repr(pyexec.load(path))
+    assert program.metadata("forward") == program.method_meta("forward")
+    method = program.load_method("forward")
+    assert method.metadata is method.meta
+    with pytest.raises(pyexec.InvalidArgumentError, match=r"^program has no method 'backward'"):
+        program.metadata("backward")
+    with pytest.raises(pyexec.FileError, match="missing.pte"):
+        runtime.load_program(tmp_path / "missing.pte")
 
 
 # ---- arguments -------------------------------------------------------------
