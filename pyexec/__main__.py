@@ -32,7 +32,7 @@ def _fmt_info(info: TensorInfo | None) -> str:
 
 
 def inspect(path: str) -> int:
-    program = load(path)
+    program = _load_program(path)
     for name in program.method_names:
         meta = program.method_meta(name)
         print(f"method {name!r}")
@@ -62,6 +62,8 @@ def demo(steps: int) -> int:
     """Greedy decoding with the shipped decoder: the KV caches are caller-owned
     numpy arrays that the program updates in place, and the logits output is
     bound to a caller buffer; nothing is copied in or out per step."""
+    if steps < 1:
+        raise UsageError(f"--steps must be at least 1, got {steps}")
     program = load(DEMO_MODEL)
     method = program.load_method("forward", output_type="numpy")
     meta = method.meta
@@ -74,7 +76,9 @@ def demo(steps: int) -> int:
     method.set_output(logits, last)
     aliases = {i: method.output_aliases_input(i) for i in range(len(meta.outputs))}
     max_steps = cache_infos[0].sizes[2]
-    steps = min(steps, max_steps)
+    if steps > max_steps:
+        _note(f"demo: --steps {steps} capped at {max_steps}: the decoder's KV caches hold {max_steps} positions")
+        steps = max_steps
 
     token = 1
     tokens: list[int] = []
@@ -114,6 +118,11 @@ def demo(steps: int) -> int:
 
 class UsageError(Exception):
     """A mistake on the command line (exit status 2)."""
+
+
+def _note(message: str) -> None:
+    """A line on stderr about what the command is doing (stdout holds its results)."""
+    print(f"pyexec {message}", file=sys.stderr, flush=True)
 
 
 def _load_program(path: str) -> Program:
@@ -263,6 +272,8 @@ def _random_input(j: int, info: TensorInfo | None, rng: np.random.Generator) -> 
                          f"exported with: give it with --input {j}=VALUE")
     code = _dtypes.CODE_BY_NAME[info.dtype]
     if info.dtype == "bfloat16":
+        if "torch" not in sys.modules:
+            _note(f"bench: importing torch for bfloat16 input {j} ...")
         torch = _import_torch()
         if torch is None:
             raise UsageError(f"input {j} is bfloat16, which needs torch (or give it with --input {j}=FILE.npy)")
@@ -363,6 +374,8 @@ class _QuietStderr:
 def _executorch_runner(path: str, method_name: str, inputs: list[Any]) -> tuple[Callable[[], object] | None, str]:
     """A zero-argument callable running the program once with ExecuTorch's
     runtime, or None and the reason it cannot."""
+    if "executorch.runtime" not in sys.modules:  # seconds of silence otherwise
+        _note("bench: importing torch and ExecuTorch's runtime to compare with (--no-executorch skips this) ...")
     try:
         with _QuietStderr(), warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -431,31 +444,37 @@ def bench(path: str, method_name: str, specs: Sequence[str], runs: int, warmup: 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="pyexec", description="Run ExecuTorch programs with pyexec.")
     sub = parser.add_subparsers(dest="command", required=True)
-    d = sub.add_parser("demo", help="generate tokens with the shipped decoder and a caller-owned KV cache")
-    d.add_argument("--steps", type=int, default=32)
-    i = sub.add_parser("inspect", help="describe a .pte file: methods, inputs, outputs, operators")
-    i.add_argument("file")
+    d = sub.add_parser("demo", help="generate tokens with the shipped decoder and a caller-owned KV cache",
+                       description="Greedy decoding with the decoder shipped in the package: its KV caches are "
+                       "numpy arrays the program updates in place, its logits a bound output.")
+    d.add_argument("--steps", type=int, default=32,
+                   help="tokens to generate, from 1 up to the decoder's cache length (default: %(default)s)")
+    i = sub.add_parser("inspect", help="describe a .pte file: methods, inputs, outputs, operators",
+                       description="Describe a .pte file: each method's inputs and outputs (dtype, sizes, "
+                       "memory planning, in-place updates) and the operators it uses.")
+    i.add_argument("file", help="the .pte program")
     input_help = ("an input: NAME=FILE.npy or NAME=VALUE (a literal int, float, true/false or none for a scalar); "
                   "NAME is input0, input1, ... or the index 0, 1, ...; repeat or list several")
     r = sub.add_parser("run", help="run a method once with inputs from .npy files; write or print the outputs",
                        description="Run a method once. Inputs come from .npy files (or literals for scalars); "
                        "outputs are written as output0.npy, output1.npy, ... or printed.")
-    r.add_argument("file")
+    r.add_argument("file", help="the .pte program")
     r.add_argument("-i", "--input", action="extend", nargs="+", default=[], metavar="NAME=VALUE", help=input_help)
     r.add_argument("-o", "--output-dir", help="write the outputs here as output0.npy, ... (default: print them)")
-    r.add_argument("-m", "--method", default="forward")
+    r.add_argument("-m", "--method", default="forward", help="the method to run (default: %(default)s)")
     b = sub.add_parser("bench", help="latency distribution over many runs with random inputs, and ExecuTorch's",
                        description="Time a method over many runs with random inputs made from its metadata "
                        "(--input overrides one), and the same with ExecuTorch's runtime when it is importable.")
-    b.add_argument("file")
-    b.add_argument("-n", "--runs", type=int, default=200)
-    b.add_argument("--warmup", type=int, default=10)
-    b.add_argument("--seed", type=int, default=0)
+    b.add_argument("file", help="the .pte program")
+    b.add_argument("-n", "--runs", type=int, default=200, help="timed runs, at least 1 (default: %(default)s)")
+    b.add_argument("--warmup", type=int, default=10, help="untimed runs before them (default: %(default)s)")
+    b.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default: %(default)s)")
     b.add_argument("-i", "--input", action="extend", nargs="+", default=[], metavar="NAME=VALUE", help=input_help)
-    b.add_argument("-m", "--method", default="forward")
-    b.add_argument("--no-executorch", action="store_true", help="do not compare with ExecuTorch's runtime")
+    b.add_argument("-m", "--method", default="forward", help="the method to time (default: %(default)s)")
+    b.add_argument("--no-executorch", action="store_true",
+                   help="do not compare with ExecuTorch's runtime (whose import takes seconds)")
     b.add_argument("--progress", choices=("auto", "on", "off"), default="auto",
-                   help="progress bar on stderr (auto: when the runs take more than a second)")
+                   help="progress bar on stderr (auto: when the runs take more than a second) (default: %(default)s)")
     args = parser.parse_args(argv)
     try:
         if args.command == "demo":

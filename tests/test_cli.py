@@ -1,4 +1,4 @@
-"""The command line: the demo the README starts with, and inspect."""
+"""The command line: the demo the README starts with, inspect, and the help text."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 import pyexec
 from pyexec.__main__ import DEMO_MODEL
@@ -44,6 +45,36 @@ def test_demo_tokens_match_an_independent_greedy_loop() -> None:
     assert f"generated 8 tokens: {' '.join(map(str, tokens))}" in proc.stdout
 
 
+@pytest.mark.parametrize("steps", ["0", "-3"])
+def test_demo_refuses_a_step_count_below_one_in_one_line(steps: str) -> None:
+    proc = cli("demo", "--steps", steps)
+    assert proc.returncode == 2
+    assert proc.stderr == f"pyexec demo: --steps must be at least 1, got {steps}\n"
+    assert proc.stdout == ""
+
+
+def test_demo_says_when_it_caps_the_steps() -> None:
+    positions = pyexec.load(DEMO_MODEL).method_meta("forward").inputs[2]
+    assert positions is not None
+    cap = positions.sizes[2]  # [batch, heads, positions, head_dim]
+    proc = cli("demo", "--steps", str(cap + 1))
+    assert proc.returncode == 0, proc.stderr
+    assert f"--steps {cap + 1} capped at {cap}: the decoder's KV caches hold {cap} positions" in proc.stderr
+    assert f"generated {cap} tokens:" in proc.stdout
+
+
+def test_every_option_and_argument_has_help_and_shows_its_default() -> None:
+    helps = {command: cli(command, "--help").stdout for command in ("demo", "inspect", "run", "bench")}
+    assert "--steps STEPS  tokens to generate" in helps["demo"] and "(default: 32)" in helps["demo"]
+    for command in ("inspect", "run", "bench"):
+        assert re.search(r"^  file\s+the \.pte program$", helps[command], re.M), helps[command]
+    for command in ("run", "bench"):
+        assert re.search(r"-m METHOD, --method METHOD\s+the method to \w+ \(default: forward\)", helps[command])
+    bench = re.sub(r"\s+", " ", helps["bench"])
+    for option, default in (("--runs RUNS", 200), ("--warmup WARMUP", 10), ("--seed SEED", 0)):
+        assert re.search(rf"{option} [^-]+ \(default: {default}\)", bench), (option, bench)
+
+
 def test_inspect_describes_inputs_outputs_aliases_and_operators() -> None:
     proc = cli("inspect", str(ROOT / "native/tests/data/cache_update_unplanned.pte"))
     assert proc.returncode == 0, proc.stderr
@@ -67,6 +98,7 @@ def test_inspect_reports_a_non_pte_file_clearly(tmp_path: Path) -> None:
     path.write_text("not a program")
     proc = cli("inspect", str(path))
     assert proc.returncode == 1 and "ET12" in proc.stderr
+    assert proc.stderr.startswith(f"pyexec: {path}: "), proc.stderr  # named, as run and bench name it
 
 
 def test_demo_model_is_the_exported_decoder() -> None:

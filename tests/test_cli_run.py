@@ -198,8 +198,10 @@ def latency_row(out: str, label: str) -> list[float]:
 
 
 def test_bench_prints_the_latency_distribution() -> None:
-    out = ok("bench", ADD_MUL, "--runs", "40", "--warmup", "3", "--no-executorch").stdout
+    proc = ok("bench", ADD_MUL, "--runs", "40", "--warmup", "3", "--no-executorch")
+    out = proc.stdout
     assert "method 'forward', 40 runs after 3 warm-up, inputs: float32[2, 3], float32[2, 3]" in out
+    assert "importing" not in proc.stderr
     assert re.search(r"^latency us\s+min\s+median\s+p90\s+p99\s+max$", out, re.M), out
     latency_row(out, "pyexec")
     assert "executorch" not in out
@@ -208,7 +210,11 @@ def test_bench_prints_the_latency_distribution() -> None:
 def test_bench_compares_with_executorch_when_importable() -> None:
     if importlib.util.find_spec("executorch") is None:
         pytest.skip("executorch is not installed")
-    out = ok("bench", ADD_MUL, "--runs", "30", "--warmup", "3").stdout
+    proc = ok("bench", ADD_MUL, "--runs", "30", "--warmup", "3")
+    out = proc.stdout
+    # The import takes seconds: said on stderr before it starts.
+    assert "pyexec bench: importing torch and ExecuTorch's runtime to compare with (--no-executorch skips this)" \
+        in proc.stderr, proc.stderr
     latency_row(out, "pyexec")
     latency_row(out, "executorch")
     assert re.search(r"^executorch / pyexec \(median\): \d+\.\d\dx$", out, re.M), out
