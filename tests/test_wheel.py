@@ -60,19 +60,35 @@ def tool_env() -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The repaired wheel."""
+def build(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """The repaired wheel, and what the build backend printed while building it."""
     if importlib.util.find_spec("auditwheel") is None:
         pytest.skip("auditwheel is not installed (scripts/test.sh installs it)")
     tmp = tmp_path_factory.mktemp("wheel")
     src = clean_copy(tmp / "src")
     assert not (src / "native" / "build").exists()
-    run(sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", tmp / "built", src, env=tool_env())
+    # -v: pip shows the backend's output (warnings on stderr).
+    cmd = [sys.executable, "-m", "pip", "wheel", "--no-deps", "-v", "-w", str(tmp / "built"), str(src)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=tool_env())
+    assert proc.returncode == 0, f"pip wheel exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}"
+    log = proc.stdout + proc.stderr
     (built,) = (tmp / "built").glob("pyexec-*.whl")
     assert "-py3-none-" in built.name, built.name
     run(sys.executable, "-m", "auditwheel", "repair", "-w", tmp / "repaired", built, env=tool_env())
     (repaired,) = (tmp / "repaired").glob("pyexec-*.whl")
-    return repaired
+    return repaired, log
+
+
+@pytest.fixture(scope="module")
+def wheel(build: tuple[Path, str]) -> Path:
+    return build[0]
+
+
+def test_the_build_prints_no_setuptools_warning(build: tuple[Path, str]) -> None:
+    """pyproject.toml lists every package (pyexec.demo holds only data) and
+    gives the license as an SPDX expression."""
+    warnings = [line.strip() for line in build[1].splitlines() if re.search(r"Warning\b|is absent from", line)]
+    assert not warnings, "\n".join(warnings)
 
 
 def wheel_metadata(wheel: Path, name: str) -> email.message.Message:
@@ -90,12 +106,13 @@ def test_one_py3_none_manylinux_wheel_for_every_cpython_3(wheel: Path) -> None:
     assert wheel_metadata(wheel, "WHEEL")["Root-Is-Purelib"] == "false"
 
 
-def test_wheel_holds_the_package_library_header_and_type_hints_only(wheel: Path) -> None:
+def test_wheel_holds_the_package_library_header_type_hints_and_license_only(wheel: Path) -> None:
     with zipfile.ZipFile(wheel) as z:
         names = {n for n in z.namelist() if not n.endswith("/")}
         lib_size = z.getinfo("pyexec/_lib/libpyexec.so").file_size
         header = z.read("pyexec/_lib/pyexec.h")
     package = {n for n in names if ".dist-info/" not in n}
+    (license_file,) = [n for n in names if n.endswith(".dist-info/licenses/LICENSE")]
     sources = {f"pyexec/{p.name}" for p in (ROOT / "pyexec").glob("*.py")}
     assert package == sources | {
         "pyexec/py.typed",
@@ -106,7 +123,10 @@ def test_wheel_holds_the_package_library_header_and_type_hints_only(wheel: Path)
     assert header == HEADER.read_bytes()
     assert lib_size < 1024 * 1024, f"libpyexec.so is {lib_size} bytes"
     assert wheel.stat().st_size < 2 * 1024 * 1024, f"the wheel is {wheel.stat().st_size} bytes"
+    with zipfile.ZipFile(wheel) as z:
+        assert z.read(license_file) == (ROOT / "LICENSE").read_bytes()
     meta = wheel_metadata(wheel, "METADATA")
+    assert meta["License-Expression"] == "BSD-3-Clause" and meta.get_all("License-File") == ["LICENSE"]
     requires = " ".join(meta.get_all("Requires-Dist") or [])
     assert "numpy" in requires and "cffi" in requires and re.search(r"torch.*extra", requires)
 
