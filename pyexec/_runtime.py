@@ -66,8 +66,8 @@ class TensorInfo:
     what `Method.output_aliases_input` tells."""
 
     def _short(self) -> str:
-        """`float32[2, 3]`, with what differs from a plain planned static tensor."""
-        flags = [] if self.is_memory_planned else ["unplanned"]
+        """`float32[2, 3] planned`, and the flags that are set."""
+        flags = ["planned" if self.is_memory_planned else "unplanned"]
         if self.is_dynamic:
             flags.append("dynamic")
         if self.is_mutated:

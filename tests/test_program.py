@@ -242,9 +242,10 @@ def test_reprs_say_what_each_object_is(add_mul: bytes, tmp_path: Path) -> None:
     assert repr(from_bytes) == f"<pyexec.Program methods=['forward'] source=<bytes, {len(add_mul)} bytes>>"
     method = program.load_method("forward", output_type="numpy")
     assert repr(method) == "<pyexec.Method 'forward' inputs=2 outputs=2 output_type='numpy'>"
-    assert repr(method.meta.inputs[0]) == "<pyexec.TensorInfo float32[2, 3] nbytes=24>"
+    assert repr(method.meta.inputs[0]) == "<pyexec.TensorInfo float32[2, 3] planned nbytes=24>"
     assert repr(method.meta) == (
-        "<pyexec.MethodMeta 'forward' inputs=[float32[2, 3], float32[2, 3]] outputs=[float32[2, 3], float32[2, 3]]>"
+        "<pyexec.MethodMeta 'forward' inputs=[float32[2, 3] planned, float32[2, 3] planned] "
+        "outputs=[float32[2, 3] planned, float32[2, 3] planned]>"
     )
     method.close()
     program.close()
