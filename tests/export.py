@@ -3,12 +3,20 @@ torch eager and with ExecuTorch's own runtime."""
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import inspect
+import os
+import tempfile
 import warnings
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+
+_HERE = Path(__file__).resolve().parent
 
 
 def export_manager(
@@ -20,10 +28,13 @@ def export_manager(
     alloc_graph_output: bool = True,
     reinplace: bool = False,
     strict_ir: bool = True,
+    preserve: Sequence[Any] = (),
+    skip_dim_order: bool = False,
     passes: list[Any] | None = None,
 ) -> Any:
     """Exports `module` with executorch's exporter (on copies of `inputs`) and
-    returns the ExecutorchProgramManager."""
+    returns the ExecutorchProgramManager. `preserve`: ops to_edge must not
+    decompose, so that their own kernels run."""
     from executorch.exir import EdgeCompileConfig, ExecutorchBackendConfig, to_edge
     from executorch.exir.passes import MemoryPlanningPass
 
@@ -33,7 +44,12 @@ def export_manager(
     with warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore")
         ep = torch.export.export(module, args, dynamic_shapes=dynamic_shapes, strict=False)
-        edge = to_edge(ep, compile_config=EdgeCompileConfig(_check_ir_validity=strict_ir))
+        edge = to_edge(
+            ep,
+            compile_config=EdgeCompileConfig(
+                _check_ir_validity=strict_ir, preserve_ops=list(preserve), _skip_dim_order=skip_dim_order
+            ),
+        )
         config = ExecutorchBackendConfig(
             memory_planning_pass=MemoryPlanningPass(
                 alloc_graph_input=alloc_graph_input, alloc_graph_output=alloc_graph_output
@@ -45,8 +61,97 @@ def export_manager(
 
 
 def export_program(module: torch.nn.Module, inputs: tuple[Any, ...], **kwargs: Any) -> bytes:
-    """Exports `module` (see export_manager) and returns the .pte bytes."""
-    return bytes(export_manager(module, inputs, **kwargs).buffer)
+    """Exports `module` (see export_manager) and returns the .pte bytes, from
+    the on-disk cache when the same export was made before.
+
+    The cache (tests/_artifacts/exports, or $PYEXEC_TEST_EXPORT_CACHE; "off"
+    disables it) is keyed by everything an export depends on: the torch and
+    executorch versions, this file, the source files of every module class in
+    the tree (and of the shared model files), the modules' plain attributes,
+    the values their methods and function attributes close over, their
+    parameters and buffers, the inputs' dtypes and shapes (exports trace
+    shapes, not values) and the export options. Exports with custom
+    passes are not cached."""
+    where = os.environ.get("PYEXEC_TEST_EXPORT_CACHE", str(_HERE / "_artifacts" / "exports"))
+    if where == "off" or kwargs.get("passes"):
+        return bytes(export_manager(module, inputs, **kwargs).buffer)
+    path = Path(where) / f"{_export_key(module, inputs, kwargs)}.pte"
+    if path.is_file():
+        return path.read_bytes()
+    pte = bytes(export_manager(module, inputs, **kwargs).buffer)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+    with os.fdopen(fd, "wb") as f:
+        f.write(pte)
+    os.replace(tmp, path)  # atomic: a parallel run never reads half a file
+    return pte
+
+
+@functools.cache
+def _file_digest(path: str) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def _feed(h: Any, value: Any, *, values: bool = True, depth: int = 0) -> None:
+    """Adds `value` to the hash: tensors by dtype and shape (and bytes when
+    `values`: exports trace shapes, but parameters are baked in), containers
+    element by element, functions by their source file, name, defaults and
+    closure, anything else by repr."""
+    if depth > 8:
+        h.update(b"<deep>")
+    elif isinstance(value, torch.Tensor):
+        t = value.detach().contiguous().cpu()
+        h.update(f"T{t.dtype}{tuple(t.shape)}".encode())
+        if values and t.numel():
+            h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
+    elif isinstance(value, (list, tuple)):
+        h.update(f"{type(value).__name__}{len(value)}(".encode())
+        for v in value:
+            _feed(h, v, values=values, depth=depth + 1)
+        h.update(b")")
+    elif isinstance(value, dict):
+        h.update(b"{")
+        for k in sorted(value, key=repr):
+            h.update(repr(k).encode())
+            _feed(h, value[k], values=values, depth=depth + 1)
+        h.update(b"}")
+    elif inspect.isfunction(value) or inspect.ismethod(value):
+        fn = getattr(value, "__func__", value)
+        h.update(f"F{fn.__module__}.{fn.__qualname__}".encode())
+        source = inspect.getsourcefile(fn)
+        if source:
+            h.update(_file_digest(source).encode())
+        _feed(h, fn.__defaults__, depth=depth + 1)
+        for cell in fn.__closure__ or ():
+            try:
+                _feed(h, cell.cell_contents, depth=depth + 1)
+            except ValueError:  # an empty cell
+                h.update(b"<empty>")
+    else:
+        h.update(repr(value).encode())
+
+
+def _export_key(module: torch.nn.Module, inputs: tuple[Any, ...], options: dict[str, Any]) -> str:
+    import executorch
+
+    h = hashlib.sha256()
+    h.update(f"{torch.__version__}|{getattr(executorch, '__version__', '?')}".encode())
+    for shared in ("export.py", "models.py", "zoo.py"):
+        if (_HERE / shared).is_file():
+            h.update(_file_digest(str(_HERE / shared)).encode())
+    for name, m in module.named_modules():
+        cls = type(m)
+        h.update(f"{name}:{cls.__module__}.{cls.__qualname__}:{m.training}".encode())
+        source = inspect.getsourcefile(cls)
+        if source:
+            h.update(_file_digest(source).encode())
+        _feed(h, {k: v for k, v in vars(m).items() if not k.startswith("_") and k != "training"})
+        # a class defined in a test function may close over its arguments
+        _feed(h, [v for v in vars(cls).values() if inspect.isfunction(v)])
+    _feed(h, dict(module.state_dict(keep_vars=False)))
+    _feed(h, list(inputs), values=False)
+    _feed(h, {k: v for k, v in options.items()})
+    return h.hexdigest()[:32]
 
 
 def run_with_executorch(pte: bytes, inputs: Sequence[Any]) -> list[Any]:

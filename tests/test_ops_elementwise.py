@@ -9,7 +9,6 @@ covers many kernels. Ops that ExecuTorch's to_edge would decompose
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -56,16 +55,7 @@ def check(
         if executorch_differs is not None:
             check_edges_with_executorch(pte, module, inputs, pointwise_at, executorch_differs, **kw)
         return pte
-    from executorch.exir import EdgeCompileConfig, ExecutorchBackendConfig, to_edge
-
-    with warnings.catch_warnings(), torch.no_grad():
-        warnings.simplefilter("ignore")
-        ep = torch.export.export(module, tuple(x.clone() for x in inputs), strict=False)
-        edge = to_edge(
-            ep,
-            compile_config=EdgeCompileConfig(_check_ir_validity=False, preserve_ops=list(preserve)),
-        )
-        pte = bytes(edge.to_executorch(ExecutorchBackendConfig()).buffer)
+    pte = export_program(module, inputs, strict_ir=False, preserve=preserve)
     method = pyexec.load(pte).load_method("forward")
     for args in run_inputs or [inputs]:
         expected = eager_reference(module, args, pointwise_at)

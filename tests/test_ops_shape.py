@@ -8,12 +8,10 @@ Several ops share one exported module to keep the number of exports small.
 
 from __future__ import annotations
 
-import warnings
-
 import pytest
 import torch
 import torch.nn.functional as F
-from export import assert_close
+from export import assert_close, export_program
 
 aten = torch.ops.aten
 
@@ -43,21 +41,16 @@ def make(shape, dtype, seed=0):
 
 
 def export_custom(module, inputs, *, preserve=(), skip_dim_order=False, reinplace=False, dynamic_shapes=None):
-    """Like export.export_program, with preserve_ops / _skip_dim_order."""
-    from executorch.exir import EdgeCompileConfig, ExecutorchBackendConfig, to_edge
-
-    # distinct objects: export would merge inputs that are the same tensor object
-    inputs = tuple(x.clone() if isinstance(x, torch.Tensor) else x for x in inputs)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        ep = torch.export.export(module, inputs, dynamic_shapes=dynamic_shapes, strict=False)
-        edge = to_edge(
-            ep,
-            compile_config=EdgeCompileConfig(
-                _check_ir_validity=False, preserve_ops=list(preserve), _skip_dim_order=skip_dim_order
-            ),
-        )
-        return bytes(edge.to_executorch(ExecutorchBackendConfig(run_reinplace_pass=reinplace)).buffer)
+    """export.export_program with preserve_ops / _skip_dim_order."""
+    return export_program(
+        module,
+        inputs,
+        strict_ir=False,
+        preserve=preserve,
+        skip_dim_order=skip_dim_order,
+        reinplace=reinplace,
+        dynamic_shapes=dynamic_shapes,
+    )
 
 
 def op_names(pte: bytes) -> set[str]:

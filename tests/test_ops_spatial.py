@@ -20,7 +20,7 @@ import warnings
 import pytest
 import torch
 import torch.nn.functional as F
-from export import assert_close
+from export import assert_close, export_program
 
 aten = torch.ops.aten
 
@@ -46,14 +46,7 @@ def make(shape, dtype, seed=0, special=False):
 
 def export(module, inputs, preserve=()):
     """.pte bytes of `module` exported with executorch (ops in `preserve` kept)."""
-    from executorch.exir import EdgeCompileConfig, ExecutorchBackendConfig, to_edge
-
-    inputs = tuple(x.clone() if isinstance(x, torch.Tensor) else x for x in inputs)
-    with warnings.catch_warnings(), torch.no_grad():
-        warnings.simplefilter("ignore")
-        ep = torch.export.export(module, inputs, strict=False)
-        edge = to_edge(ep, compile_config=EdgeCompileConfig(_check_ir_validity=False, preserve_ops=list(preserve)))
-        return bytes(edge.to_executorch(ExecutorchBackendConfig()).buffer)
+    return export_program(module, inputs, strict_ir=False, preserve=preserve)
 
 
 def op_names(pte):
