@@ -1,37 +1,79 @@
 #!/usr/bin/env bash
-# Installs everything the tests need into .venv, builds the library, and runs
-# the C tests, the linters and the Python test suite. Run from anywhere:
+# Installs everything the tests need into .venv and runs every check once:
+# lint, the library in each flavour (regular, ASan+UBSan, libFuzzer) built
+# once, the C tests once per flavour, the Python suite against the regular and
+# the ASan library (the second run reuses the first's cached exports), and the
+# fuzzer (regressions, then a short run). Run from anywhere:
 #     bash scripts/test.sh
-set -euo pipefail
+#
+# Setup and builds are prerequisites: the first that fails stops the run. Each
+# test stage runs even when an earlier one failed; a failing stage is reported
+# at once and again in the summary, and makes the command exit 1.
+# FUZZ_TIME (seconds, default 60) sets the length of the fuzzing run.
+set -uo pipefail
 cd "$(dirname "$0")/.."
 
-python3 -m venv .venv
-. .venv/bin/activate
-python -m pip install -q --upgrade pip
-python -m pip install -q -r requirements-test.txt
+failed=()
+timings=()
+t_start=$SECONDS
 
-make -C native -j2
-make -C native test
-python -m pip install -q --no-deps --force-reinstall .
+run_stage() {  # run_stage NAME COMMAND...: times it; records a failure
+  local name=$1 t0=$SECONDS rc
+  shift
+  printf '\n==== %s\n' "$name"
+  "$@"
+  rc=$?
+  timings+=("$(printf '%5ds  %s' $((SECONDS - t0)) "$name")$([ $rc -eq 0 ] || echo "  FAILED (exit $rc)")")
+  if [ $rc -ne 0 ]; then
+    printf '\n!!!! FAILED: %s (exit %d)\n' "$name" "$rc" >&2
+    failed+=("$name")
+  fi
+  return $rc
+}
 
-ruff check .
-mypy
-# pytest (not `python -m pytest`): the tests import the installed package.
-pytest -q -p no:cacheprovider tests
+summary() {
+  printf '\n==== stage times\n'
+  printf '%s\n' "${timings[@]}"
+  printf '%5ds  total\n' $((SECONDS - t_start))
+  if [ ${#failed[@]} -gt 0 ]; then
+    printf '\n!!!! %d stage(s) failed:\n' "${#failed[@]}" >&2
+    printf '  %s\n' "${failed[@]}" >&2
+    exit 1
+  fi
+  printf '\nall stages passed\n'
+}
 
-# ---- Reliability: sanitizers and fuzzing (clang: ASan + UBSan, libFuzzer) ----
-# clang and compiler-rt (the sanitizer and libFuzzer runtimes), from Debian.
-if ! command -v clang >/dev/null 2>&1 || [ ! -f "$(clang -print-file-name=libclang_rt.fuzzer-x86_64.a)" ]; then
-  SUDO=$([ "$(id -u)" -eq 0 ] || echo sudo)
-  $SUDO apt-get update -qq
-  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clang
+require() {  # a prerequisite: stop here if it fails
+  run_stage "$@" || { summary; exit 1; }
+}
+
+setup_python() {
+  python3 -m venv .venv && . .venv/bin/activate &&
+    python -m pip install -q --upgrade pip &&
+    python -m pip install -q -r requirements-test.txt
+}
+
+setup_clang() {  # clang and compiler-rt (sanitizer and libFuzzer runtimes), from Debian
+  command -v clang >/dev/null 2>&1 && [ -f "$(clang -print-file-name=libclang_rt.fuzzer-x86_64.a)" ] && return 0
+  local sudo
+  sudo=$([ "$(id -u)" -eq 0 ] || echo sudo)
+  $sudo apt-get update -qq &&
+    $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clang || return 1
   # bookworm's clang 14 keeps compiler-rt in libclang-rt-14-dev; older releases in libclang-common.
-  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "libclang-rt-$(clang -dumpversion | cut -d. -f1)-dev" || true
-fi
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+    "libclang-rt-$(clang -dumpversion | cut -d. -f1)-dev" || true
+}
 
-# The C tests under ASan + UBSan, leak detection on.
-make -C native -j2 asan
-make -C native asan-test
+lint() { ruff check . && mypy; }
+
+# The package as a user gets it: `pip install .` builds the wheel's library
+# (make dist) and bundles it; the tests import the installed package.
+install_package() { python -m pip install -q --no-deps --force-reinstall .; }
+
+pytest_regular() {
+  # pytest (not `python -m pytest`): the tests import the installed package.
+  pytest -q -p no:cacheprovider tests
+}
 
 # The Python suite against the ASan library (native/build/asan): the source
 # tree's pyexec (no bundled library) finds it through PYEXEC_LIBRARY; the ASan
@@ -40,17 +82,34 @@ make -C native asan-test
 # aborts the test process. test_wheel and test_examples are left out: they
 # build wheels, venvs and example programs with other toolchains (rustc
 # crashes with the ASan runtime preloaded) and never load the ASan library.
-asan_env=(env PYTHONPATH="$PWD" PYEXEC_LIBRARY="$PWD/native/build/asan/libpyexec.so"
-  LD_PRELOAD="$(make -s -C native asan-runtime)" ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1
-  UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1)
-"${asan_env[@]}" python -c "import pyexec, sys
-sys.exit(0 if 'native/build/asan/libpyexec.so' in open('/proc/self/maps').read() else 'the ASan library is not the one loaded')"
-"${asan_env[@]}" pytest -q -p no:cacheprovider tests --ignore=tests/test_wheel.py --ignore=tests/test_examples.py
+pytest_asan() {
+  local asan_env=(env PYTHONPATH="$PWD" PYEXEC_LIBRARY="$PWD/native/build/asan/libpyexec.so"
+    LD_PRELOAD="$(make -s -C native asan-runtime)" ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1
+    UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1)
+  "${asan_env[@]}" python -c "import pyexec, sys
+sys.exit(0 if 'native/build/asan/libpyexec.so' in open('/proc/self/maps').read() else 'the ASan library is not the one loaded')" &&
+    "${asan_env[@]}" pytest -q -p no:cacheprovider tests --ignore=tests/test_wheel.py --ignore=tests/test_examples.py
+}
 
 # libFuzzer over load + method load + execute: every committed crash input
 # once, then a bounded run from the seed corpus (fixtures, native/fuzz/seeds,
 # and programs exported by scripts/make_fuzz_seeds.py).
-make -C native -j2 fuzz
-make -C native fuzz-regress
-python scripts/make_fuzz_seeds.py
-make -C native fuzz-run FUZZ_TIME=150 FUZZ_FLAGS=-seed=1
+fuzz_run() {
+  python scripts/make_fuzz_seeds.py && make -C native fuzz-run FUZZ_TIME="${FUZZ_TIME:-60}" FUZZ_FLAGS=-seed=1
+}
+
+require "setup: venv and test requirements" setup_python
+. .venv/bin/activate
+run_stage "lint: ruff and mypy" lint
+require "setup: clang for the sanitizer and fuzz builds" setup_clang
+require "build: regular library" make -C native -j2 all
+require "build: ASan+UBSan library and C tests" make -C native -j2 asan
+require "build: libFuzzer harness" make -C native -j2 fuzz
+require "build: install the package (wheel library)" install_package
+run_stage "C tests" make -C native test
+run_stage "C tests under ASan+UBSan" make -C native asan-test
+run_stage "fuzz: committed regression inputs" make -C native fuzz-regress
+run_stage "pytest" pytest_regular
+run_stage "pytest against the ASan library" pytest_asan
+run_stage "fuzz: ${FUZZ_TIME:-60} s from the seed corpus" fuzz_run
+summary
