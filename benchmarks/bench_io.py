@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 import torch
 from _common import fmt_us, interleaved_us, print_table
-from export import export_program  # tests/, put on the path by _common
+from support.export import export_program  # tests/, put on the path by _common
 
 import pyexec
 

@@ -63,7 +63,7 @@ def child(runtime: str, path: str, features: int) -> None:
 
 def export_linear(features: int, path: Path) -> None:
     import torch
-    from export import export_program  # tests/, put on the path by _common
+    from support.export import export_program  # tests/, put on the path by _common
 
     torch.manual_seed(0)
     module = torch.nn.Linear(features, features, bias=False).eval().requires_grad_(False)

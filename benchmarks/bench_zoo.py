@@ -20,9 +20,9 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from _common import fmt_us, interleaved_us, print_table
-from export import assert_close, export_program  # tests/, put on the path by _common
+from support.export import assert_close, export_program  # tests/, put on the path by _common
+from support.zoo import AudioConv, DecoderStep, InvertedResidual, ResNetBlock, TransformerLayer
 from torch import nn
-from zoo import AudioConv, DecoderStep, InvertedResidual, ResNetBlock, TransformerLayer
 
 import pyexec
 

@@ -1,5 +1,5 @@
 """Writes the supported-operator list into README.md from the kernel registry
-(tests/test_readme.py fails when the two differ).
+(tests/integration/test_readme.py fails when the two differ).
 
     python scripts/gen_operators.py
 """

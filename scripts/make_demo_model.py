@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT))
 
-from export import export_program  # noqa: E402
+from support.export import export_program  # noqa: E402
 
 VOCAB, DIM, HEADS, LAYERS, MAX_SEQ = 96, 64, 4, 2, 128
 HEAD_DIM = DIM // HEADS

@@ -14,7 +14,7 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from export import export_program  # noqa: E402
+from support.export import export_program  # noqa: E402
 
 
 class AddMul(torch.nn.Module):

@@ -1,5 +1,5 @@
 """Exports the seed corpus of the libFuzzer harness (native/fuzz/): the
-reference models of tests/models.py (planned and unplanned IO) and a few of
+reference models of tests/support/models.py (planned and unplanned IO) and a few of
 the model zoo, as real ExecuTorch programs. They go to native/build/fuzz/seeds
 (under build/, never committed); the committed fixtures in native/tests/data
 are seeds too. Run from anywhere, in the test venv (needs torch and
@@ -26,9 +26,9 @@ def main() -> None:
     parser.add_argument("--max-bytes", type=int, default=256 * 1024, help="skip programs larger than this")
     args = parser.parse_args()
 
-    from export import export_program
-    from models import MODELS, export_spec
-    from zoo import ZOO
+    from support.export import export_program
+    from support.models import MODELS, export_spec
+    from support.zoo import ZOO
 
     args.out.mkdir(parents=True, exist_ok=True)
     programs: dict[str, bytes] = {}

@@ -88,7 +88,7 @@ pytest_asan() {
     UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1)
   "${asan_env[@]}" python -c "import pyexec, sys
 sys.exit(0 if 'native/build/asan/libpyexec.so' in open('/proc/self/maps').read() else 'the ASan library is not the one loaded')" &&
-    "${asan_env[@]}" pytest -q -p no:cacheprovider tests --ignore=tests/test_wheel.py --ignore=tests/test_examples.py
+    "${asan_env[@]}" pytest -q -p no:cacheprovider tests --ignore=tests/integration/test_wheel.py --ignore=tests/integration/test_examples.py
 }
 
 # libFuzzer over load + method load + execute: every committed crash input

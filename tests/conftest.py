@@ -1,4 +1,4 @@
-import os
-import sys
-
-sys.path.insert(0, os.path.dirname(__file__))
+"""tests/: unit/ (no torch needed: the library, CLI, hostile files, threads),
+ops/ (each kernel family against torch eager), integration/ (binding and
+lifetime rules, models, examples, README, wheel). Shared helpers are the
+`support` package (on the path through pyproject's `pythonpath`)."""

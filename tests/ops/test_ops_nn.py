@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import torch
 import torch.nn.functional as F
-from export import assert_close, export_program
+from support.export import assert_close, export_program
 
 import pyexec
 

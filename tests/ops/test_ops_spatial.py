@@ -20,7 +20,7 @@ import warnings
 import pytest
 import torch
 import torch.nn.functional as F
-from export import assert_close, export_program
+from support.export import assert_close, export_program
 
 aten = torch.ops.aten
 

@@ -17,11 +17,11 @@ from typing import Any
 
 import numpy as np
 import pytest
+from support import ROOT
 
 import pyexec
 from pyexec._ffi import ffi, lib
 
-ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "native" / "tests" / "data"
 SEEDS = ROOT / "native" / "fuzz" / "seeds"
 SANITIZED = "asan" in os.environ.get("LD_PRELOAD", "")

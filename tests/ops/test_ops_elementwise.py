@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import torch
 import torch.nn.functional as F
-from export import assert_close, check_module, eager_reference, export_program, run_with_executorch
+from support.export import assert_close, check_module, eager_reference, export_program, run_with_executorch
 
 import pyexec
 

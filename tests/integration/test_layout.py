@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from export import assert_close, export_program
+from support.export import assert_close, export_program
 
 import pyexec
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from export import export_program
-from models import CacheUpdate, CatCumsum, cat_cumsum_dynamic, export_spec
+from support.export import export_program
+from support.models import CacheUpdate, CatCumsum, cat_cumsum_dynamic, export_spec
 
 import pyexec
 from pyexec import InvalidArgumentError

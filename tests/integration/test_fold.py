@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 import torch
-from export import assert_close, export_program, run_with_executorch
+from support.export import assert_close, export_program, run_with_executorch
 from torch import nn
 
 import pyexec

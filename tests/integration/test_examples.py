@@ -13,10 +13,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from support import ROOT
 
 import pyexec
 
-ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.slow  # builds and runs the example programs (C, Rust, Python)
+
 NATIVE = ROOT / "native"
 DATA = NATIVE / "tests" / "data"
 MODELS = ["add_mul.pte", "add_mul_unplanned.pte"]  # output 0: memory-planned (copied) / bindable (in place)

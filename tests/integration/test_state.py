@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from export import assert_close, export_program, run_with_executorch
+from support.export import assert_close, export_program, run_with_executorch
 
 import pyexec
 

@@ -10,8 +10,8 @@ import functools
 import numpy as np
 import pytest
 import torch
-from export import assert_close, run_with_executorch
-from models import MODELS, ModelSpec, clone_inputs, export_spec
+from support.export import assert_close, run_with_executorch
+from support.models import MODELS, ModelSpec, clone_inputs, export_spec
 
 import pyexec
 

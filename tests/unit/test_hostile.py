@@ -16,10 +16,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from support import ROOT
 
 import pyexec
 
-ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "native" / "tests" / "data"
 REGRESS = DATA / "regress"
 SEEDS = ROOT / "native" / "fuzz" / "seeds"  # small real programs with constants in segments

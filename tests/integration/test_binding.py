@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from export import as_numpy, assert_close, export_program
+from support.export import as_numpy, assert_close, export_program
 from torch.export import Dim
 
 import pyexec

@@ -1,6 +1,6 @@
 """The shared library and the package as shipped: what it links and exports,
 the binding generated from the header, and numpy-only results. (The wheel and
-a fresh virtual environment without torch: tests/test_wheel.py.)"""
+a fresh virtual environment without torch: tests/integration/test_wheel.py.)"""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from support import ROOT
 
 import pyexec
 from pyexec import _ffi
 
-ROOT = Path(__file__).resolve().parent.parent
 LIB = Path(pyexec.__file__).resolve().parent / "_lib" / "libpyexec.so"
 if not LIB.exists():  # running from the source tree
     LIB = ROOT / "native" / "build" / "libpyexec.so"

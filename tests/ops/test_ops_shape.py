@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from export import assert_close, export_program
+from support.export import assert_close, export_program
 
 aten = torch.ops.aten
 

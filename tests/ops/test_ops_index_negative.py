@@ -30,7 +30,7 @@ from typing import Any
 import pytest
 import torch
 import torch.nn.functional as F
-from export import assert_close
+from support.export import assert_close
 
 import pyexec
 

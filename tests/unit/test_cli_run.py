@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from support import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "native" / "tests" / "data"
 ADD_MUL = DATA / "add_mul.pte"
 
@@ -53,7 +53,7 @@ def scale_pte(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """forward(x, n: int, s: float) = x * n + s, exported with n=3, s=0.5."""
     pytest.importorskip("executorch")
     import torch
-    from export import export_program
+    from support.export import export_program
 
     class Scale(torch.nn.Module):
         def forward(self, x: torch.Tensor, n: int, s: float) -> torch.Tensor:

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from export import export_manager, export_program
+from support.export import export_manager, export_program
 
 import pyexec
 
@@ -58,7 +58,7 @@ def test_is_mutated_marks_the_inputs_the_export_records_as_mutated(reinplace: bo
     index_put_ with reinplace, index_put + copy_ without). The reference is the
     exporter's graph signature: its user-input mutations give the mutated
     inputs, and the output each one's new value comes back as."""
-    from models import decode_step
+    from support.models import decode_step
 
     spec = decode_step()
     manager = export_manager(spec.module, spec.inputs, reinplace=reinplace, alloc_graph_input=planned)

@@ -10,8 +10,9 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from export import export_program
 from torch import nn
+
+from support.export import export_program
 
 
 @dataclass

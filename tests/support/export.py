@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 _HERE = Path(__file__).resolve().parent
+_CACHE = _HERE.parent / "_artifacts" / "exports"
 
 
 def export_manager(
@@ -72,7 +73,7 @@ def export_program(module: torch.nn.Module, inputs: tuple[Any, ...], **kwargs: A
     parameters and buffers, the inputs' dtypes and shapes (exports trace
     shapes, not values) and the export options. Exports with custom
     passes are not cached."""
-    where = os.environ.get("PYEXEC_TEST_EXPORT_CACHE", str(_HERE / "_artifacts" / "exports"))
+    where = os.environ.get("PYEXEC_TEST_EXPORT_CACHE", str(_CACHE))
     if where == "off" or kwargs.get("passes"):
         return bytes(export_manager(module, inputs, **kwargs).buffer)
     path = Path(where) / f"{_export_key(module, inputs, kwargs)}.pte"

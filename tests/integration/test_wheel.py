@@ -18,8 +18,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from support import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.slow  # builds the wheel and fresh venvs
+
 HEADER = ROOT / "native" / "include" / "pyexec.h"
 DATA = ROOT / "native" / "tests" / "data"
 X86_64 = platform.machine() in ("x86_64", "AMD64")

@@ -4,8 +4,8 @@ pyexec and compared with torch eager (and the dynamic one at several sizes)."""
 from __future__ import annotations
 
 import pytest
-from export import check_module
-from zoo import ZOO
+from support.export import check_module
+from support.zoo import ZOO
 
 
 @pytest.mark.parametrize("name", sorted(ZOO))

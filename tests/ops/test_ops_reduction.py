@@ -11,7 +11,7 @@ import math
 
 import pytest
 import torch
-from export import check_module
+from support.export import check_module
 from torch._higher_order_ops.map import map as torch_map
 
 FLOAT_TOL = {

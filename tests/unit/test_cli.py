@@ -9,11 +9,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from support import ROOT
 
 import pyexec
 from pyexec.__main__ import DEMO_MODEL
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:

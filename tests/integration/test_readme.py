@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from support import ROOT
 
 import pyexec
 
-ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 NATIVE = ROOT / "native"
 RUN = ("python", "c")
