@@ -25,11 +25,11 @@ FUZZ_BUILD ?= build/fuzz
 FUZZ_TIME ?= 150
 FUZZ_FLAGS ?=
 
-SAN_SRCS := $(wildcard src/*.c) $(wildcard src/kernels/*.c)
+SAN_SRCS := $(shell find src -name '*.c' | LC_ALL=C sort)
 SAN_WARN := -Wall -Wextra -Werror
 SAN_SANITIZE := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 # Every planned buffer from the allocator, so ASan knows its bounds.
-SAN_CFLAGS := -std=c11 -D_GNU_SOURCE -DPYEXEC_BUILD -fPIC -fvisibility=hidden $(SAN_WARN) -Iinclude \
+SAN_CFLAGS := -std=c11 -D_GNU_SOURCE -DPYEXEC_BUILD -fPIC -fvisibility=hidden $(SAN_WARN) -Iinclude -Isrc \
 	-O1 -g $(SAN_SANITIZE) '-DPX_MMAP_THRESHOLD=((size_t)-1)'
 # The fuzzing build refuses declared tensors and planned buffers over 4 MiB
 # (instead of 1 TiB) and stops a run after 100,000 instructions (instead of

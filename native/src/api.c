@@ -1,109 +1,98 @@
 /*
- * api.c - the public entry points that only forward to the program,
- * registry and dtype internals (the method entry points live in method.c,
- * next to the state they guard).
+ * api.c - the public entry points. Each forwards to the part of the library
+ * that owns the work (core/, loader/, runtime/, kernels/registry); nothing
+ * here checks, computes or formats. pyexec.h documents every function.
  */
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
+#include "core/error.h"
+#include "core/tensor.h"
+#include "kernels/registry.h"
+#include "loader/program.h"
+#include "runtime/method.h"
 
-#include "error.h"
-#include "program.h"
-#include "registry.h"
+/* ---- errors and version --------------------------------------------------- */
+
+PYEXEC_API const char *pyexec_version(void) { return PYEXEC_VERSION_STRING; }
+PYEXEC_API int pyexec_version_number(void) { return PYEXEC_VERSION_NUMBER; }
+PYEXEC_API const char *pyexec_last_error(void) { return px_last_error(); }
+PYEXEC_API const char *pyexec_status_name(pyexec_status status) { return px_status_name(status); }
+
+/* ---- dtypes and kernels ------------------------------------------------------ */
 
 PYEXEC_API size_t pyexec_dtype_size(int dtype) { return px_elsize(dtype); }
-
 PYEXEC_API const char *pyexec_dtype_name(int dtype) { return px_dtype_name(dtype); }
-
 PYEXEC_API size_t pyexec_kernel_count(void) { return px_kernel_count(); }
+PYEXEC_API const char *pyexec_kernel_name(size_t index) { return px_kernel_name(index); }
 
-PYEXEC_API const char *pyexec_kernel_name(size_t index) {
-  const px_kernel_def *k = px_kernel_at(index);
-  return k ? k->name : NULL;
+/* ---- programs ---------------------------------------------------------------- */
+
+PYEXEC_API pyexec_status pyexec_program_load_file(const char *path, pyexec_program **out) {
+  return px_program_load_file(path, out);
 }
-
-static pyexec_status find_plan(const pyexec_program *p, const char *name, const px_plan **plan) {
-  *plan = NULL;
-  if (!p || !name) return px_invalid_argument("program and name must not be NULL");
-  *plan = px_program_plan(p, name);
-  return *plan ? PYEXEC_OK : PYEXEC_ERR_INVALID_ARGUMENT;
+PYEXEC_API pyexec_status pyexec_program_load_buffer(const void *data, size_t size, pyexec_program **out) {
+  return px_program_load_buffer(data, size, out);
 }
-
+PYEXEC_API pyexec_status pyexec_program_load_borrowed(const void *data, size_t size, pyexec_program **out) {
+  return px_program_load_borrowed(data, size, out);
+}
+PYEXEC_API void pyexec_program_free(pyexec_program *p) { px_program_free(p); }
+PYEXEC_API size_t pyexec_program_method_count(const pyexec_program *p) { return px_program_method_count(p); }
+PYEXEC_API const char *pyexec_program_method_name(const pyexec_program *p, size_t index) {
+  return px_program_method_name(p, index);
+}
 PYEXEC_API pyexec_status pyexec_program_method_io_count(const pyexec_program *p, const char *name,
                                                         size_t *num_inputs, size_t *num_outputs) {
-  const px_plan *plan = NULL;
-  pyexec_status st = find_plan(p, name, &plan);
-  if (st) return st;
-  size_t a, b;
-  st = px_plan_io_count(p, plan, &a, &b);
-  if (st) return st;
-  if (num_inputs) *num_inputs = a;
-  if (num_outputs) *num_outputs = b;
-  return PYEXEC_OK;
+  return px_program_method_io_count(p, name, num_inputs, num_outputs);
 }
-
 PYEXEC_API pyexec_status pyexec_program_input_info(const pyexec_program *p, const char *name, size_t index,
                                                    pyexec_value_info *out) {
-  const px_plan *plan = NULL;
-  pyexec_status st = find_plan(p, name, &plan);
-  if (st) return st;
-  if (!out) return px_invalid_argument("out must not be NULL");
-  return px_plan_io_info(p, plan, false, index, out);
+  return px_program_input_info(p, name, index, out);
 }
-
 PYEXEC_API pyexec_status pyexec_program_output_info(const pyexec_program *p, const char *name, size_t index,
                                                     pyexec_value_info *out) {
-  const px_plan *plan = NULL;
-  pyexec_status st = find_plan(p, name, &plan);
-  if (st) return st;
-  if (!out) return px_invalid_argument("out must not be NULL");
-  return px_plan_io_info(p, plan, true, index, out);
+  return px_program_output_info(p, name, index, out);
 }
-
-static int by_str(const void *a, const void *b) {
-  return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
 PYEXEC_API pyexec_status pyexec_program_method_operators(const pyexec_program *p, const char *name, char *buf,
                                                          size_t cap, size_t *needed, size_t *missing) {
-  const px_plan *plan = NULL;
-  pyexec_status st = find_plan(p, name, &plan);
-  if (st) return st;
-  px_fb_vec ops;
-  if (!px_fb_vector(&plan->table, PLAN_OPERATORS, 4, &ops))
-    return px_invalid_program("method '%s': operators are malformed", name);
-  char **names = calloc(ops.count + 1, sizeof *names);
-  if (!names) return px_no_memory("operator list");
-  uint32_t n = 0;
-  for (uint32_t i = 0; i < ops.count; i++) {
-    char tmp[512];
-    if ((st = px_plan_operator_name(plan, i, tmp, sizeof tmp))) break;
-    bool dup = false;
-    for (uint32_t j = 0; j < n && !dup; j++) dup = strcmp(names[j], tmp) == 0;
-    if (dup) continue;
-    if (!(names[n] = strdup(tmp))) {
-      st = px_no_memory("operator list");
-      break;
-    }
-    n++;
-  }
-  size_t len = 1, miss = 0;
-  if (!st) {
-    qsort(names, n, sizeof *names, by_str);
-    size_t pos = 0;
-    if (buf && cap) buf[0] = 0;
-    for (uint32_t i = 0; i < n; i++) {
-      bool have = px_kernel_find(names[i]) != NULL;
-      miss += !have;
-      int w = snprintf(buf && pos < cap ? buf + pos : NULL, buf && pos < cap ? cap - pos : 0, "%s%s\n",
-                       have ? "" : "!", names[i]);
-      pos += (size_t)w;
-    }
-    len = pos + 1;
-    if (needed) *needed = len;
-    if (missing) *missing = miss;
-  }
-  for (uint32_t i = 0; i < n; i++) free(names[i]);
-  free(names);
-  return st;
+  return px_program_method_operators(p, name, buf, cap, needed, missing);
 }
+
+/* ---- methods ----------------------------------------------------------------- */
+
+PYEXEC_API pyexec_status pyexec_method_load(pyexec_program *program, const char *name, pyexec_method **out) {
+  return px_method_load(program, name, out);
+}
+PYEXEC_API void pyexec_method_free(pyexec_method *m) { px_method_free(m); }
+PYEXEC_API const char *pyexec_method_name(const pyexec_method *m) { return px_method_name(m); }
+PYEXEC_API size_t pyexec_method_num_inputs(const pyexec_method *m) { return px_method_num_inputs(m); }
+PYEXEC_API size_t pyexec_method_num_outputs(const pyexec_method *m) { return px_method_num_outputs(m); }
+PYEXEC_API size_t pyexec_method_planned_nbytes(const pyexec_method *m) { return px_method_planned_nbytes(m); }
+PYEXEC_API pyexec_status pyexec_method_input_info(const pyexec_method *m, size_t index,
+                                                  pyexec_value_info *out) {
+  return px_method_input_info(m, index, out);
+}
+PYEXEC_API pyexec_status pyexec_method_output_info(const pyexec_method *m, size_t index,
+                                                   pyexec_value_info *out) {
+  return px_method_output_info(m, index, out);
+}
+PYEXEC_API int pyexec_method_query_alias(const pyexec_method *m, size_t index, size_t *input_index) {
+  return px_method_query_alias(m, index, input_index);
+}
+PYEXEC_API pyexec_status pyexec_method_set_inputs(pyexec_method *m, const pyexec_value *inputs,
+                                                  size_t count) {
+  return px_method_set_inputs(m, inputs, count);
+}
+PYEXEC_API pyexec_status pyexec_method_check_bindable(const pyexec_method *m, size_t index) {
+  return px_method_check_bindable(m, index);
+}
+PYEXEC_API pyexec_status pyexec_method_set_output_ptr(pyexec_method *m, size_t index, void *data,
+                                                      size_t nbytes) {
+  return px_method_set_output_ptr(m, index, data, nbytes);
+}
+PYEXEC_API pyexec_status pyexec_method_get_output(pyexec_method *m, size_t index, pyexec_value *out) {
+  return px_method_get_output(m, index, out);
+}
+PYEXEC_API pyexec_status pyexec_method_get_outputs(pyexec_method *m, pyexec_value *out, size_t count) {
+  return px_method_get_outputs(m, out, count);
+}
+PYEXEC_API pyexec_status pyexec_method_run(pyexec_run *run) { return px_method_run(run); }
+PYEXEC_API pyexec_status pyexec_method_execute(pyexec_method *m) { return px_method_execute(m); }

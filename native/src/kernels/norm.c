@@ -1,15 +1,15 @@
 /*
- * norm.c - normalisation kernels: layer norm, batch norm (inference, and
- * training statistics without running stats), group norm, softmax and
- * log-softmax.
+ * norm.c - normalisation kernels: layer norm, batch norm (inference,
+ * training statistics without running stats, and training with running
+ * statistics) and group norm. softmax is softmax.c.
  *
- * float32 has its own loops (vector extensions, a vectorised exp); the other
- * floating dtypes are computed in double through px_load_d / px_store_d.
+ * float32 has its own loops (vector extensions); the other floating dtypes
+ * are computed in double through px_load_d / px_store_d.
  */
 #include <math.h>
 #include <string.h>
 
-#include "../kernel.h"
+#include "kernels/common.h"
 
 /* 16-byte vectors: native on every x86-64 and AArch64 target (32-byte GCC
  * vectors would round-trip through the stack without AVX). */
@@ -18,27 +18,6 @@ typedef int32_t v4i __attribute__((vector_size(16)));
 typedef float v4f_u __attribute__((vector_size(16), aligned(4), may_alias));
 #define v4_load(p) (*(const v4f_u *)(p))
 #define v4_store(p, v) (*(v4f_u *)(p) = (v))
-/* 32-byte vectors, used only inside functions compiled for AVX2 */
-typedef float v8f __attribute__((vector_size(32)));
-typedef int32_t v8i __attribute__((vector_size(32)));
-typedef float v8f_u __attribute__((vector_size(32), aligned(4), may_alias));
-#define v8_load(p) (*(const v8f_u *)(p))
-#define v8_store(p, v) (*(v8f_u *)(p) = (v))
-
-/* AVX2/FMA variants, chosen at run time; define PX_PORTABLE_KERNELS to build
- * only the portable code (to test it on an AVX2 machine). */
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__)) && !defined(PX_PORTABLE_KERNELS)
-#define PX_X86_KERNELS 1
-#else
-#define PX_X86_KERNELS 0
-#endif
-
-static int require_floating(px_ctx *ctx, const px_tensor *t, const char *what) {
-  if (!px_is_floating(t->dtype))
-    return px_fail(ctx, "%s has dtype %s; only floating dtypes are supported", what,
-                   px_dtype_name(t->dtype));
-  return 0;
-}
 
 static double scalar_arg_d(const px_value *v) {
   return v->tag == PX_V_INT ? (double)v->u.i : v->u.d;
@@ -417,185 +396,127 @@ static int k_native_group_norm(px_ctx *ctx, px_value *const *args) {
 
 /* ======================================================================== */
 /* softmax / log_softmax                                                     */
-/* ======================================================================== */
 
-/* One float32 row (contiguous, length n; y may be x): softmax or
- * log-softmax with a vectorised exp (Cody-Waite range reduction and a degree-6
- * polynomial, within ~1 ulp of expf; arguments below -87.3 give 0, NaN stays
- * NaN). Stamped out for 16-byte vectors and, with 32-byte ones, for AVX2. */
-#define DEFINE_SOFTMAX_ROW(SFX, ATTR, VF, VI, VL, VLOAD, VSTORE)                             \
-  ATTR static inline __attribute__((always_inline)) VF vexp_##SFX(VF x) {                  \
-    const VF hi = x * 0.0f + 88.3762626647949f;                                             \
-    VI over = (VI)(x > hi);                                                                 \
-    VF xc = (VF)(((VI)x & ~over) | ((VI)hi & over));                                        \
-    VF t = xc * 1.44269504088896341f + 0.5f;                                                \
-    VI n = __builtin_convertvector(t, VI);                                                  \
-    VF nf = __builtin_convertvector(n, VF);                                                 \
-    n += (VI)(nf > t); /* floor: truncation rounded negatives up */                         \
-    nf = __builtin_convertvector(n, VF);                                                    \
-    VF r = xc - nf * 0.693359375f;                                                          \
-    r = r - nf * -2.12194440e-4f;                                                           \
-    VF p = r * 1.9875691500e-4f + 1.3981999507e-3f;                                         \
-    p = p * r + 8.3334519073e-3f;                                                           \
-    p = p * r + 4.1665795894e-2f;                                                           \
-    p = p * r + 1.6666665459e-1f;                                                           \
-    p = p * r + 5.0000001201e-1f;                                                           \
-    p = p * r * r + r + 1.0f;                                                               \
-    VI under = (VI)(x < -87.3365447504f);                                                   \
-    n = (n + 127) & ~under;                                                                 \
-    VF y = p * (VF)(n << 23);                                                               \
-    y = (VF)((VI)y & ~under);                                                               \
-    VI nan_ = (VI)(x != x);                                                                 \
-    return (VF)(((VI)y & ~nan_) | ((VI)x & nan_));                                          \
-  }                                                                                         \
-  ATTR static void softmax_row_##SFX(int64_t n, const float *x, float *y, bool log) {       \
-    /* row maximum, noting any NaN */                                                       \
-    float m = x[0];                                                                         \
-    bool nan = false;                                                                       \
-    int64_t k = 0;                                                                          \
-    if (n >= VL) {                                                                          \
-      VF mv = VLOAD(x);                                                                     \
-      VI nanv = (VI)(mv != mv);                                                             \
-      for (k = VL; k + VL <= n; k += VL) {                                                  \
-        VF v = VLOAD(x + k);                                                                \
-        VI gt = (VI)(v > mv);                                                               \
-        nanv |= (VI)(v != v);                                                               \
-        mv = (VF)(((VI)v & gt) | ((VI)mv & ~gt));                                           \
-      }                                                                                     \
-      m = mv[0];                                                                            \
-      for (int l = 0; l < VL; l++) {                                                        \
-        if (nanv[l]) nan = true;                                                            \
-        if (mv[l] > m) m = mv[l];                                                           \
-      }                                                                                     \
-    }                                                                                       \
-    for (; k < n; k++) {                                                                    \
-      if (x[k] != x[k]) nan = true;                                                         \
-      if (x[k] > m) m = x[k];                                                               \
-    }                                                                                       \
-    if (nan || m != m) { /* NaN anywhere: everything is NaN */                              \
-      for (k = 0; k < n; k++) y[k] = NAN;                                                   \
-      return;                                                                               \
-    }                                                                                       \
-    /* sum of exp(x - m); softmax keeps the exps in y */                                    \
-    VF acc = {0};                                                                           \
-    for (k = 0; k + VL <= n; k += VL) {                                                     \
-      VF e = vexp_##SFX(VLOAD(x + k) - m);                                                  \
-      if (!log) VSTORE(y + k, e);                                                           \
-      acc += e;                                                                             \
-    }                                                                                       \
-    float s = 0.0f;                                                                         \
-    for (int l = 0; l < VL; l++) s += acc[l];                                               \
-    for (; k < n; k++) {                                                                    \
-      float e = expf(x[k] - m);                                                             \
-      if (!log) y[k] = e;                                                                   \
-      s += e;                                                                               \
-    }                                                                                       \
-    if (log) {                                                                              \
-      float c = m + logf(s);                                                                \
-      for (k = 0; k + VL <= n; k += VL) VSTORE(y + k, VLOAD(x + k) - c);                    \
-      for (; k < n; k++) y[k] = x[k] - c;                                                   \
-    } else {                                                                                \
-      float inv = 1.0f / s;                                                                 \
-      for (k = 0; k + VL <= n; k += VL) VSTORE(y + k, VLOAD(y + k) * inv);                  \
-      for (; k < n; k++) y[k] *= inv;                                                       \
-    }                                                                                       \
-  }
+/* ---- batch norm with running statistics (_native_batch_norm_legit.out) ---- */
 
-DEFINE_SOFTMAX_ROW(v4, , v4f, v4i, 4, v4_load, v4_store)
-#if PX_X86_KERNELS
-DEFINE_SOFTMAX_ROW(avx2, __attribute__((target("avx2,fma"))), v8f, v8i, 8, v8_load, v8_store)
-#endif
-
-static void softmax_row_f32(int64_t n, const float *x, float *y, bool log) {
-#if PX_X86_KERNELS
-  if ((__builtin_cpu_init(), __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))) {
-    softmax_row_avx2(n, x, y, log);
-    return;
-  }
-#endif
-  softmax_row_v4(n, x, y, log);
+static int channel_vec(px_ctx *ctx, const px_tensor *t, int64_t C, const char *what) {
+  if (t->dim != 1 || t->sizes[0] != C)
+    return fail_shape(ctx, what, t, "expected a 1-D tensor with one value per channel");
+  return require_floating(ctx, t, what);
 }
 
-/* Strided rows in double (other dtypes, or float32 along a non-last dim). */
-static void softmax_strided(const px_tensor *in, px_tensor *out, int64_t n, int64_t stride,
-                            int64_t base, bool take_log) {
-  double m = px_load_d(in->data, in->dtype, base);
-  for (int64_t k = 1; k < n; k++) {
-    double v = px_load_d(in->data, in->dtype, base + k * stride);
-    if (v > m || v != v) m = v;
-  }
-  double s = 0.0;
-  for (int64_t k = 0; k < n; k++) s += exp(px_load_d(in->data, in->dtype, base + k * stride) - m);
-  double c = m + log(s);
-  for (int64_t k = 0; k < n; k++) {
-    double v = px_load_d(in->data, in->dtype, base + k * stride);
-    px_store_d(out->data, out->dtype, base + k * stride, take_log ? v - c : exp(v - m) / s);
-  }
-}
-
-static int softmax_common(px_ctx *ctx, px_value *const *args, bool log) {
-  px_tensor *in = args[0]->u.t, *out = args[3]->u.t;
-  bool half_to_float = args[2]->u.b;
+/* aten::_native_batch_norm_legit.out(Tensor input, Tensor? weight,
+ *   Tensor? bias, Tensor(a!) running_mean, Tensor(b!) running_var,
+ *   bool training, float momentum, float eps, *, Tensor(d!) out,
+ *   Tensor(e!) save_mean, Tensor(f!) save_invstd)
+ * training: normalises with the batch statistics (biased variance), writes
+ * them to save_mean / save_invstd and updates running_mean / running_var in
+ * place (the unbiased variance goes into running_var). Otherwise normalises
+ * with the running statistics and save_mean / save_invstd become empty. */
+static int k_batch_norm_legit(px_ctx *ctx, px_value *const *args) {
+  px_tensor *in = args[0]->u.t;
+  px_tensor *w = args[1]->tag == PX_V_NONE ? NULL : args[1]->u.t;
+  px_tensor *b = args[2]->tag == PX_V_NONE ? NULL : args[2]->u.t;
+  px_tensor *rm = args[3]->u.t, *rv = args[4]->u.t;
+  bool training = args[5]->u.b;
+  double momentum = arg_d(args[6]), eps = arg_d(args[7]);
+  px_tensor *out = args[8]->u.t, *sm = args[9]->u.t, *si = args[10]->u.t;
   int rc;
-  if ((rc = require_floating(ctx, in, "self"))) return rc;
-  if (half_to_float) {
-    if (in->dtype != PX_F16 && in->dtype != PX_BF16)
-      return px_fail(ctx, "half_to_float needs a float16 or bfloat16 input, got %s",
-                     px_dtype_name(in->dtype));
-    if ((rc = px_require_dtype(ctx, out, PX_F32, "out"))) return rc;
-  } else if ((rc = px_require_same_dtype(ctx, out, "out", in, "self"))) {
+  if (in->dim < 2) return fail_shape(ctx, "input", in, "expected at least 2 dims (N, C, ...)");
+  if ((rc = require_floating(ctx, in, "input")) || (rc = px_require_same_dtype(ctx, out, "out", in, "input")))
     return rc;
-  }
-  int dim = px_wrap_dim(ctx, args[1]->u.i, in->dim);
-  if (dim < 0) return PYEXEC_ERR_EXECUTION;
-  if ((rc = px_require_contiguous(ctx, in, "self")) ||
+  int64_t C = in->sizes[1];
+  if ((w && (rc = channel_vec(ctx, w, C, "weight"))) || (b && (rc = channel_vec(ctx, b, C, "bias"))) ||
+      (rc = channel_vec(ctx, rm, C, "running_mean")) || (rc = channel_vec(ctx, rv, C, "running_var")) ||
+      (rc = require_floating(ctx, sm, "save_mean")) || (rc = require_floating(ctx, si, "save_invstd")))
+    return rc;
+  if (sm->dim != 1 || si->dim != 1)
+    return px_fail(ctx, "save_mean and save_invstd must be 1-D, got %d and %d dims", sm->dim, si->dim);
+  if ((rc = px_require_contiguous(ctx, in, "input")) ||
       (rc = px_require_contiguous(ctx, out, "out")))
     return rc;
-  if ((rc = px_resize_like(ctx, out, in))) return rc;
-  if (in->numel == 0) return 0;
-  int64_t n = in->dim ? in->sizes[dim] : 1;
-  int64_t outer = in->dim ? px_prod(in->sizes, 0, dim) : 1;
-  int64_t inner = in->dim ? px_prod(in->sizes, dim + 1, in->dim) : 1;
-  bool f32 = in->dtype == PX_F32 && out->dtype == PX_F32;
-  if (f32 && inner == 1) {
-    for (int64_t r = 0; r < outer; r++)
-      softmax_row_f32(n, (const float *)in->data + r * n, (float *)out->data + r * n, log);
-    return 0;
-  }
-  if (f32) {
-    /* gather each strided row into scratch, run the row kernel, scatter */
-    float *row = px_scratch(ctx, sizeof(float) * (size_t)n);
-    if (!row) return PYEXEC_ERR_EXECUTION;
-    const float *x = in->data;
-    float *y = out->data;
-    for (int64_t o = 0; o < outer; o++)
-      for (int64_t i = 0; i < inner; i++) {
-        int64_t base = o * n * inner + i;
-        for (int64_t k = 0; k < n; k++) row[k] = x[base + k * inner];
-        softmax_row_f32(n, row, row, log);
-        for (int64_t k = 0; k < n; k++) y[base + k * inner] = row[k];
+  int64_t zero = 0;
+  if ((rc = px_resize_like(ctx, out, in)) || (rc = px_resize(ctx, sm, 1, training ? &C : &zero)) ||
+      (rc = px_resize(ctx, si, 1, training ? &C : &zero)))
+    return rc;
+  int64_t N = in->sizes[0], inner = px_prod(in->sizes, 2, in->dim), cnt = N * inner;
+  double *alpha = px_scratch(ctx, sizeof(double) * (size_t)(2 * C + 1));
+  if (!alpha) return PYEXEC_ERR_EXECUTION;
+  double *beta = alpha + C;
+  for (int64_t c = 0; c < C; c++) {
+    double mean, invstd;
+    if (training) {
+      double s = 0.0, q = 0.0;
+      for (int64_t n = 0; n < N; n++) {
+        int64_t o = (n * C + c) * inner;
+        if (in->dtype == PX_F32) {
+          const float *x = (const float *)in->data + o;
+          for (int64_t k = 0; k < inner; k++) s += x[k];
+        } else {
+          for (int64_t k = 0; k < inner; k++) s += px_load_d(in->data, in->dtype, o + k);
+        }
       }
-    return 0;
+      mean = cnt ? s / (double)cnt : NAN;
+      for (int64_t n = 0; n < N; n++) {
+        int64_t o = (n * C + c) * inner;
+        if (in->dtype == PX_F32) {
+          const float *x = (const float *)in->data + o;
+          for (int64_t k = 0; k < inner; k++) {
+            double d = x[k] - mean;
+            q += d * d;
+          }
+        } else {
+          for (int64_t k = 0; k < inner; k++) {
+            double d = px_load_d(in->data, in->dtype, o + k) - mean;
+            q += d * d;
+          }
+        }
+      }
+      double var = cnt ? q / (double)cnt : NAN;
+      invstd = 1.0 / sqrt(var + eps);
+      px_store_d(sm->data, sm->dtype, c, mean);
+      px_store_d(si->data, si->dtype, c, invstd);
+      double unbiased = q / (double)(cnt - 1);
+      px_store_d(rm->data, rm->dtype, c,
+                 momentum * mean + (1.0 - momentum) * px_load_d(rm->data, rm->dtype, c));
+      px_store_d(rv->data, rv->dtype, c,
+                 momentum * unbiased + (1.0 - momentum) * px_load_d(rv->data, rv->dtype, c));
+    } else {
+      mean = px_load_d(rm->data, rm->dtype, c);
+      invstd = 1.0 / sqrt(px_load_d(rv->data, rv->dtype, c) + eps);
+    }
+    double a = invstd * (w ? px_load_d(w->data, w->dtype, c) : 1.0);
+    alpha[c] = a;
+    beta[c] = (b ? px_load_d(b->data, b->dtype, c) : 0.0) - mean * a;
   }
-  for (int64_t o = 0; o < outer; o++)
-    for (int64_t i = 0; i < inner; i++) softmax_strided(in, out, n, inner, o * n * inner + i, log);
+  for (int64_t n = 0; n < N; n++)
+    for (int64_t c = 0; c < C; c++) {
+      int64_t o = (n * C + c) * inner;
+      if (in->dtype == PX_F32) {
+        const float *x = (const float *)in->data + o;
+        float *y = (float *)out->data + o, a = (float)alpha[c], bb = (float)beta[c];
+        for (int64_t k = 0; k < inner; k++) y[k] = x[k] * a + bb;
+      } else {
+        for (int64_t k = 0; k < inner; k++)
+          px_store_d(out->data, out->dtype, o + k,
+                     px_load_d(in->data, in->dtype, o + k) * alpha[c] + beta[c]);
+      }
+    }
   return 0;
 }
 
-/* aten::_softmax.out(Tensor self, int dim, bool half_to_float, *, Tensor(a!) out) */
-static int k_softmax(px_ctx *ctx, px_value *const *args) { return softmax_common(ctx, args, false); }
+/* ======================================================================== */
 
-/* aten::_log_softmax.out(Tensor self, int dim, bool half_to_float, *, Tensor(a!) out) */
-static int k_log_softmax(px_ctx *ctx, px_value *const *args) {
-  return softmax_common(ctx, args, true);
-}
+/* running_mean / running_var of _native_batch_norm_legit.out are written in
+ * place but sit among the schema arguments, before '|': the signature
+ * grammar has no way to mark them; being 1-D they are always row-major, so
+ * the executor never substitutes copies for them. */
 
 const px_kernel_def px_kernels_norm[] = {
     {"aten::native_layer_norm.out", "TLttD|TTTX", k_native_layer_norm},
     {"aten::_native_batch_norm_legit_no_training.out", "TttTTDD|TTTX", k_batch_norm_no_training},
     {"aten::_native_batch_norm_legit.no_stats_out", "TttBDD|TTTX", k_batch_norm_no_stats},
+    {"aten::_native_batch_norm_legit.out", "TttTTBDD|TTTX", k_batch_norm_legit},
     {"aten::native_group_norm.out", "TttIIIID|TTTX", k_native_group_norm},
-    {"aten::_softmax.out", "TIBT|T", k_softmax},
-    {"aten::_log_softmax.out", "TIBT|T", k_log_softmax},
     {NULL, NULL, NULL},
 };

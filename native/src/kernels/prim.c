@@ -13,7 +13,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "../kernel.h"
+#include "kernels/kernel.h"
 
 #define ERR PYEXEC_ERR_EXECUTION
 

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../kernel.h"
+#include "kernels/kernel.h"
 
 /* ---- failure and scratch ---------------------------------------------- */
 

@@ -1,0 +1,80 @@
+/*
+ * common.h - small helpers several kernel families share (private,
+ * header-only): the floating-dtype check, reading a 'D' argument, the shape
+ * message, per-element-size data movement, float16 / bfloat16 element access
+ * and per-spatial-dim parameter lists. The general helpers every kernel uses
+ * are in kernel.h.
+ */
+#ifndef PX_KERNELS_COMMON_H
+#define PX_KERNELS_COMMON_H
+
+#include <stdio.h>
+
+#include "kernels/kernel.h"
+
+static inline int require_floating(px_ctx *ctx, const px_tensor *t, const char *what) {
+  if (!px_is_floating(t->dtype))
+    return px_fail(ctx, "%s has dtype %s; only floating dtypes are supported", what,
+                   px_dtype_name(t->dtype));
+  return 0;
+}
+
+/* A 'D' argument: a double, or an int the emitter wrote for a whole number. */
+static inline double arg_d(const px_value *v) { return v->tag == PX_V_INT ? (double)v->u.i : v->u.d; }
+
+static inline int fail_shape(px_ctx *ctx, const char *what, const px_tensor *t, const char *why) {
+  char buf[160];
+  size_t n = (size_t)snprintf(buf, sizeof buf, "[");
+  for (int k = 0; k < t->dim && n < sizeof buf; k++)
+    n += (size_t)snprintf(buf + n, sizeof buf - n, k ? ", %lld" : "%lld", (long long)t->sizes[k]);
+  if (n < sizeof buf) snprintf(buf + n, sizeof buf - n, "]");
+  return px_fail(ctx, "%s has shape %s; %s", what, buf, why);
+}
+
+/* Runs BODY with `E` defined as an unsigned integer type of the element size
+ * `es` (1, 2, 4 or 8 bytes): data movement that is the same for every dtype. */
+#define BY_ELSIZE(es, ...)                 \
+  switch (es) {                            \
+    case 1: {                              \
+      typedef uint8_t E;                   \
+      __VA_ARGS__;                         \
+    } break;                               \
+    case 2: {                              \
+      typedef uint16_t E;                  \
+      __VA_ARGS__;                         \
+    } break;                               \
+    case 4: {                              \
+      typedef uint32_t E;                  \
+      __VA_ARGS__;                         \
+    } break;                               \
+    default: {                             \
+      typedef uint64_t E;                  \
+      __VA_ARGS__;                         \
+    } break;                               \
+  }
+
+/* Element access for the floating kernels: storage type -> compute type. */
+#define LD_NATIVE(p, k) ((p)[k])
+#define SV_NATIVE(p, k, v) ((p)[k] = (v))
+#define LD_HALF(p, k) px_half_to_float((p)[k])
+#define SV_HALF(p, k, v) ((p)[k] = px_float_to_half((float)(v)))
+#define LD_BF16(p, k) px_bf16_to_float((p)[k])
+#define SV_BF16(p, k, v) ((p)[k] = px_float_to_bf16((float)(v)))
+
+/* Reads a per-spatial-dim parameter list (length 1 is broadcast; length 0
+ * takes `dflt`, used for pooling strides) into v[0..nsp). */
+static inline int spatial_param(px_ctx *ctx, px_value *list, int nsp, const char *what,
+                         const int64_t *dflt, int64_t *v) {
+  const int64_t *p = px_intlist(list);
+  uint32_t n = list->u.il.n;
+  if (n == 0 && dflt) {
+    for (int k = 0; k < nsp; k++) v[k] = dflt[k];
+    return 0;
+  }
+  if (n != 1 && n != (uint32_t)nsp)
+    return px_fail(ctx, "%s must have 1 or %d values, got %u", what, nsp, n);
+  for (int k = 0; k < nsp; k++) v[k] = p[n == 1 ? 0 : k];
+  return 0;
+}
+
+#endif /* PX_KERNELS_COMMON_H */

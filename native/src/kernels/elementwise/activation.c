@@ -1,0 +1,139 @@
+/*
+ * activation.c - activation functions: relu, sigmoid, silu, gelu (exact and
+ * tanh), hardswish, hardsigmoid, leaky_relu, elu, logit and glu. hardtanh is a
+ * clamp (select.c). The machinery is ew.h.
+ */
+#include "kernels/elementwise/ew.h"
+
+static const double k_sqrt1_2 = 0.70710678118654752440;
+static const double k_sqrt_2_pi = 0.79788456080286535588; /* sqrt(2 / pi) */
+
+static FORCE_INLINE float gelu_f(float x) {
+  return 0.5f * x * (1.0f + verff(x * (float)k_sqrt1_2));
+}
+static inline double gelu_d(double x) { return 0.5 * x * (1.0 + erf(x * k_sqrt1_2)); }
+static FORCE_INLINE float gelu_tanh_f(float x) {
+  float inner = (float)k_sqrt_2_pi * (x + 0.044715f * x * x * x);
+  return 0.5f * x * (1.0f + vtanhf(inner));
+}
+static inline double gelu_tanh_d(double x) {
+  double inner = k_sqrt_2_pi * (x + 0.044715 * x * x * x);
+  return 0.5 * x * (1.0 + tanh(inner));
+}
+#define GELU(x) _Generic((x), float: gelu_f, default: gelu_d)(x)
+#define GELU_TANH(x) _Generic((x), float: gelu_tanh_f, default: gelu_tanh_d)(x)
+
+/* ---- loops ---------------------------------------------------------------- */
+
+UN_F(relu, , x < 0 ? (T)0 : x)
+UN_I(relu, , x < 0 ? (T)0 : x)
+OPS_FI(relu)
+UN_F(sigmoid, , (T)1 / ((T)1 + EXPV(-x)))
+OPS_F(sigmoid)
+UN_F(silu, , x / ((T)1 + EXPV(-x)))
+OPS_F(silu)
+UN_F(gelu, , GELU(x))
+OPS_F(gelu)
+UN_F(gelu_tanh, , GELU_TANH(x))
+OPS_F(gelu_tanh)
+UN_F(hardswish, , x * CLAMPP(x + (T)3, (T)0, (T)6) / (T)6)
+OPS_F(hardswish)
+UN_F(hardsigmoid, , CLAMPP(x + (T)3, (T)0, (T)6) / (T)6)
+OPS_F(hardsigmoid)
+UN_F(leaky_relu, const T slope = PARAM(0), x > 0 ? x : x * slope)
+OPS_F(leaky_relu)
+
+/* elu: d[0] = alpha * scale, d[1] = scale, d[2] = input_scale. */
+UN_F(elu, const T negc = PARAM(0); const T posc = PARAM(1); const T insc = PARAM(2),
+     x <= 0 ? M1(expm1, x * insc) * negc : x * posc)
+OPS_F(elu)
+UN_F(logit, , M1(log, x / ((T)1 - x)))
+OPS_F(logit)
+
+/* logit with eps: d[0] = eps, d[1] = 1 - eps. */
+UN_F(logit_eps, const T lo = PARAM(0); const T hi = PARAM(1),
+     M1(log, (x < lo ? lo : (x > hi ? hi : x)) / ((T)1 - (x < lo ? lo : (x > hi ? hi : x)))))
+OPS_F(logit_eps)
+
+/* ---- kernels ---------------------------------------------------------------- */
+
+K_UN(k_relu_out, t_relu, 0)
+K_UN(k_sigmoid_out, t_sigmoid, FL_FLOAT)
+K_UN(k_silu_out, t_silu, FL_FLOAT)
+K_UN(k_hardswish_out, t_hardswish, FL_FLOAT)
+K_UN(k_hardsigmoid_out, t_hardsigmoid, FL_FLOAT)
+
+static int k_gelu_out(px_ctx *ctx, px_value *const *args) {
+  eparam p = {0};
+  const ew_ops *ops;
+  if (str_is(args[1], "none"))
+    ops = &t_gelu;
+  else if (str_is(args[1], "tanh"))
+    ops = &t_gelu_tanh;
+  else
+    return px_fail(ctx, "approximate must be 'none' or 'tanh', got '%.*s'",
+                   (int)args[1]->u.str.n, args[1]->u.str.p);
+  return px_ew_un(ctx, ops, FL_FLOAT, ARGT(0), ARGT(2), &p);
+}
+
+static int k_leaky_relu_out(px_ctx *ctx, px_value *const *args) {
+  eparam p = {0};
+  p.d[0] = px_scalar_d(args[1]);
+  return px_ew_un(ctx, &t_leaky_relu, FL_FLOAT, ARGT(0), ARGT(2), &p);
+}
+
+static int k_elu_out(px_ctx *ctx, px_value *const *args) {
+  eparam p = {0};
+  double alpha = px_scalar_d(args[1]), scale = px_scalar_d(args[2]);
+  p.d[0] = alpha * scale;
+  p.d[1] = scale;
+  p.d[2] = px_scalar_d(args[3]);
+  return px_ew_un(ctx, &t_elu, FL_FLOAT, ARGT(0), ARGT(4), &p);
+}
+
+static int k_logit_out(px_ctx *ctx, px_value *const *args) {
+  eparam p = {0};
+  if (args[1]->tag == PX_V_NONE || px_scalar_d(args[1]) < 0)
+    return px_ew_un(ctx, &t_logit, FL_FLOAT, ARGT(0), ARGT(2), &p);
+  p.d[0] = px_scalar_d(args[1]);
+  p.d[1] = 1.0 - p.d[0];
+  return px_ew_un(ctx, &t_logit_eps, FL_FLOAT, ARGT(0), ARGT(2), &p);
+}
+
+/* glu: the first half along dim times the sigmoid of the second half. */
+BIN_F(glu, , x / ((T)1 + EXPV(-y)))
+OPS_F(glu)
+
+static int k_glu_out(px_ctx *ctx, px_value *const *args) {
+  eparam p = {0};
+  px_tensor *self = ARGT(0), *out = ARGT(2);
+  if (self->dim == 0) return px_fail(ctx, "glu does not support 0-dimensional tensors");
+  int d = px_wrap_dim(ctx, args[1]->u.i, self->dim);
+  if (d < 0) return PYEXEC_ERR_EXECUTION;
+  if (self->sizes[d] % 2 != 0)
+    return px_fail(ctx, "halving dimension must be even, but dimension %d is size %lld", d,
+                   (long long)self->sizes[d]);
+  px_tensor va = *self, vb;
+  va.sizes[d] = self->sizes[d] / 2;
+  va.numel = self->numel / 2;
+  va.contiguous = 0; /* a view: strides are self's */
+  vb = va;
+  vb.data = (char *)self->data + (size_t)(va.sizes[d] * self->strides[d]) * px_elsize(self->dtype);
+  if (px_resize(ctx, out, va.dim, va.sizes)) return PYEXEC_ERR_EXECUTION;
+  const px_tensor *ins[2] = {&va, &vb};
+  return px_ew_apply(ctx, &t_glu, FL_FLOAT, self->dtype, 2, ins, out, &p);
+}
+
+const px_kernel_def px_kernels_activation[] = {
+    {"aten::relu.out", "TT|T", k_relu_out},
+    {"aten::sigmoid.out", "TT|T", k_sigmoid_out},
+    {"aten::gelu.out", "TRT|T", k_gelu_out},
+    {"aten::silu.out", "TT|T", k_silu_out},
+    {"aten::hardswish.out", "TT|T", k_hardswish_out},
+    {"aten::hardsigmoid.out", "TT|T", k_hardsigmoid_out},
+    {"aten::leaky_relu.out", "TST|T", k_leaky_relu_out},
+    {"aten::elu.out", "TSSST|T", k_elu_out},
+    {"aten::logit.out", "TdT|T", k_logit_out},
+    {"aten::glu.out", "TIT|T", k_glu_out},
+    {NULL, NULL, NULL},
+};

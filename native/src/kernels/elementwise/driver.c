@@ -1,0 +1,415 @@
+/*
+ * driver.c - runs an elementwise loop over broadcast operands (ew.h): dtype
+ * conversion in and out of the compute type in blocks, the single-call fast
+ * path for same-shape contiguous operands, and the choice of loop by the
+ * promoted dtype.
+ */
+#include "kernels/elementwise/ew.h"
+
+/* ---- dtype conversion in and out of the compute type ----------------------- */
+
+static inline int64_t f2i(double v) {
+  if (!(v == v)) return 0;
+  if (v >= 9.2233720368547758e18) return INT64_MAX;
+  if (v <= -9.2233720368547758e18) return INT64_MIN;
+  return (int64_t)v;
+}
+
+#define G_LOOP(DT, ST, E)                          \
+  {                                                \
+    const ST *s_ = (const ST *)src;                \
+    for (int64_t k = 0; k < n; k++) {              \
+      const ST v = s_[k * st];                     \
+      d[k] = (DT)(E);                              \
+    }                                              \
+  }                                                \
+  break;
+
+/* Integer sources, common to every destination; E converts v. */
+#define G_INT_CASES(DT, E)                                      \
+  case PX_I64: G_LOOP(DT, int64_t, E)                           \
+  case PX_I32: G_LOOP(DT, int32_t, E)                           \
+  case PX_I16: G_LOOP(DT, int16_t, E)                           \
+  case PX_I8: G_LOOP(DT, int8_t, E)                             \
+  case PX_U8: G_LOOP(DT, uint8_t, E)                            \
+  case PX_BOOL: G_LOOP(DT, uint8_t, v != 0)
+
+/* Reads n elements of dtype sdt at src (stride st) into d[0..n) of dtype
+ * ddt (a compute dtype). */
+static ALWAYS_INLINE void gather_impl(void *dst, int ddt, const char *src, int sdt, int64_t st,
+                                      int64_t n) {
+  switch (ddt) {
+    case PX_F32: {
+      float *d = dst;
+      switch (sdt) {
+        case PX_F32: G_LOOP(float, float, v)
+        case PX_F64: G_LOOP(float, double, v)
+        case PX_F16: G_LOOP(float, uint16_t, h2f(v))
+        case PX_BF16: G_LOOP(float, uint16_t, bf2f(v))
+        G_INT_CASES(float, v)
+        default: break;
+      }
+      break;
+    }
+    case PX_F64: {
+      double *d = dst;
+      switch (sdt) {
+        case PX_F32: G_LOOP(double, float, v)
+        case PX_F64: G_LOOP(double, double, v)
+        case PX_F16: G_LOOP(double, uint16_t, h2f(v))
+        case PX_BF16: G_LOOP(double, uint16_t, bf2f(v))
+        G_INT_CASES(double, v)
+        default: break;
+      }
+      break;
+    }
+    case PX_I64: {
+      int64_t *d = dst;
+      switch (sdt) {
+        case PX_F32: G_LOOP(int64_t, float, f2i(v))
+        case PX_F64: G_LOOP(int64_t, double, f2i(v))
+        case PX_F16: G_LOOP(int64_t, uint16_t, f2i(h2f(v)))
+        case PX_BF16: G_LOOP(int64_t, uint16_t, f2i(bf2f(v)))
+        G_INT_CASES(int64_t, v)
+        default: break;
+      }
+      break;
+    }
+    case PX_I32: {
+      int32_t *d = dst;
+      switch (sdt) {
+        case PX_F32: G_LOOP(int32_t, float, f2i(v))
+        case PX_F64: G_LOOP(int32_t, double, f2i(v))
+        case PX_F16: G_LOOP(int32_t, uint16_t, f2i(h2f(v)))
+        case PX_BF16: G_LOOP(int32_t, uint16_t, f2i(bf2f(v)))
+        G_INT_CASES(int32_t, v)
+        default: break;
+      }
+      break;
+    }
+    case PX_BOOL: {
+      uint8_t *d = dst;
+      switch (sdt) {
+        case PX_F32: G_LOOP(uint8_t, float, v != 0)
+        case PX_F64: G_LOOP(uint8_t, double, v != 0)
+        case PX_F16: G_LOOP(uint8_t, uint16_t, h2f(v) != 0)
+        case PX_BF16: G_LOOP(uint8_t, uint16_t, bf2f(v) != 0)
+        G_INT_CASES(uint8_t, v != 0)
+        default: break;
+      }
+      break;
+    }
+    default: break;
+  }
+}
+
+#define S_LOOP(DT, E)                               \
+  {                                                 \
+    DT *d_ = (DT *)dst;                             \
+    for (int64_t k = 0; k < n; k++) {               \
+      const ST v = s[k];                            \
+      d_[k * st] = (DT)(E);                         \
+    }                                               \
+  }                                                 \
+  break;
+
+/* Writes n compute-type values s[0..n) to dst (dtype ddt, stride st). */
+static ALWAYS_INLINE void scatter_impl(char *dst, int ddt, int64_t st, const void *src, int sdt,
+                                       int64_t n) {
+  switch (sdt) {
+    case PX_F32: {
+      typedef float ST;
+      const ST *s = src;
+      switch (ddt) {
+        case PX_F32: S_LOOP(float, v)
+        case PX_F16: S_LOOP(uint16_t, f2h(v))
+        case PX_BF16: S_LOOP(uint16_t, f2bf(v))
+        case PX_F64: S_LOOP(double, v)
+        case PX_BOOL: S_LOOP(uint8_t, v != 0)
+        default:
+          for (int64_t k = 0; k < n; k++) px_store_d(dst, ddt, k * st, s[k]);
+          break;
+      }
+      break;
+    }
+    case PX_F64: {
+      typedef double ST;
+      const ST *s = src;
+      switch (ddt) {
+        case PX_F32: S_LOOP(float, v)
+        case PX_BOOL: S_LOOP(uint8_t, v != 0)
+        default:
+          for (int64_t k = 0; k < n; k++) px_store_d(dst, ddt, k * st, s[k]);
+          break;
+      }
+      break;
+    }
+    case PX_I64: {
+      typedef int64_t ST;
+      const ST *s = src;
+      switch (ddt) {
+        case PX_I64: S_LOOP(int64_t, v)
+        case PX_I32: S_LOOP(int32_t, v)
+        case PX_I16: S_LOOP(int16_t, v)
+        case PX_I8: S_LOOP(int8_t, v)
+        case PX_U8: S_LOOP(uint8_t, v)
+        case PX_BOOL: S_LOOP(uint8_t, v != 0)
+        case PX_F32: S_LOOP(float, v)
+        case PX_F64: S_LOOP(double, v)
+        default:
+          for (int64_t k = 0; k < n; k++) px_store_i(dst, ddt, k * st, s[k]);
+          break;
+      }
+      break;
+    }
+    case PX_I32: {
+      typedef int32_t ST;
+      const ST *s = src;
+      switch (ddt) {
+        case PX_I64: S_LOOP(int64_t, v)
+        case PX_I16: S_LOOP(int16_t, v)
+        case PX_I8: S_LOOP(int8_t, v)
+        case PX_U8: S_LOOP(uint8_t, v)
+        case PX_BOOL: S_LOOP(uint8_t, v != 0)
+        case PX_F32: S_LOOP(float, v)
+        default:
+          for (int64_t k = 0; k < n; k++) px_store_i(dst, ddt, k * st, s[k]);
+          break;
+      }
+      break;
+    }
+    default: { /* bool */
+      const uint8_t *s = src;
+      for (int64_t k = 0; k < n; k++) px_store_i(dst, ddt, k * st, s[k] != 0);
+      break;
+    }
+  }
+}
+
+#ifdef EW_CLONE_AVX2
+__attribute__((target("avx2"))) static void gather_avx2(void *dst, int ddt, const char *src,
+                                                        int sdt, int64_t st, int64_t n) {
+  gather_impl(dst, ddt, src, sdt, st, n);
+}
+__attribute__((target("avx2"))) static void scatter_avx2(char *dst, int ddt, int64_t st,
+                                                         const void *src, int sdt, int64_t n) {
+  scatter_impl(dst, ddt, st, src, sdt, n);
+}
+#endif
+static void gather(void *dst, int ddt, const char *src, int sdt, int64_t st, int64_t n) {
+#ifdef EW_CLONE_AVX2
+  if (__builtin_cpu_supports("avx2")) {
+    gather_avx2(dst, ddt, src, sdt, st, n);
+    return;
+  }
+#endif
+  gather_impl(dst, ddt, src, sdt, st, n);
+}
+static void scatter(char *dst, int ddt, int64_t st, const void *src, int sdt, int64_t n) {
+#ifdef EW_CLONE_AVX2
+  if (__builtin_cpu_supports("avx2")) {
+    scatter_avx2(dst, ddt, st, src, sdt, n);
+    return;
+  }
+#endif
+  scatter_impl(dst, ddt, st, src, sdt, n);
+}
+
+/* ---- driver ------------------------------------------------------------------ */
+
+#define EW_BLK 512
+#define EW_MAXIN 3
+
+/* Runs fn over out (already sized) and nin inputs that broadcast to it.
+ * Input k is read as dtype want[k]; fn writes dtype odt. */
+int px_ew_run(px_ctx *ctx, ew_fn fn, int nin, const px_tensor *const *ins,
+                  const int *want, px_tensor *out, int odt, eparam *p) {
+  const int64_t n = out->numel;
+  /* Every input must broadcast to the output's shape. */
+  for (int i = 0; i < nin; i++) {
+    const px_tensor *t = ins[i];
+    if (t->dim > out->dim)
+      return px_fail(ctx, "input %d has rank %d, more than the output's %d", i, t->dim,
+                     out->dim);
+    for (int k = 0; k < t->dim; k++) {
+      int64_t s = t->sizes[k], os = out->sizes[out->dim - t->dim + k];
+      if (s != 1 && s != os)
+        return px_fail(ctx, "input %d has size %lld at dim %d, output has %lld", i,
+                       (long long)s, k, (long long)os);
+    }
+  }
+  if (n == 0) return 0;
+
+  /* One-element inputs of another dtype are converted once, here. */
+  px_tensor tmp[EW_MAXIN];
+  int64_t tmpv[EW_MAXIN];
+  const px_tensor *in[EW_MAXIN];
+  for (int i = 0; i < nin; i++) {
+    in[i] = ins[i];
+    if (ins[i]->numel == 1 && ins[i]->dtype != want[i]) {
+      memset(&tmp[i], 0, sizeof tmp[i]);
+      tmp[i].data = &tmpv[i];
+      tmp[i].dtype = (int8_t)want[i];
+      tmp[i].numel = 1;
+      tmp[i].contiguous = 1;
+      gather(&tmpv[i], want[i], ins[i]->data, ins[i]->dtype, 0, 1);
+      in[i] = &tmp[i];
+    }
+  }
+
+  bool oconv = out->dtype != odt;
+  bool conv[EW_MAXIN];
+  bool any_conv = oconv;
+  bool simple = !oconv && out->contiguous;
+  for (int i = 0; i < nin; i++) {
+    conv[i] = in[i]->dtype != want[i];
+    any_conv = any_conv || conv[i];
+    if (conv[i] || !in[i]->contiguous || (in[i]->numel != n && in[i]->numel != 1))
+      simple = false;
+  }
+  const char *ptr[EW_MAXIN];
+  int64_t str[EW_MAXIN];
+  if (simple) {
+    for (int i = 0; i < nin; i++) {
+      ptr[i] = (const char *)in[i]->data;
+      str[i] = in[i]->numel == n ? 1 : 0;
+    }
+    fn(n, ptr, str, (char *)out->data, 1, p);
+  } else {
+    px_iter it;
+    px_iter_init(&it, out->dim, out->sizes);
+    px_iter_add(&it, out);
+    for (int i = 0; i < nin; i++) px_iter_add(&it, in[i]);
+    px_iter_coalesce(&it);
+    void *buf[EW_MAXIN] = {NULL, NULL, NULL};
+    void *obuf = NULL;
+    for (int i = 0; i < nin; i++)
+      if (conv[i] && !(buf[i] = px_scratch(ctx, EW_BLK * 8))) return PYEXEC_ERR_EXECUTION;
+    if (oconv && !(obuf = px_scratch(ctx, EW_BLK * 8))) return PYEXEC_ERR_EXECUTION;
+    const size_t oes = px_elsize(out->dtype);
+    size_t ies[EW_MAXIN];
+    for (int i = 0; i < nin; i++) ies[i] = px_elsize(in[i]->dtype);
+    const int64_t blk = any_conv ? EW_BLK : it.inner;
+    do {
+      for (int64_t s = 0; s < it.inner; s += blk) {
+        int64_t m = it.inner - s < blk ? it.inner - s : blk;
+        for (int i = 0; i < nin; i++) {
+          int64_t st = it.inner_stride[i + 1];
+          const char *base =
+              (const char *)in[i]->data + (size_t)(it.off[i + 1] + s * st) * ies[i];
+          if (conv[i]) {
+            /* a broadcast row needs only its one element converted */
+            gather(buf[i], want[i], base, in[i]->dtype, st, st == 0 ? 1 : m);
+            ptr[i] = buf[i];
+            str[i] = st == 0 ? 0 : 1;
+          } else {
+            ptr[i] = base;
+            str[i] = st;
+          }
+        }
+        int64_t ost = it.inner_stride[0];
+        char *obase = (char *)out->data + (size_t)(it.off[0] + s * ost) * oes;
+        if (oconv) {
+          fn(m, ptr, str, obuf, 1, p);
+          scatter(obase, out->dtype, ost, obuf, odt, m);
+        } else {
+          fn(m, ptr, str, obase, ost, p);
+        }
+      }
+    } while (px_iter_next(&it));
+  }
+  if (p->err) return px_fail(ctx, "ZeroDivisionError");
+  return 0;
+}
+/* torch's canCast: no floating -> integral, no non-bool -> bool. */
+static bool can_cast(int from, int to) {
+  if (px_is_floating(from) && !px_is_floating(to)) return false;
+  if (from != PX_BOOL && to == PX_BOOL) return false;
+  return true;
+}
+
+/* Picks the loop for `common` (the promoted dtype), checks the output dtype,
+ * and runs it. The output must already have its final shape. */
+int px_ew_apply(px_ctx *ctx, const ew_ops *ops, int flags, int common, int nin,
+                    const px_tensor *const *ins, px_tensor *out, eparam *p) {
+  if ((flags & FL_NOBOOL) && common == PX_BOOL)
+    return px_fail(ctx, "not supported for bool tensors");
+  int k;
+  if (flags & FL_LOGICAL) {
+    k = K_B;
+  } else {
+    if ((flags & FL_FLOAT) && !px_is_floating(common))
+      common = out->dtype == PX_F64 ? PX_F64 : PX_F32;
+    if (!(flags & FL_OUTBOOL) && !can_cast(common, out->dtype))
+      return px_fail(ctx, "result type %s can't be cast to the desired output type %s",
+                     px_dtype_name(common), px_dtype_name(out->dtype));
+    k = kind_of(common);
+    if (!ops->f[k] && (k == K_B || k == K_I32)) k = K_I64;
+  }
+  ew_fn fn = ops->f[k];
+  if (!fn) return px_fail(ctx, "not implemented for dtype %s", px_dtype_name(common));
+  int want[EW_MAXIN];
+  for (int i = 0; i < nin; i++) want[i] = kind_dtype[k];
+  if (flags & FL_COND0) want[0] = PX_BOOL;
+  int odt = (flags & (FL_OUTBOOL | FL_LOGICAL)) ? PX_BOOL : kind_dtype[k];
+  p->err = 0;
+  return px_ew_run(ctx, fn, nin, ins, want, out, odt, p);
+}
+
+/* Broadcasts the inputs and resizes out to the result. */
+int px_ew_resize(px_ctx *ctx, int nin, const px_tensor *const *ins, px_tensor *out) {
+  int dim = 0;
+  int64_t sizes[PX_MAX_DIM];
+  for (int i = 0; i < nin; i++) {
+    int64_t nsizes[PX_MAX_DIM];
+    int ndim;
+    if (px_broadcast_sizes(ctx, dim, sizes, ins[i]->dim, ins[i]->sizes, &ndim, nsizes))
+      return PYEXEC_ERR_EXECUTION;
+    dim = ndim;
+    memcpy(sizes, nsizes, sizeof(int64_t) * (size_t)dim);
+  }
+  return px_resize(ctx, out, dim, sizes);
+}
+
+/* Broadcasts, resizes and runs; `common` < 0: computed from the tensors. */
+int px_ew_n(px_ctx *ctx, const ew_ops *ops, int flags, int common, int nin,
+                const px_tensor *const *ins, px_tensor *out, eparam *p) {
+  if (px_ew_resize(ctx, nin, ins, out)) return PYEXEC_ERR_EXECUTION;
+  if (common < 0) {
+    rt_state s;
+    rt_init(&s);
+    for (int i = (flags & FL_COND0) ? 1 : 0; i < nin; i++) rt_tensor(&s, ins[i]);
+    common = rt_result(&s);
+  }
+  return px_ew_apply(ctx, ops, flags, common, nin, ins, out, p);
+}
+
+/* Tensor-tensor binary op. */
+int px_ew_tt(px_ctx *ctx, const ew_ops *ops, int flags, px_tensor *a, px_tensor *b,
+                 px_tensor *out, eparam *p) {
+  const px_tensor *ins[2] = {a, b};
+  return px_ew_n(ctx, ops, flags, -1, 2, ins, out, p);
+}
+
+/* Tensor-scalar binary op (swap: the scalar is the left operand). */
+int px_ew_ts(px_ctx *ctx, const ew_ops *ops, int flags, px_tensor *a, const px_value *s,
+                 bool swap, px_tensor *out, eparam *p) {
+  rt_state st;
+  rt_init(&st);
+  rt_tensor(&st, a);
+  rt_scalar(&st, s);
+  int common = rt_result(&st);
+  scalar_box box;
+  const px_tensor *bs = box_scalar(&box, s, common);
+  const px_tensor *ins[2] = {swap ? bs : a, swap ? a : bs};
+  if (px_resize_like(ctx, out, a)) return PYEXEC_ERR_EXECUTION;
+  return px_ew_apply(ctx, ops, flags, common, 2, ins, out, p);
+}
+
+/* Unary op; common is self's dtype. */
+int px_ew_un(px_ctx *ctx, const ew_ops *ops, int flags, px_tensor *a, px_tensor *out,
+                 eparam *p) {
+  const px_tensor *ins[1] = {a};
+  if (px_resize_like(ctx, out, a)) return PYEXEC_ERR_EXECUTION;
+  return px_ew_apply(ctx, ops, flags, a->dtype, 1, ins, out, p);
+}

@@ -1,0 +1,43 @@
+/*
+ * gemm.h - the float32 matrix multiply shared by the kernel families
+ * (private; implemented in linalg.c).
+ */
+#ifndef PX_GEMM_H
+#define PX_GEMM_H
+
+#include "kernels/kernel.h"
+
+/* Bytes of packing workspace px_gemm_f32 needs for an M x N x K product. */
+size_t px_gemm_f32_work_size(int64_t M, int64_t N, int64_t K);
+
+/* C = alpha * A @ B + beta * C for float32 matrices.
+ *
+ * A is M x K with element (i, k) at A[i * rsa + k * csa]; B is K x N with
+ * element (k, j) at B[k * rsb + j * csb] (any strides, so transposed operands
+ * cost nothing); C is M x N, row-major with row stride ldc.
+ * beta == 0 writes C without reading it (NaN or Inf already in C do not
+ * propagate), as torch's addmm does.
+ *
+ * work: NULL, or at least px_gemm_f32_work_size(M, N, K) bytes, 64-byte
+ * aligned (callers that multiply in a loop take it once from px_scratch and
+ * pass it to every call); NULL takes it from px_scratch on each call.
+ * Returns 0, or px_fail's status when scratch memory runs out. */
+int px_gemm_f32(px_ctx *ctx, void *work, int64_t M, int64_t N, int64_t K, float alpha,
+                const float *A, int64_t rsa, int64_t csa, const float *B, int64_t rsb,
+                int64_t csb, float beta, float *C, int64_t ldc);
+
+/* The same product with B supplied by a packing callback instead of a
+ * matrix (convolution packs its implicit im2col matrix this way, without
+ * materialising it). pack_b(bsrc, pc, kc, jc, nc, nr, pb) must write depth
+ * [pc, pc + kc) x columns [jc, jc + nc) of B into pb as ceil(nc / nr) panels
+ * of kc x nr floats (panel q holds columns jc + q*nr ..., element (p, j) at
+ * pb[q*kc*nr + p*nr + j]), zero-filling the columns past nc in the last panel.
+ * nr is px_gemm_f32_panel_width(). */
+typedef void (*px_gemm_pack_fn)(const void *bsrc, int64_t pc, int64_t kc, int64_t jc,
+                                int64_t nc, int nr, float *pb);
+int px_gemm_f32_panel_width(void);
+int px_gemm_f32_packed(px_ctx *ctx, void *work, int64_t M, int64_t N, int64_t K, float alpha,
+                       const float *A, int64_t rsa, int64_t csa, px_gemm_pack_fn pack_b,
+                       const void *bsrc, float beta, float *C, int64_t ldc);
+
+#endif /* PX_GEMM_H */

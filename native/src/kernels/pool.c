@@ -1,0 +1,276 @@
+/*
+ * pool.c - 2-D pooling: max_pool2d_with_indices, avg_pool2d and
+ * _adaptive_avg_pool2d, for every floating dtype (float16 / bfloat16
+ * computed in float).
+ */
+#include <math.h>
+#include <string.h>
+
+#include "kernels/common.h"
+
+typedef struct pool_geom {
+  int64_t planes, H, W, OH, OW;
+  int64_t kh, kw, sh, sw, ph, pw, dh, dw;
+} pool_geom;
+
+static int64_t pool_out_size(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil) {
+  int64_t num = in + 2 * p - d * (k - 1) - 1 + (ceil ? s - 1 : 0);
+  int64_t o = (num >= 0 ? num / s : -((-num + s - 1) / s)) + 1;
+  if (ceil && (o - 1) * s >= in + p) o--;
+  return o;
+}
+
+/* Shared checks of max_pool2d / avg_pool2d: input rank, kernel, stride,
+ * padding, dilation, output size; resizes `out` (and `out2`). */
+static int pool_setup(px_ctx *ctx, const px_tensor *in, px_value *kernel, px_value *stride,
+                      px_value *padding, px_value *dilation, bool ceil, px_tensor *out,
+                      px_tensor *out2, pool_geom *g) {
+  int rc;
+  if (in->dim != 3 && in->dim != 4)
+    return px_fail(ctx, "input must be 3-D or 4-D, got %d dims", in->dim);
+  if (out->dim != in->dim || (out2 && out2->dim != in->dim))
+    return px_fail(ctx, "outputs must have the input's rank (%d)", in->dim);
+  int64_t k[2], s[2], p[2], d[2] = {1, 1};
+  if ((rc = spatial_param(ctx, kernel, 2, "kernel_size", NULL, k))) return rc;
+  if ((rc = spatial_param(ctx, stride, 2, "stride", k, s))) return rc;
+  if ((rc = spatial_param(ctx, padding, 2, "padding", NULL, p))) return rc;
+  if (dilation && (rc = spatial_param(ctx, dilation, 2, "dilation", NULL, d))) return rc;
+  int64_t hw[2] = {in->sizes[in->dim - 2], in->sizes[in->dim - 1]}, o[2];
+  for (int i = 0; i < 2; i++) {
+    if (k[i] <= 0 || s[i] <= 0 || d[i] <= 0)
+      return px_fail(ctx, "kernel_size (%lld), stride (%lld) and dilation (%lld) must be "
+                     "positive", (long long)k[i], (long long)s[i], (long long)d[i]);
+    if (p[i] < 0 || p[i] > k[i] / 2)
+      return px_fail(ctx, "padding %lld must be non-negative and at most half the kernel size "
+                     "%lld", (long long)p[i], (long long)k[i]);
+    o[i] = pool_out_size(hw[i], k[i], s[i], p[i], d[i], ceil);
+    if (o[i] < 1 || hw[i] < 1)
+      return px_fail(ctx, "input size %lld with kernel %lld, padding %lld and dilation %lld "
+                     "gives output size %lld", (long long)hw[i], (long long)k[i],
+                     (long long)p[i], (long long)d[i], (long long)o[i]);
+  }
+  int64_t os[4];
+  memcpy(os, in->sizes, sizeof(int64_t) * (size_t)in->dim);
+  os[in->dim - 2] = o[0];
+  os[in->dim - 1] = o[1];
+  if ((rc = px_resize(ctx, out, in->dim, os))) return rc;
+  if (out2 && (rc = px_resize(ctx, out2, in->dim, os))) return rc;
+  g->planes = px_prod(in->sizes, 0, in->dim - 2);
+  g->H = hw[0];
+  g->W = hw[1];
+  g->OH = o[0];
+  g->OW = o[1];
+  g->kh = k[0];
+  g->kw = k[1];
+  g->sh = s[0];
+  g->sw = s[1];
+  g->ph = p[0];
+  g->pw = p[1];
+  g->dh = d[0];
+  g->dw = d[1];
+  return 0;
+}
+
+/* Max pooling for one dtype: T elements compared as C; NaN wins (and a later
+ * NaN replaces an earlier one), ties keep the first position, as in torch. */
+#define DEFINE_MAXPOOL(NAME, T, C, LOAD, LOWEST)                                             \
+  static void NAME(const pool_geom *g, const void *inp, void *outp, int64_t *idx) {         \
+    const T *in = inp;                                                                       \
+    T *out = outp;                                                                           \
+    for (int64_t pl = 0; pl < g->planes; pl++) {                                             \
+      const T *plane = in + pl * g->H * g->W;                                                \
+      for (int64_t oh = 0; oh < g->OH; oh++) {                                               \
+        int64_t h0 = oh * g->sh - g->ph, h1 = h0 + (g->kh - 1) * g->dh + 1;                  \
+        if (h1 > g->H) h1 = g->H;                                                            \
+        while (h0 < 0) h0 += g->dh;                                                          \
+        for (int64_t ow = 0; ow < g->OW; ow++) {                                             \
+          int64_t w0 = ow * g->sw - g->pw, w1 = w0 + (g->kw - 1) * g->dw + 1;                \
+          if (w1 > g->W) w1 = g->W;                                                          \
+          while (w0 < 0) w0 += g->dw;                                                        \
+          int64_t best = h0 * g->W + w0;                                                     \
+          C bv = LOWEST;                                                                     \
+          for (int64_t ih = h0; ih < h1; ih += g->dh)                                        \
+            for (int64_t iw = w0; iw < w1; iw += g->dw) {                                    \
+              C v = LOAD(plane[ih * g->W + iw]);                                             \
+              if (v > bv || v != v) {                                                        \
+                bv = v;                                                                      \
+                best = ih * g->W + iw;                                                       \
+              }                                                                              \
+            }                                                                                \
+          int64_t o = (pl * g->OH + oh) * g->OW + ow;                                        \
+          out[o] = plane[best < g->H * g->W ? best : 0];                                     \
+          idx[o] = best;                                                                     \
+        }                                                                                    \
+      }                                                                                      \
+    }                                                                                        \
+  }
+
+#define LOAD_SAME(x) (x)
+#define LOAD_HALF(x) px_half_to_float(x)
+#define LOAD_BF16(x) px_bf16_to_float(x)
+DEFINE_MAXPOOL(maxpool_f32, float, float, LOAD_SAME, -INFINITY)
+DEFINE_MAXPOOL(maxpool_f64, double, double, LOAD_SAME, -INFINITY)
+DEFINE_MAXPOOL(maxpool_f16, uint16_t, float, LOAD_HALF, -INFINITY)
+DEFINE_MAXPOOL(maxpool_bf16, uint16_t, float, LOAD_BF16, -INFINITY)
+DEFINE_MAXPOOL(maxpool_i64, int64_t, int64_t, LOAD_SAME, INT64_MIN)
+DEFINE_MAXPOOL(maxpool_i32, int32_t, int32_t, LOAD_SAME, INT32_MIN)
+DEFINE_MAXPOOL(maxpool_i16, int16_t, int16_t, LOAD_SAME, INT16_MIN)
+DEFINE_MAXPOOL(maxpool_i8, int8_t, int8_t, LOAD_SAME, INT8_MIN)
+DEFINE_MAXPOOL(maxpool_u8, uint8_t, uint8_t, LOAD_SAME, 0)
+
+/* aten::max_pool2d_with_indices.out(Tensor self, int[2] kernel_size,
+ *   int[2] stride=[], int[2] padding=0, int[2] dilation=1, bool ceil_mode=False,
+ *   *, Tensor(a!) out, Tensor(b!) indices) -> (Tensor(a!), Tensor(b!)) */
+static int k_max_pool2d_with_indices(px_ctx *ctx, px_value *const *args) {
+  px_tensor *in = args[0]->u.t, *out = args[6]->u.t, *ind = args[7]->u.t;
+  int rc;
+  if ((rc = px_require_same_dtype(ctx, out, "out", in, "self"))) return rc;
+  if ((rc = px_require_dtype(ctx, ind, PX_I64, "indices"))) return rc;
+  if ((rc = px_require_contiguous(ctx, in, "self")) ||
+      (rc = px_require_contiguous(ctx, out, "out")) ||
+      (rc = px_require_contiguous(ctx, ind, "indices")))
+    return rc;
+  pool_geom g;
+  if ((rc = pool_setup(ctx, in, args[1], args[2], args[3], args[4], args[5]->u.b, out, ind, &g)))
+    return rc;
+  if (out->numel == 0) return 0;
+  int64_t *ix = ind->data;
+  switch (in->dtype) {
+    case PX_F32: maxpool_f32(&g, in->data, out->data, ix); break;
+    case PX_F64: maxpool_f64(&g, in->data, out->data, ix); break;
+    case PX_F16: maxpool_f16(&g, in->data, out->data, ix); break;
+    case PX_BF16: maxpool_bf16(&g, in->data, out->data, ix); break;
+    case PX_I64: maxpool_i64(&g, in->data, out->data, ix); break;
+    case PX_I32: maxpool_i32(&g, in->data, out->data, ix); break;
+    case PX_I16: maxpool_i16(&g, in->data, out->data, ix); break;
+    case PX_I8: maxpool_i8(&g, in->data, out->data, ix); break;
+    case PX_U8: maxpool_u8(&g, in->data, out->data, ix); break;
+    default: return px_fail(ctx, "dtype %s is not supported", px_dtype_name(in->dtype));
+  }
+  return 0;
+}
+
+/* aten::avg_pool2d.out(Tensor self, int[2] kernel_size, int[2] stride=[],
+ *   int[2] padding=0, bool ceil_mode=False, bool count_include_pad=True,
+ *   int? divisor_override=None, *, Tensor(a!) out) */
+static int k_avg_pool2d(px_ctx *ctx, px_value *const *args) {
+  px_tensor *in = args[0]->u.t, *out = args[7]->u.t;
+  bool include_pad = args[5]->u.b;
+  bool has_div = args[6]->tag != PX_V_NONE;
+  int64_t divisor = has_div ? args[6]->u.i : 0;
+  int rc;
+  if ((rc = px_require_same_dtype(ctx, out, "out", in, "self"))) return rc;
+  if (in->dtype == PX_BOOL || !px_dtype_supported(in->dtype))
+    return px_fail(ctx, "dtype %s is not supported", px_dtype_name(in->dtype));
+  if (has_div && divisor == 0) return px_fail(ctx, "divisor_override must be non-zero");
+  if ((rc = px_require_contiguous(ctx, in, "self")) ||
+      (rc = px_require_contiguous(ctx, out, "out")))
+    return rc;
+  pool_geom g;
+  if ((rc = pool_setup(ctx, in, args[1], args[2], args[3], NULL, args[4]->u.b, out, NULL, &g)))
+    return rc;
+  if (out->numel == 0) return 0;
+  bool fl = px_is_floating(in->dtype);
+  for (int64_t pl = 0; pl < g.planes; pl++) {
+    int64_t base = pl * g.H * g.W;
+    for (int64_t oh = 0; oh < g.OH; oh++) {
+      int64_t h0 = oh * g.sh - g.ph, h1 = h0 + g.kh;
+      if (h1 > g.H + g.ph) h1 = g.H + g.ph;
+      for (int64_t ow = 0; ow < g.OW; ow++) {
+        int64_t w0 = ow * g.sw - g.pw, w1 = w0 + g.kw;
+        if (w1 > g.W + g.pw) w1 = g.W + g.pw;
+        int64_t pool = (h1 - h0) * (w1 - w0);
+        int64_t a0 = h0 < 0 ? 0 : h0, a1 = h1 > g.H ? g.H : h1;
+        int64_t b0 = w0 < 0 ? 0 : w0, b1 = w1 > g.W ? g.W : w1;
+        int64_t o = (pl * g.OH + oh) * g.OW + ow;
+        if (a0 >= a1 || b0 >= b1) {
+          px_store_d(out->data, out->dtype, o, 0.0);
+          continue;
+        }
+        int64_t div = has_div ? divisor : include_pad ? pool : (a1 - a0) * (b1 - b0);
+        if (in->dtype == PX_F32) {
+          const float *p = (const float *)in->data + base;
+          float s = 0.0f;
+          for (int64_t ih = a0; ih < a1; ih++)
+            for (int64_t iw = b0; iw < b1; iw++) s += p[ih * g.W + iw];
+          ((float *)out->data)[o] = s / (float)div;
+        } else if (fl) {
+          double s = 0.0;
+          for (int64_t ih = a0; ih < a1; ih++)
+            for (int64_t iw = b0; iw < b1; iw++) s += px_load_d(in->data, in->dtype, base + ih * g.W + iw);
+          px_store_d(out->data, out->dtype, o, s / (double)div);
+        } else {
+          int64_t s = 0;
+          for (int64_t ih = a0; ih < a1; ih++)
+            for (int64_t iw = b0; iw < b1; iw++)
+              s = (int64_t)((uint64_t)s + (uint64_t)px_load_i(in->data, in->dtype, base + ih * g.W + iw));
+          px_store_i(out->data, out->dtype, o, (div == -1 && s == INT64_MIN) ? s : s / div);
+        }
+      }
+    }
+  }
+  return 0;
+}
+
+/* aten::_adaptive_avg_pool2d.out(Tensor self, SymInt[2] output_size, *,
+ *   Tensor(a!) out) */
+static int k_adaptive_avg_pool2d(px_ctx *ctx, px_value *const *args) {
+  px_tensor *in = args[0]->u.t, *out = args[2]->u.t;
+  int rc;
+  if (in->dim != 3 && in->dim != 4)
+    return px_fail(ctx, "input must be 3-D or 4-D, got %d dims", in->dim);
+  if (out->dim != in->dim)
+    return px_fail(ctx, "out has %d dims but input has %d", out->dim, in->dim);
+  if ((rc = px_require_same_dtype(ctx, out, "out", in, "self"))) return rc;
+  if (!px_is_floating(in->dtype))
+    return px_fail(ctx, "dtype %s is not supported (floating types only)",
+                   px_dtype_name(in->dtype));
+  if (args[1]->u.il.n != 2)
+    return px_fail(ctx, "output_size must have 2 values, got %u", args[1]->u.il.n);
+  const int64_t *osz = px_intlist(args[1]);
+  if (osz[0] < 0 || osz[1] < 0)
+    return px_fail(ctx, "output_size [%lld, %lld] must be non-negative", (long long)osz[0],
+                   (long long)osz[1]);
+  for (int k = 1; k < in->dim; k++)
+    if (in->sizes[k] == 0)
+      return px_fail(ctx, "input has a zero-sized non-batch dimension %d", k);
+  if ((rc = px_require_contiguous(ctx, in, "self")) ||
+      (rc = px_require_contiguous(ctx, out, "out")))
+    return rc;
+  int64_t os[4];
+  memcpy(os, in->sizes, sizeof(int64_t) * (size_t)in->dim);
+  os[in->dim - 2] = osz[0];
+  os[in->dim - 1] = osz[1];
+  if ((rc = px_resize(ctx, out, in->dim, os))) return rc;
+  if (out->numel == 0) return 0;
+  int64_t planes = px_prod(in->sizes, 0, in->dim - 2);
+  int64_t H = in->sizes[in->dim - 2], W = in->sizes[in->dim - 1], OH = osz[0], OW = osz[1];
+  for (int64_t pl = 0; pl < planes; pl++)
+    for (int64_t oh = 0; oh < OH; oh++) {
+      int64_t h0 = (oh * H) / OH, h1 = ((oh + 1) * H + OH - 1) / OH;
+      for (int64_t ow = 0; ow < OW; ow++) {
+        int64_t w0 = (ow * W) / OW, w1 = ((ow + 1) * W + OW - 1) / OW;
+        int64_t o = (pl * OH + oh) * OW + ow, cnt = (h1 - h0) * (w1 - w0);
+        if (in->dtype == PX_F32) {
+          const float *p = (const float *)in->data + pl * H * W;
+          float s = 0.0f;
+          for (int64_t ih = h0; ih < h1; ih++)
+            for (int64_t iw = w0; iw < w1; iw++) s += p[ih * W + iw];
+          ((float *)out->data)[o] = s / (float)cnt;
+        } else {
+          double s = 0.0;
+          for (int64_t ih = h0; ih < h1; ih++)
+            for (int64_t iw = w0; iw < w1; iw++) s += px_load_d(in->data, in->dtype, pl * H * W + ih * W + iw);
+          px_store_d(out->data, out->dtype, o, s / (double)cnt);
+        }
+      }
+    }
+  return 0;
+}
+
+const px_kernel_def px_kernels_pool[] = {
+    {"aten::max_pool2d_with_indices.out", "TLLLLB|TTX", k_max_pool2d_with_indices},
+    {"aten::avg_pool2d.out", "TLLLBBiT|T", k_avg_pool2d},
+    {"aten::_adaptive_avg_pool2d.out", "TLT|T", k_adaptive_avg_pool2d},
+    {NULL, NULL, NULL},
+};

@@ -1,0 +1,621 @@
+/*
+ * program.c - loading a .pte file: the (optional) extended header, segments,
+ * constant and mutable-buffer data, the plans, and validated tensor
+ * descriptions; the method queries that need no loaded method (IO counts and
+ * infos, the sorted list of operators a method uses and which are missing).
+ */
+#include "loader/program.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/error.h"
+#include "kernels/registry.h"
+
+#define BAD(...) px_invalid_program(__VA_ARGS__)
+
+static uint64_t rd_u64(const uint8_t *p) {
+  uint64_t v;
+  memcpy(&v, p, 8);
+  return v;
+}
+
+static uint32_t rd_u32(const uint8_t *p) {
+  uint32_t v;
+  memcpy(&v, p, 4);
+  return v;
+}
+
+/* True when s[0..n) is well-formed UTF-8 without NUL (no overlong forms,
+ * surrogates or code points above U+10FFFF): names reach callers as C strings
+ * and Python str. */
+static bool valid_name(const char *str, size_t n) {
+  const uint8_t *s = (const uint8_t *)str;
+  for (size_t i = 0; i < n;) {
+    uint8_t c = s[i];
+    if (c == 0) return false;
+    if (c < 0x80) {
+      i++;
+      continue;
+    }
+    size_t len = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : 2;
+    if (c < 0xC2 || c > 0xF4 || len > n - i) return false;
+    for (size_t k = 1; k < len; k++)
+      if ((s[i + k] & 0xC0) != 0x80) return false;
+    if ((c == 0xE0 && s[i + 1] < 0xA0) || (c == 0xED && s[i + 1] > 0x9F) || (c == 0xF0 && s[i + 1] < 0x90) ||
+        (c == 0xF4 && s[i + 1] > 0x8F))
+      return false;
+    i += len;
+  }
+  return true;
+}
+
+/* Bytes [off, off+n) of the file, or an error naming `what`. */
+static pyexec_status file_range(const pyexec_program *p, uint64_t off, uint64_t n,
+                                const char *what, const uint8_t **out) {
+  if (off > p->size || n > p->size - off)
+    return BAD("%s (offset %llu, %llu bytes) lies outside the %zu-byte file", what,
+               (unsigned long long)off, (unsigned long long)n, p->size);
+  *out = p->data + off;
+  return PYEXEC_OK;
+}
+
+static pyexec_status segment_bytes(const pyexec_program *p, uint32_t index, const char *what,
+                                   const uint8_t **base, size_t *len) {
+  if (index >= p->segments.count)
+    return BAD("%s refers to segment %u, but the program has %u segments", what, index,
+               p->segments.count);
+  px_fb_table seg;
+  uint64_t off, size;
+  if (!px_fb_vec_table(&p->segments, index, &seg) ||
+      !px_fb_u64(&seg, SEGMENT_OFFSET, 0, &off) || !px_fb_u64(&seg, SEGMENT_SIZE, 0, &size))
+    return BAD("segment %u is malformed", index);
+  if (p->seg_base == 0 && size > 0)
+    return BAD("%s: segment %u holds data, but the file has no extended header locating segments", what, index);
+  if (off > UINT64_MAX - p->seg_base)
+    return BAD("segment %u offset overflows", index);
+  pyexec_status st = file_range(p, p->seg_base + off, size, what, base);
+  if (st) return st;
+  *len = (size_t)size;
+  return PYEXEC_OK;
+}
+
+static pyexec_status parse(pyexec_program *p) {
+  const uint8_t *d = p->data;
+  if (p->size < 8) return BAD("file is %zu bytes, too small for an ExecuTorch program", p->size);
+  if (memcmp(d + 4, "ET12", 4) != 0) {
+    if (d[4] == 'E' && d[5] == 'T')
+      return px_unsupported("program file identifier '%.4s' is not supported (expected 'ET12')",
+                            (const char *)d + 4);
+    return BAD("not an ExecuTorch program: file identifier is not 'ET12'");
+  }
+  size_t fb_len = p->size;
+  p->seg_base = 0;
+  if (p->size >= 16 && memcmp(d + 8, "eh00", 4) == 0) {
+    uint32_t hlen = rd_u32(d + 12);
+    if (hlen < 24 || 8 + (uint64_t)hlen > p->size)
+      return BAD("extended header length %u is invalid", hlen);
+    uint64_t program_size = rd_u64(d + 16);
+    uint64_t seg_base = rd_u64(d + 24);
+    uint64_t seg_size = hlen >= 32 ? rd_u64(d + 32) : 0;
+    if (program_size < 8 || program_size > p->size)
+      return BAD("header says the program is %llu bytes, the file has %zu",
+                 (unsigned long long)program_size, p->size);
+    if (seg_base != 0) {
+      if (seg_base < program_size || seg_base > p->size)
+        return BAD("segment base offset %llu is outside the file", (unsigned long long)seg_base);
+      if (seg_size > p->size - seg_base)
+        return BAD("file is truncated: segments need %llu bytes after offset %llu, the file has %zu",
+                   (unsigned long long)seg_size, (unsigned long long)seg_base, p->size);
+    }
+    fb_len = (size_t)program_size;
+    p->seg_base = seg_base;
+  }
+  if (!px_fb_root(d, fb_len, &p->root)) return BAD("program root table is out of bounds");
+
+  px_fb_vec plans;
+  if (!px_fb_vector(&p->root, PROG_PLANS, 4, &plans)) return BAD("execution_plan is malformed");
+  if (!px_fb_vector(&p->root, PROG_SEGMENTS, 4, &p->segments)) return BAD("segments are malformed");
+
+  p->plans = calloc(plans.count ? plans.count : 1, sizeof *p->plans);
+  if (!p->plans) return px_no_memory("plan table");
+  for (uint32_t i = 0; i < plans.count; i++) {
+    px_plan *pl = &p->plans[i];
+    const char *s;
+    uint32_t n;
+    if (!px_fb_vec_table(&plans, i, &pl->table) || !px_fb_string(&pl->table, PLAN_NAME, &s, &n))
+      return BAD("execution plan %u is malformed", i);
+    if (!valid_name(s, n)) return BAD("execution plan %u: name is not valid UTF-8", i);
+    pl->name = malloc((size_t)n + 1);
+    if (!pl->name) return px_no_memory("plan name");
+    memcpy(pl->name, s, n);
+    pl->name[n] = 0;
+    p->nplans = i + 1;
+  }
+
+  /* Constants. */
+  px_fb_table cs;
+  bool present;
+  if (!px_fb_subtable(&p->root, PROG_CONST_SEGMENT, &cs, &present))
+    return BAD("constant_segment is malformed");
+  if (present) {
+    uint32_t seg;
+    if (!px_fb_u32(&cs, SUBSEG_INDEX, 0, &seg) || !px_fb_vector(&cs, SUBSEG_OFFSETS, 8, &p->const_offsets))
+      return BAD("constant_segment is malformed");
+    if (p->const_offsets.count > 1) {
+      pyexec_status st = segment_bytes(p, seg, "constant segment", &p->const_base, &p->const_len);
+      if (st) return st;
+      p->const_in_segment = true;
+    }
+  }
+  if (!px_fb_vector(&p->root, PROG_CONST_BUFFER, 4, &p->const_buffers))
+    return BAD("constant_buffer is malformed");
+
+  /* Initial values of mutable buffers (ExecuTorch uses entry 0 only). */
+  px_fb_vec muts;
+  if (!px_fb_vector(&p->root, PROG_MUTABLE_SEGMENTS, 4, &muts))
+    return BAD("mutable_data_segments is malformed");
+  if (muts.count > 0) {
+    px_fb_table m;
+    uint32_t seg;
+    if (!px_fb_vec_table(&muts, 0, &m) || !px_fb_u32(&m, SUBSEG_INDEX, 0, &seg) ||
+        !px_fb_vector(&m, SUBSEG_OFFSETS, 8, &p->mut_offsets))
+      return BAD("mutable_data_segments[0] is malformed");
+    pyexec_status st = segment_bytes(p, seg, "mutable data segment", &p->mut_base, &p->mut_len);
+    if (st) return st;
+    p->has_mutable = true;
+  }
+  return PYEXEC_OK;
+}
+
+static pyexec_status finish_load(pyexec_program *p, pyexec_program **out) {
+  pyexec_status st = parse(p);
+  if (st) {
+    px_program_free(p);
+    return st;
+  }
+  *out = p;
+  return PYEXEC_OK;
+}
+
+pyexec_status px_program_load_file(const char *path, pyexec_program **out) {
+  if (!path || !out) return px_invalid_argument("path and out must not be NULL");
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return px_error(PYEXEC_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+  struct stat sb;
+  if (fstat(fd, &sb) != 0) {
+    int e = errno;
+    close(fd);
+    return px_error(PYEXEC_ERR_IO, "cannot stat '%s': %s", path, strerror(e));
+  }
+  if (!S_ISREG(sb.st_mode)) {
+    close(fd);
+    return px_error(PYEXEC_ERR_IO, "'%s' is not a regular file", path);
+  }
+  size_t size = (size_t)sb.st_size;
+  if (size < 8) {
+    close(fd);
+    return BAD("'%s' is %zu bytes, too small for an ExecuTorch program", path, size);
+  }
+  void *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  int e = errno;
+  close(fd);
+  if (map == MAP_FAILED) return px_error(PYEXEC_ERR_IO, "cannot map '%s': %s", path, strerror(e));
+  pyexec_program *p = calloc(1, sizeof *p);
+  if (!p) {
+    munmap(map, size);
+    return px_no_memory("program");
+  }
+  p->map = map;
+  p->map_len = size;
+  p->data = map;
+  p->size = size;
+  return finish_load(p, out);
+}
+
+pyexec_status px_program_load_buffer(const void *data, size_t size, pyexec_program **out) {
+  if ((!data && size) || !out) return px_invalid_argument("data and out must not be NULL");
+  pyexec_program *p = calloc(1, sizeof *p);
+  if (!p) return px_no_memory("program");
+  p->owned = aligned_alloc(64, (size + 63) & ~(size_t)63);
+  if (!p->owned && size) {
+    free(p);
+    return px_no_memory("program copy");
+  }
+  if (size) memcpy(p->owned, data, size);
+  p->data = p->owned;
+  p->size = size;
+  return finish_load(p, out);
+}
+
+pyexec_status px_program_load_borrowed(const void *data, size_t size, pyexec_program **out) {
+  if ((!data && size) || !out) return px_invalid_argument("data and out must not be NULL");
+  if ((uintptr_t)data % 16)
+    return px_invalid_argument("borrowed program data must be 16-byte aligned");
+  pyexec_program *p = calloc(1, sizeof *p);
+  if (!p) return px_no_memory("program");
+  p->data = data;
+  p->size = size;
+  return finish_load(p, out);
+}
+
+void px_program_free(pyexec_program *p) {
+  if (!p) return;
+  for (uint32_t i = 0; i < p->nplans; i++) free(p->plans[i].name);
+  free(p->plans);
+  if (p->map) munmap(p->map, p->map_len);
+  free(p->owned);
+  free(p);
+}
+
+size_t px_program_method_count(const pyexec_program *p) {
+  return p ? p->nplans : 0;
+}
+
+const char *px_program_method_name(const pyexec_program *p, size_t index) {
+  return p && index < p->nplans ? p->plans[index].name : NULL;
+}
+
+const px_plan *px_program_plan(const pyexec_program *p, const char *name) {
+  for (uint32_t i = 0; i < p->nplans; i++)
+    if (strcmp(p->plans[i].name, name) == 0) return &p->plans[i];
+  size_t cap;
+  char *buf = px_error_buffer(&cap);
+  size_t n = (size_t)snprintf(buf, cap, "program has no method '%s' (methods:", name);
+  for (uint32_t i = 0; i < p->nplans && n < cap; i++)
+    n += (size_t)snprintf(buf + n, cap - n, "%s '%s'", i ? "," : "", p->plans[i].name);
+  if (n < cap) snprintf(buf + n, cap - n, ")");
+  return NULL;
+}
+
+/* ---- values and tensors ----------------------------------------------- */
+
+pyexec_status px_plan_value(const pyexec_program *p, const px_plan *plan, int64_t index,
+                            int *tag, px_fb_table *payload) {
+  (void)p;
+  px_fb_vec values;
+  if (!px_fb_vector(&plan->table, PLAN_VALUES, 4, &values)) return BAD("values are malformed");
+  if (index < 0 || index >= values.count)
+    return BAD("value index %lld is out of range (%u values)", (long long)index, values.count);
+  px_fb_table ev;
+  uint8_t type;
+  bool present;
+  if (!px_fb_vec_table(&values, (uint32_t)index, &ev) || !px_fb_u8(&ev, EVALUE_TYPE, 0, &type))
+    return BAD("value %lld is malformed", (long long)index);
+  if (type > PX_V_OPT_TENSOR_LIST)
+    return BAD("value %lld has unknown type %u", (long long)index, type);
+  if (type <= 1) {
+    *tag = PX_V_NONE;
+    return PYEXEC_OK;
+  }
+  if (!px_fb_subtable(&ev, EVALUE_VAL, payload, &present) || !present)
+    return BAD("value %lld has no payload", (long long)index);
+  *tag = type;
+  return PYEXEC_OK;
+}
+
+pyexec_status px_parse_tensor(const pyexec_program *p, const px_fb_table *t, const char *where,
+                              px_tensor_desc *d) {
+  (void)p;
+  memset(d, 0, sizeof *d);
+  int8_t st, dyn, layout;
+  int32_t storage_offset;
+  px_fb_vec sizes, order;
+  if (!px_fb_i8(t, TENSOR_SCALAR_TYPE, 0, &st) ||
+      !px_fb_i32(t, TENSOR_STORAGE_OFFSET, 0, &storage_offset) ||
+      !px_fb_vector(t, TENSOR_SIZES, 4, &sizes) || !px_fb_vector(t, TENSOR_DIM_ORDER, 1, &order) ||
+      !px_fb_u32(t, TENSOR_DATA_BUFFER_IDX, 0, &d->data_buffer_idx) ||
+      !px_fb_i8(t, TENSOR_LAYOUT, 0, &layout) || !px_fb_i8(t, TENSOR_SHAPE_DYNAMISM, 0, &dyn))
+    return BAD("%s: tensor is malformed", where);
+  if (!px_dtype_supported(st))
+    return px_unsupported("%s: dtype %s (ScalarType %d) is not supported", where,
+                          px_dtype_name(st), st);
+  if (storage_offset != 0)
+    return px_unsupported("%s: tensor has storage_offset %d (only 0 is supported)", where,
+                          storage_offset);
+  if (dyn == 2)
+    return px_unsupported("%s: unbounded dynamic shapes (DYNAMIC_UNBOUND) are not supported", where);
+  if (dyn < 0 || dyn > 2) return BAD("%s: unknown shape_dynamism %d", where, dyn);
+  if (layout != 0) return px_unsupported("%s: only strided tensors are supported (layout %d)", where, layout);
+  if (sizes.count > PX_MAX_DIM)
+    return px_unsupported("%s: rank %u exceeds the maximum of %d", where, sizes.count, PX_MAX_DIM);
+  if (order.count != sizes.count)
+    return BAD("%s: dim_order has %u entries for a rank-%u tensor", where, order.count, sizes.count);
+  d->dtype = st;
+  d->dim = (int)sizes.count;
+  d->dynamic = dyn == 1;
+  d->contiguous = true;
+  unsigned seen = 0;
+  uint64_t numel = 1;
+  const uint64_t limit = (uint64_t)1 << 56;
+  for (int k = 0; k < d->dim; k++) {
+    int32_t s = px_fb_vec_i32(&sizes, (uint32_t)k);
+    uint8_t o = px_fb_vec_u8(&order, (uint32_t)k);
+    if (s < 0) return BAD("%s: negative size %d at dim %d", where, s, k);
+    if (o >= d->dim || (seen & (1u << o))) return BAD("%s: dim_order is not a permutation", where);
+    seen |= 1u << o;
+    d->sizes[k] = s;
+    d->dim_order[k] = o;
+    if (o != k) d->contiguous = false;
+    if (s && numel > limit / (uint64_t)s) return BAD("%s: element count overflows", where);
+    numel *= (uint64_t)s;
+  }
+  if (numel * px_elsize(st) > PX_MAX_DECLARED_BYTES)
+    return BAD("%s: tensor of %llu bytes exceeds the limit of %llu bytes", where,
+               (unsigned long long)(numel * px_elsize(st)), (unsigned long long)PX_MAX_DECLARED_BYTES);
+  d->nbytes = (size_t)(numel * px_elsize(st));
+
+  px_fb_table extra;
+  bool present;
+  if (!px_fb_subtable(t, TENSOR_EXTRA_INFO, &extra, &present)) return BAD("%s: extra_tensor_info is malformed", where);
+  if (present) {
+    int8_t loc, dev;
+    if (!px_fb_i8(&extra, EXTRA_LOCATION, 0, &loc) || !px_fb_i8(&extra, EXTRA_DEVICE_TYPE, 0, &dev))
+      return BAD("%s: extra_tensor_info is malformed", where);
+    if (loc == 1) {
+      const char *fqn;
+      uint32_t n;
+      if (!px_fb_string(&extra, EXTRA_FQN, &fqn, &n)) n = 0;
+      return px_unsupported("%s: tensor '%.*s' lives in external data (.ptd), which is not supported",
+                            where, (int)(n > 200 ? 200 : n), fqn);
+    }
+    if (dev != 0) return px_unsupported("%s: tensor is on a non-CPU device (device type %d)", where, dev);
+  }
+  px_fb_table alloc;
+  if (!px_fb_subtable(t, TENSOR_ALLOCATION_INFO, &alloc, &present)) return BAD("%s: allocation_info is malformed", where);
+  if (present) {
+    uint32_t lo, hi;
+    if (!px_fb_u32(&alloc, ALLOC_MEMORY_ID, 0, &d->memory_id) || !px_fb_u32(&alloc, ALLOC_OFFSET_LOW, 0, &lo) ||
+        !px_fb_u32(&alloc, ALLOC_OFFSET_HIGH, 0, &hi))
+      return BAD("%s: allocation_info is malformed", where);
+    d->has_alloc = true;
+    d->offset = ((uint64_t)hi << 32) | lo;
+  }
+  return PYEXEC_OK;
+}
+
+pyexec_status px_program_constant(const pyexec_program *p, uint32_t idx, size_t nbytes, size_t align,
+                                  const uint8_t **out) {
+  const uint8_t *ptr;
+  if (p->const_in_segment) {
+    if (idx >= p->const_offsets.count)
+      return BAD("constant %u is out of range (%u constants)", idx, p->const_offsets.count);
+    uint64_t off = px_fb_vec_u64(&p->const_offsets, idx);
+    if (off > p->const_len || nbytes > p->const_len - off)
+      return BAD("constant %u (%zu bytes at offset %llu) lies outside the %zu-byte constant segment",
+                 idx, nbytes, (unsigned long long)off, p->const_len);
+    ptr = p->const_base + off;
+  } else {
+    if (idx >= p->const_buffers.count)
+      return BAD("constant %u is out of range (%u constant buffers)", idx, p->const_buffers.count);
+    px_fb_table b;
+    px_fb_vec storage;
+    if (!px_fb_vec_table(&p->const_buffers, idx, &b) || !px_fb_vector(&b, BUFFER_STORAGE, 1, &storage))
+      return BAD("constant buffer %u is malformed", idx);
+    if (nbytes > storage.count)
+      return BAD("constant buffer %u holds %u bytes, the tensor needs %zu", idx, storage.count, nbytes);
+    ptr = storage.buf + storage.pos;
+  }
+  if (align > 1 && (uintptr_t)ptr % align)
+    return BAD("constant %u is not aligned to its element size", idx);
+  *out = ptr;
+  return PYEXEC_OK;
+}
+
+pyexec_status px_program_mutable_init(const pyexec_program *p, uint32_t idx, size_t nbytes,
+                                      const uint8_t **out) {
+  if (!p->has_mutable)
+    return BAD("tensor refers to mutable data %u, but the program has no mutable data segment", idx);
+  if (idx >= p->mut_offsets.count)
+    return BAD("mutable data %u is out of range (%u entries)", idx, p->mut_offsets.count);
+  uint64_t off = px_fb_vec_u64(&p->mut_offsets, idx);
+  if (off > p->mut_len || nbytes > p->mut_len - off)
+    return BAD("mutable data %u (%zu bytes at offset %llu) lies outside its %zu-byte segment", idx,
+               nbytes, (unsigned long long)off, p->mut_len);
+  *out = p->mut_base + off;
+  return PYEXEC_OK;
+}
+
+/* ---- plan-level queries ------------------------------------------------ */
+
+pyexec_status px_plan_io_count(const pyexec_program *p, const px_plan *plan, size_t *nin, size_t *nout) {
+  (void)p;
+  px_fb_vec in, out;
+  if (!px_fb_vector(&plan->table, PLAN_INPUTS, 4, &in) || !px_fb_vector(&plan->table, PLAN_OUTPUTS, 4, &out))
+    return BAD("method '%s': inputs/outputs are malformed", plan->name);
+  *nin = in.count;
+  *nout = out.count;
+  return PYEXEC_OK;
+}
+
+pyexec_status px_plan_operator_name(const px_plan *plan, uint32_t i, char *buf, size_t cap) {
+  px_fb_vec ops;
+  px_fb_table op;
+  const char *name, *ovl;
+  uint32_t nn, no;
+  if (!px_fb_vector(&plan->table, PLAN_OPERATORS, 4, &ops) || !px_fb_vec_table(&ops, i, &op) ||
+      !px_fb_string(&op, OPERATOR_NAME, &name, &nn) || !px_fb_string(&op, OPERATOR_OVERLOAD, &ovl, &no))
+    return BAD("operator %u is malformed", i);
+  if (nn + no + 2 > cap || nn == 0) return BAD("operator %u has an invalid name", i);
+  memcpy(buf, name, nn);
+  size_t n = nn;
+  if (no) {
+    buf[n++] = '.';
+    memcpy(buf + n, ovl, no);
+    n += no;
+  }
+  buf[n] = 0;
+  if (!valid_name(buf, n)) return BAD("operator %u has an invalid name", i);
+  return PYEXEC_OK;
+}
+
+bool px_plan_value_written(const pyexec_program *p, const px_plan *plan, int32_t vidx) {
+  (void)p;
+  px_fb_vec chains;
+  if (!px_fb_vector(&plan->table, PLAN_CHAINS, 4, &chains)) return false;
+  for (uint32_t c = 0; c < chains.count; c++) {
+    px_fb_table chain;
+    px_fb_vec instrs;
+    if (!px_fb_vec_table(&chains, c, &chain) || !px_fb_vector(&chain, CHAIN_INSTRUCTIONS, 4, &instrs)) return false;
+    for (uint32_t i = 0; i < instrs.count; i++) {
+      px_fb_table ins, args;
+      uint8_t type;
+      bool present;
+      if (!px_fb_vec_table(&instrs, i, &ins) || !px_fb_u8(&ins, INSTR_ARGS_TYPE, 0, &type) ||
+          !px_fb_subtable(&ins, INSTR_ARGS, &args, &present) || !present)
+        continue;
+      if (type == INSTR_MOVE) {
+        int32_t to;
+        if (px_fb_i32(&args, 1, 0, &to) && to == vidx) return true;
+      } else if (type == INSTR_KERNEL) {
+        int32_t opi;
+        px_fb_vec a;
+        char name[512];
+        if (!px_fb_i32(&args, 0, 0, &opi) || opi < 0 || !px_fb_vector(&args, 1, 4, &a)) continue;
+        if (px_plan_operator_name(plan, (uint32_t)opi, name, sizeof name)) continue;
+        const px_kernel_def *k = px_kernel_find(name);
+        const char *bar = k ? strchr(k->sig, '|') : NULL;
+        /* Unknown kernels: the emitter's convention is that the last argument is the return value. */
+        uint32_t first = bar ? (uint32_t)(bar - k->sig) : (a.count ? a.count - 1 : 0);
+        for (uint32_t j = first; j < a.count; j++)
+          if (px_fb_vec_i32(&a, j) == vidx) return true;
+      }
+    }
+  }
+  return false;
+}
+
+pyexec_status px_plan_io_info(const pyexec_program *p, const px_plan *plan, bool is_output, size_t index,
+                              pyexec_value_info *out) {
+  px_fb_vec io;
+  if (!px_fb_vector(&plan->table, is_output ? PLAN_OUTPUTS : PLAN_INPUTS, 4, &io))
+    return BAD("method '%s': inputs/outputs are malformed", plan->name);
+  if (index >= io.count)
+    return px_invalid_argument("%s index %zu is out of range (method '%s' has %u)", is_output ? "output" : "input",
+                               index, plan->name, io.count);
+  int32_t vidx = px_fb_vec_i32(&io, (uint32_t)index);
+  int tag;
+  px_fb_table payload;
+  pyexec_status st = px_plan_value(p, plan, vidx, &tag, &payload);
+  if (st) return st;
+  memset(out, 0, sizeof *out);
+  switch (tag) {
+    case PX_V_NONE: out->kind = PYEXEC_VALUE_NONE; return PYEXEC_OK;
+    case PX_V_INT: out->kind = PYEXEC_VALUE_INT; return PYEXEC_OK;
+    case PX_V_DOUBLE: out->kind = PYEXEC_VALUE_DOUBLE; return PYEXEC_OK;
+    case PX_V_BOOL: out->kind = PYEXEC_VALUE_BOOL; return PYEXEC_OK;
+    case PX_V_STRING: out->kind = PYEXEC_VALUE_STRING; return PYEXEC_OK;
+    case PX_V_TENSOR: break;
+    default: out->kind = PYEXEC_VALUE_OTHER; return PYEXEC_OK;
+  }
+  char where[64];
+  snprintf(where, sizeof where, "%s %zu", is_output ? "output" : "input", index);
+  px_tensor_desc d;
+  st = px_parse_tensor(p, &payload, where, &d);
+  if (st) return st;
+  out->kind = PYEXEC_VALUE_TENSOR;
+  out->dtype = d.dtype;
+  out->dim = d.dim;
+  out->is_memory_planned = d.has_alloc || d.data_buffer_idx != 0;
+  out->is_dynamic = d.dynamic;
+  out->is_contiguous = d.contiguous;
+  out->is_mutated = px_plan_value_written(p, plan, vidx);
+  memcpy(out->sizes, d.sizes, sizeof(int64_t) * (size_t)d.dim);
+  memcpy(out->dim_order, d.dim_order, (size_t)d.dim);
+  out->nbytes = d.nbytes;
+  return PYEXEC_OK;
+}
+
+/* ---- queries on a method that is not loaded --------------------------------- */
+
+static pyexec_status find_plan(const pyexec_program *p, const char *name, const px_plan **plan) {
+  *plan = NULL;
+  if (!p || !name) return px_invalid_argument("program and name must not be NULL");
+  *plan = px_program_plan(p, name);
+  return *plan ? PYEXEC_OK : PYEXEC_ERR_INVALID_ARGUMENT;
+}
+
+pyexec_status px_program_method_io_count(const pyexec_program *p, const char *name, size_t *num_inputs,
+                                         size_t *num_outputs) {
+  const px_plan *plan = NULL;
+  pyexec_status st = find_plan(p, name, &plan);
+  if (st) return st;
+  size_t a, b;
+  st = px_plan_io_count(p, plan, &a, &b);
+  if (st) return st;
+  if (num_inputs) *num_inputs = a;
+  if (num_outputs) *num_outputs = b;
+  return PYEXEC_OK;
+}
+
+pyexec_status px_program_input_info(const pyexec_program *p, const char *name, size_t index,
+                                    pyexec_value_info *out) {
+  const px_plan *plan = NULL;
+  pyexec_status st = find_plan(p, name, &plan);
+  if (st) return st;
+  if (!out) return px_invalid_argument("out must not be NULL");
+  return px_plan_io_info(p, plan, false, index, out);
+}
+
+pyexec_status px_program_output_info(const pyexec_program *p, const char *name, size_t index,
+                                     pyexec_value_info *out) {
+  const px_plan *plan = NULL;
+  pyexec_status st = find_plan(p, name, &plan);
+  if (st) return st;
+  if (!out) return px_invalid_argument("out must not be NULL");
+  return px_plan_io_info(p, plan, true, index, out);
+}
+
+static int by_str(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+pyexec_status px_program_method_operators(const pyexec_program *p, const char *name, char *buf, size_t cap,
+                                          size_t *needed, size_t *missing) {
+  const px_plan *plan = NULL;
+  pyexec_status st = find_plan(p, name, &plan);
+  if (st) return st;
+  px_fb_vec ops;
+  if (!px_fb_vector(&plan->table, PLAN_OPERATORS, 4, &ops))
+    return px_invalid_program("method '%s': operators are malformed", name);
+  char **names = calloc(ops.count + 1, sizeof *names);
+  if (!names) return px_no_memory("operator list");
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < ops.count; i++) {
+    char tmp[512];
+    if ((st = px_plan_operator_name(plan, i, tmp, sizeof tmp))) break;
+    bool dup = false;
+    for (uint32_t j = 0; j < n && !dup; j++) dup = strcmp(names[j], tmp) == 0;
+    if (dup) continue;
+    if (!(names[n] = strdup(tmp))) {
+      st = px_no_memory("operator list");
+      break;
+    }
+    n++;
+  }
+  size_t len = 1, miss = 0;
+  if (!st) {
+    qsort(names, n, sizeof *names, by_str);
+    size_t pos = 0;
+    if (buf && cap) buf[0] = 0;
+    for (uint32_t i = 0; i < n; i++) {
+      bool have = px_kernel_find(names[i]) != NULL;
+      miss += !have;
+      int w = snprintf(buf && pos < cap ? buf + pos : NULL, buf && pos < cap ? cap - pos : 0, "%s%s\n",
+                       have ? "" : "!", names[i]);
+      pos += (size_t)w;
+    }
+    len = pos + 1;
+    if (needed) *needed = len;
+    if (missing) *missing = miss;
+  }
+  for (uint32_t i = 0; i < n; i++) free(names[i]);
+  free(names);
+  return st;
+}

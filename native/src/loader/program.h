@@ -1,0 +1,138 @@
+/*
+ * program.h - a loaded .pte file: header, segments, constant data and the
+ * execution plans, plus the tensor descriptions every other part reads
+ * (private).
+ */
+#ifndef PX_PROGRAM_H
+#define PX_PROGRAM_H
+
+#include "loader/fb.h"
+#include "core/tensor.h"
+
+/* Slots of the schema's tables (declaration order in program.fbs). */
+enum { PROG_VERSION, PROG_PLANS, PROG_CONST_BUFFER, PROG_DELEGATE_DATA, PROG_SEGMENTS,
+       PROG_CONST_SEGMENT, PROG_MUTABLE_SEGMENTS, PROG_NAMED_DATA };
+enum { PLAN_NAME, PLAN_CONTAINER_META, PLAN_VALUES, PLAN_INPUTS, PLAN_OUTPUTS, PLAN_CHAINS,
+       PLAN_OPERATORS, PLAN_DELEGATES, PLAN_BUFFER_SIZES, PLAN_BUFFER_DEVICE };
+enum { EVALUE_TYPE, EVALUE_VAL };
+enum { TENSOR_SCALAR_TYPE, TENSOR_STORAGE_OFFSET, TENSOR_SIZES, TENSOR_DIM_ORDER,
+       TENSOR_REQUIRES_GRAD, TENSOR_DATA_BUFFER_IDX, TENSOR_ALLOCATION_INFO, TENSOR_LAYOUT,
+       TENSOR_SHAPE_DYNAMISM, TENSOR_EXTRA_INFO };
+enum { ALLOC_MEMORY_ID, ALLOC_OFFSET_LOW, ALLOC_OFFSET_HIGH };
+enum { EXTRA_MUTABLE_IDX, EXTRA_FQN, EXTRA_LOCATION, EXTRA_DEVICE_TYPE, EXTRA_DEVICE_INDEX };
+enum { CHAIN_INPUTS, CHAIN_OUTPUTS, CHAIN_INSTRUCTIONS, CHAIN_STACKTRACE };
+enum { INSTR_ARGS_TYPE, INSTR_ARGS };
+enum { INSTR_KERNEL = 1, INSTR_DELEGATE = 2, INSTR_MOVE = 3, INSTR_JUMP_FALSE = 4,
+       INSTR_FREE = 5 };
+enum { OPERATOR_NAME, OPERATOR_OVERLOAD };
+enum { SEGMENT_OFFSET, SEGMENT_SIZE };
+enum { SUBSEG_INDEX, SUBSEG_OFFSETS };
+enum { BUFFER_STORAGE };
+enum { DELEGATE_ID, DELEGATE_PROCESSED, DELEGATE_COMPILE_SPECS };
+
+/* The most bytes one tensor (at its upper-bound sizes) or one planned buffer
+ * may declare; a file declaring more is refused as invalid, so sizes from a
+ * hostile file never reach an allocator or a size computation anywhere near
+ * overflow. 1 TiB is beyond any CPU's memory, so no real program is refused.
+ * The fuzzing build lowers it (sanitize.mk). */
+#ifndef PX_MAX_DECLARED_BYTES
+#define PX_MAX_DECLARED_BYTES ((uint64_t)1 << 40)
+#endif
+
+typedef struct px_plan {
+  char *name; /* NUL-terminated copy */
+  px_fb_table table;
+} px_plan;
+
+struct pyexec_program {
+  const uint8_t *data; /* the whole file */
+  size_t size;
+  void *owned; /* heap copy (load_buffer), or NULL */
+  void *map;   /* mapping (load_file), or NULL */
+  size_t map_len;
+  px_fb_table root;
+  uint64_t seg_base; /* absolute offset of the first segment */
+  px_fb_vec segments;
+  px_plan *plans;
+  uint32_t nplans;
+  /* Constants: either a segment with sub-offsets, or the legacy inline buffers. */
+  bool const_in_segment;
+  const uint8_t *const_base;
+  size_t const_len;
+  px_fb_vec const_offsets;
+  px_fb_vec const_buffers;
+  /* Initial values of mutable buffers: mutable_data_segments[0]. */
+  bool has_mutable;
+  const uint8_t *mut_base;
+  size_t mut_len;
+  px_fb_vec mut_offsets;
+};
+
+/* Everything the file says about one tensor value, validated. */
+typedef struct px_tensor_desc {
+  int dtype;
+  int dim;
+  int64_t sizes[PX_MAX_DIM]; /* upper bound when dynamic */
+  uint8_t dim_order[PX_MAX_DIM];
+  bool contiguous;
+  bool dynamic;
+  uint32_t data_buffer_idx;
+  bool has_alloc;
+  uint32_t memory_id;
+  uint64_t offset;
+  size_t nbytes; /* at the upper bound */
+} px_tensor_desc;
+
+/* Looks up a plan by name; sets the error and returns NULL when absent. */
+const px_plan *px_program_plan(const pyexec_program *p, const char *name);
+
+/* Reads and validates values[index] of a plan as a tensor description.
+ * `where` names the value in messages ("input 0"). */
+pyexec_status px_parse_tensor(const pyexec_program *p, const px_fb_table *tensor,
+                              const char *where, px_tensor_desc *d);
+
+/* The value table at `index` of plan `plan`: its tag (a PX_V_* code) and payload. */
+pyexec_status px_plan_value(const pyexec_program *p, const px_plan *plan, int64_t index,
+                            int *tag, px_fb_table *payload);
+
+/* Constant bytes for data_buffer_idx `idx` (nbytes long, bounds-checked). */
+pyexec_status px_program_constant(const pyexec_program *p, uint32_t idx, size_t nbytes,
+                                  size_t align, const uint8_t **out);
+
+/* Initial bytes of a mutable buffer with data_buffer_idx `idx`. */
+pyexec_status px_program_mutable_init(const pyexec_program *p, uint32_t idx, size_t nbytes,
+                                      const uint8_t **out);
+
+/* Fills a pyexec_value_info for input (is_output=false) or output `index`. */
+pyexec_status px_plan_io_info(const pyexec_program *p, const px_plan *plan, bool is_output,
+                              size_t index, pyexec_value_info *out);
+
+/* Number of inputs / outputs of a plan. */
+pyexec_status px_plan_io_count(const pyexec_program *p, const px_plan *plan, size_t *nin,
+                               size_t *nout);
+
+/* True when an instruction of the plan writes value `vidx` (a kernel's return
+ * value, or the target of a move). */
+bool px_plan_value_written(const pyexec_program *p, const px_plan *plan, int32_t vidx);
+
+/* "aten::add.out" for operator `i` of a plan, into buf. */
+pyexec_status px_plan_operator_name(const px_plan *plan, uint32_t i, char *buf, size_t cap);
+
+/* The bodies of the public entry points pyexec_<name> (pyexec.h documents
+ * each; api.c forwards to them). */
+pyexec_status px_program_load_file(const char *path, pyexec_program **out);
+pyexec_status px_program_load_buffer(const void *data, size_t size, pyexec_program **out);
+pyexec_status px_program_load_borrowed(const void *data, size_t size, pyexec_program **out);
+void px_program_free(pyexec_program *p);
+size_t px_program_method_count(const pyexec_program *p);
+const char *px_program_method_name(const pyexec_program *p, size_t index);
+pyexec_status px_program_method_io_count(const pyexec_program *p, const char *name, size_t *num_inputs,
+                                         size_t *num_outputs);
+pyexec_status px_program_input_info(const pyexec_program *p, const char *name, size_t index,
+                                    pyexec_value_info *out);
+pyexec_status px_program_output_info(const pyexec_program *p, const char *name, size_t index,
+                                     pyexec_value_info *out);
+pyexec_status px_program_method_operators(const pyexec_program *p, const char *name, char *buf, size_t cap,
+                                          size_t *needed, size_t *missing);
+
+#endif /* PX_PROGRAM_H */
