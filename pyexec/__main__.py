@@ -271,13 +271,13 @@ def _random_input(j: int, info: TensorInfo | None, rng: np.random.Generator) -> 
         raise UsageError(f"input {j} is a non-tensor value, which a program only accepts with the value it was "
                          f"exported with: give it with --input {j}=VALUE")
     code = _dtypes.CODE_BY_NAME[info.dtype]
-    if info.dtype == "bfloat16":
+    if code in _dtypes.NOT_IN_NUMPY:
         if "torch" not in sys.modules:
-            _note(f"bench: importing torch for bfloat16 input {j} ...")
+            _note(f"bench: importing torch for {info.dtype} input {j} ...")
         torch = _import_torch()
         if torch is None:
-            raise UsageError(f"input {j} is bfloat16, which needs torch (or give it with --input {j}=FILE.npy)")
-        return torch.randn(info.sizes, dtype=torch.bfloat16)
+            raise UsageError(f"input {j} is {info.dtype}, which needs torch (or give it with --input {j}=FILE.npy)")
+        return torch.randn(info.sizes, dtype=getattr(torch, info.dtype))
     dtype = _dtypes.NUMPY_STORAGE[code]
     if dtype.kind == "f":
         return rng.standard_normal(info.sizes).astype(dtype)

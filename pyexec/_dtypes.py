@@ -1,4 +1,7 @@
-"""dtype codes (ExecuTorch ScalarType) and their numpy / torch counterparts."""
+"""dtypes: the library's codes, names and sizes, read from the library (its
+header's `pyexec_dtype` enum, pyexec_dtype_name and pyexec_dtype_size) and
+never copied here, and their numpy / torch counterparts, which are Python's
+own knowledge, keyed by the library's names."""
 
 from __future__ import annotations
 
@@ -7,29 +10,46 @@ from typing import Any
 
 import numpy as np
 
-# code -> (name, numpy dtype or None for bfloat16)
-_TABLE: dict[int, tuple[str, Any]] = {
-    0: ("uint8", np.dtype(np.uint8)),
-    1: ("int8", np.dtype(np.int8)),
-    2: ("int16", np.dtype(np.int16)),
-    3: ("int32", np.dtype(np.int32)),
-    4: ("int64", np.dtype(np.int64)),
-    5: ("float16", np.dtype(np.float16)),
-    6: ("float32", np.dtype(np.float32)),
-    7: ("float64", np.dtype(np.float64)),
-    11: ("bool", np.dtype(np.bool_)),
-    15: ("bfloat16", None),
-}
+from ._ffi import ffi, lib
 
-NAMES: dict[int, str] = {code: name for code, (name, _) in _TABLE.items()}
+
+def _library_dtypes() -> dict[int, str]:
+    """code -> name of every dtype the header declares and the library supports."""
+    codes = sorted(ffi.typeof("pyexec_dtype").relements.values())
+    return {code: ffi.string(lib.pyexec_dtype_name(code)).decode() for code in codes if lib.pyexec_dtype_size(code)}
+
+
+NAMES: dict[int, str] = _library_dtypes()
 CODE_BY_NAME: dict[str, int] = {name: code for code, name in NAMES.items()}
-CODE_BY_NUMPY: dict[np.dtype[Any], int] = {dt: code for code, (_, dt) in _TABLE.items() if dt is not None}
-# Storage dtype for numpy views (bfloat16 is carried as uint16 bits).
-NUMPY_STORAGE: dict[int, np.dtype[Any]] = {
-    code: (dt if dt is not None else np.dtype(np.uint16)) for code, (_, dt) in _TABLE.items()
+SIZES: dict[int, int] = {code: int(lib.pyexec_dtype_size(code)) for code in NAMES}
+MAX_DIM: int = lib.PYEXEC_MAX_DIM
+"""The largest rank the library handles."""
+
+# numpy's counterparts by the library's name; numpy has no bfloat16.
+_NUMPY_BY_NAME: dict[str, Any] = {
+    "uint8": np.uint8,
+    "int8": np.int8,
+    "int16": np.int16,
+    "int32": np.int32,
+    "int64": np.int64,
+    "float16": np.float16,
+    "float32": np.float32,
+    "float64": np.float64,
+    "bool": np.bool_,
 }
 
-_torch_maps: tuple[dict[Any, int], dict[int, Any]] | None = None
+NUMPY: dict[int, np.dtype[Any]] = {
+    code: np.dtype(_NUMPY_BY_NAME[name]) for code, name in NAMES.items() if name in _NUMPY_BY_NAME
+}
+"""code -> numpy dtype, for the dtypes numpy has."""
+CODE_BY_NUMPY: dict[np.dtype[Any], int] = {dt: code for code, dt in NUMPY.items()}
+NUMPY_STORAGE: dict[int, np.dtype[Any]] = {
+    code: NUMPY.get(code, np.dtype(f"uint{8 * SIZES[code]}")) for code in NAMES
+}
+"""code -> the numpy dtype that holds its elements: the dtype itself, or
+unsigned integers of its size carrying the bits (bfloat16 as uint16)."""
+NOT_IN_NUMPY: frozenset[int] = frozenset(NAMES.keys() - NUMPY.keys())
+"""Codes numpy cannot represent (bfloat16): torch only."""
 
 
 def torch_module() -> Any:
@@ -48,32 +68,17 @@ def torch_tensor_class() -> Any:
     return _tensor_class
 
 
+_torch_maps: tuple[dict[Any, int], dict[int, Any]] | None = None
+
+
 def torch_maps() -> tuple[dict[Any, int], dict[int, Any]]:
+    """(torch dtype -> code, code -> torch dtype): torch spells every dtype
+    as the library names it (torch.float32, torch.bfloat16, torch.bool)."""
     global _torch_maps
     if _torch_maps is None:
         import torch
 
-        by_code = {
-            0: torch.uint8,
-            1: torch.int8,
-            2: torch.int16,
-            3: torch.int32,
-            4: torch.int64,
-            5: torch.float16,
-            6: torch.float32,
-            7: torch.float64,
-            11: torch.bool,
-            15: torch.bfloat16,
-        }
+        by_code = {code: getattr(torch, name) for code, name in NAMES.items() if hasattr(torch, name)}
         _torch_maps = ({dt: code for code, dt in by_code.items()}, by_code)
     return _torch_maps
 
-
-def name_of_numpy(dt: np.dtype[Any]) -> str:
-    code = CODE_BY_NUMPY.get(dt)
-    return NAMES[code] if code is not None else str(dt)
-
-
-def name_of_torch(dt: Any) -> str:
-    code = torch_maps()[0].get(dt)
-    return NAMES[code] if code is not None else str(dt).replace("torch.", "")

@@ -1,9 +1,16 @@
 """The cffi binding (ABI mode) to libpyexec.
 
 The cdef is generated from the library's public header at import time, so the
-two cannot drift; the library and its header are found together: the copy
-bundled in the package first, then ``$PYEXEC_LIBRARY`` (with the header beside
-it or in ``../include``), then a development build in ``native/build``.
+two cannot drift; the library and its header are found together:
+``$PYEXEC_LIBRARY`` first (with the header beside it, in ``../include`` or in
+``../../include``), so that it overrides the copy bundled in the package, then
+that bundled copy, then a development build in ``native/build``. An explicit
+``$PYEXEC_LIBRARY`` that cannot be used is an error, never silently replaced
+by another copy.
+
+At import, the loaded library's version must equal the version of the header
+the binding was generated from: a header and a library of different versions
+disagree about the very declarations cffi calls through.
 """
 
 from __future__ import annotations
@@ -16,6 +23,11 @@ from typing import Any
 import cffi
 
 _HERE = Path(__file__).resolve().parent
+
+# The C API this package's Python code is written against (major, minor): a
+# library of another 0.x minor lacks or changes entry points it calls. Tests
+# check it against the header's version and pyproject's.
+API_VERSION = (0, 1)
 
 
 def cdef_from_header(text: str) -> str:
@@ -44,34 +56,75 @@ def cdef_from_header(text: str) -> str:
     return "\n".join(out)
 
 
-def _candidates() -> list[tuple[Path, Path]]:
-    found: list[tuple[Path, Path]] = [(_HERE / "_lib" / "libpyexec.so", _HERE / "_lib" / "pyexec.h")]
-    env = os.environ.get("PYEXEC_LIBRARY")
-    if env:
-        lib = Path(env)
-        for header in (lib.parent / "pyexec.h", lib.parent.parent / "include" / "pyexec.h"):
-            found.append((lib, header))
+def _env_candidates(env: str) -> list[tuple[Path, Path]]:
+    lib = Path(env)
+    return [
+        (lib, header)
+        for header in (
+            lib.parent / "pyexec.h",
+            lib.parent.parent / "include" / "pyexec.h",
+            lib.parent.parent.parent / "include" / "pyexec.h",  # native/build/asan/ -> native/include/
+        )
+    ]
+
+
+def _default_candidates() -> list[tuple[Path, Path]]:
     native = _HERE.parent / "native"
-    found.append((native / "build" / "libpyexec.so", native / "include" / "pyexec.h"))
-    found.append((native / "build" / "dist" / "libpyexec.so", native / "include" / "pyexec.h"))
-    return found
+    return [
+        (_HERE / "_lib" / "libpyexec.so", _HERE / "_lib" / "pyexec.h"),
+        (native / "build" / "libpyexec.so", native / "include" / "pyexec.h"),
+        (native / "build" / "dist" / "libpyexec.so", native / "include" / "pyexec.h"),
+    ]
+
+
+def check_version(lib: Any, ffi: cffi.FFI, lib_path: Path, header: Path) -> None:
+    """Raises ImportError naming both versions when the library at `lib_path`
+    is not the version of `header` (whose declarations `lib` was opened with),
+    or not the major.minor this package is written against."""
+    major, minor = lib.PYEXEC_VERSION_MAJOR, lib.PYEXEC_VERSION_MINOR
+    declared = f"{major}.{minor}.{lib.PYEXEC_VERSION_PATCH}"
+    found = ffi.string(lib.pyexec_version()).decode("ascii", "replace")
+    if found != declared:
+        raise ImportError(
+            f"pyexec: the native library {lib_path} is version {found}, but the header {header} "
+            f"(which the binding is generated from) is version {declared}; rebuild the library "
+            f"(`make -C native`), reinstall the package, or point PYEXEC_LIBRARY at a matching pair"
+        )
+    if (major, minor) != API_VERSION:
+        wanted = ".".join(map(str, API_VERSION))
+        raise ImportError(
+            f"pyexec: this Python package needs native library version {wanted}.x, but {lib_path} is "
+            f"version {found}; install the package and library of one release together"
+        )
+
+
+def _open(lib_path: Path, header: Path) -> tuple[cffi.FFI, Any]:
+    """The binding over one library and header; OSError when dlopen fails."""
+    ffi = cffi.FFI()
+    ffi.cdef(cdef_from_header(header.read_text()))
+    lib = ffi.dlopen(str(lib_path))
+    check_version(lib, ffi, lib_path, header)
+    return ffi, lib
 
 
 def _load() -> tuple[cffi.FFI, Any]:
+    env = os.environ.get("PYEXEC_LIBRARY")
+    candidates = _env_candidates(env) if env else _default_candidates()
     tried: list[str] = []
-    for lib_path, header in _candidates():
+    for lib_path, header in candidates:
         if not lib_path.is_file() or not header.is_file():
             missing = lib_path if not lib_path.is_file() else header
-            tried.append(f"{lib_path}: {missing.name} not found")
+            tried.append(f"{lib_path}: {missing} not found")
             continue
-        ffi = cffi.FFI()
-        ffi.cdef(cdef_from_header(header.read_text()))
         try:
-            lib = ffi.dlopen(str(lib_path))
+            return _open(lib_path, header)
         except OSError as exc:
             tried.append(f"{lib_path}: {exc}")
-            continue
-        return ffi, lib
+    if env:
+        raise ImportError(
+            f"pyexec cannot use PYEXEC_LIBRARY={env}; tried:\n  " + "\n  ".join(tried)
+            + "\nPoint it at a libpyexec.so with its pyexec.h beside it or in ../include, or unset it."
+        )
     raise ImportError(
         "pyexec cannot find its native library libpyexec.so; tried:\n  "
         + "\n  ".join(tried)

@@ -140,14 +140,16 @@ def to_torch(arr: np.ndarray, code: int) -> Any:
     if torch is None:
         import torch
     t = torch.from_numpy(arr)
-    if code == 15:
-        t = t.view(torch.bfloat16)
+    if code in _dtypes.NOT_IN_NUMPY:  # numpy carried the bits: see them as the real dtype
+        t = t.view(_dtypes.torch_maps()[1][code])
     return t
 
 
 def check_numpy_code(code: int, what: str) -> None:
-    if code == 15:
-        raise UnsupportedError(f"{what} is bfloat16, which numpy cannot represent; use output_type='torch'")
+    if code in _dtypes.NOT_IN_NUMPY:
+        raise UnsupportedError(
+            f"{what} is {_dtypes.NAMES[code]}, which numpy cannot represent; use output_type='torch'"
+        )
 
 
 def as_output_type(x: Any, output_type: str) -> Any:

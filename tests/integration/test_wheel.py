@@ -152,11 +152,14 @@ def test_fresh_venv_without_torch_runs_a_model_with_numpy(wheel: Path, tmp_path:
     run(sys.executable, "-m", "venv", venv)
     py = venv / "bin" / "python"
     run(py, "-m", "pip", "install", "-q", wheel)
+    # The bundled library, not one PYEXEC_LIBRARY (which overrides it) names.
+    env = {k: v for k, v in os.environ.items() if k != "PYEXEC_LIBRARY"}
     script = (
         "import importlib.util, pathlib, numpy as np, pyexec\n"
         "assert importlib.util.find_spec('torch') is None\n"
         "lib = pathlib.Path(pyexec.__file__).parent / '_lib' / 'libpyexec.so'\n"
         "assert lib.is_file() and 'site-packages' in str(lib)\n"
+        "assert str(lib) in open('/proc/self/maps').read()\n"
         "m = pyexec.load('add_mul.pte').load_method('forward')\n"
         "rng = np.random.default_rng(0)\n"
         "for _ in range(3):\n"
@@ -168,7 +171,7 @@ def test_fresh_venv_without_torch_runs_a_model_with_numpy(wheel: Path, tmp_path:
         "    np.testing.assert_array_equal(p, x * y)\n"
         "print('ok', pyexec.__version__)\n"
     )
-    out = run(py, "-c", script, cwd=DATA)
+    out = run(py, "-c", script, cwd=DATA, env=env)
     assert out.split()[0] == "ok"
 
     # The console script from the wheel: run with .npy inputs, outputs checked with numpy.
@@ -177,7 +180,7 @@ def test_fresh_venv_without_torch_runs_a_model_with_numpy(wheel: Path, tmp_path:
     np.save(tmp_path / "x.npy", x)
     np.save(tmp_path / "y.npy", y)
     run(venv / "bin" / "pyexec", "run", DATA / "add_mul.pte", "--input", f"input0={tmp_path / 'x.npy'}",
-        f"1={tmp_path / 'y.npy'}", "--output-dir", tmp_path / "out")
+        f"1={tmp_path / 'y.npy'}", "--output-dir", tmp_path / "out", env=env)
     np.testing.assert_array_equal(np.load(tmp_path / "out" / "output0.npy"), x + y)
     np.testing.assert_array_equal(np.load(tmp_path / "out" / "output1.npy"), x * y)
-    assert "aten::add.out" in run(venv / "bin" / "pyexec", "inspect", DATA / "add_mul.pte")
+    assert "aten::add.out" in run(venv / "bin" / "pyexec", "inspect", DATA / "add_mul.pte", env=env)

@@ -8,6 +8,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -75,3 +76,104 @@ def test_numpy_only_results_match_numpy_arithmetic() -> None:
     s, p = m.execute([x, y])
     np.testing.assert_array_equal(s, x + y)
     np.testing.assert_array_equal(p, x * y)
+
+
+# ---- finding the library, and its version --------------------------------
+
+
+def package_copy(tmp_path: Path) -> Path:
+    """The pyexec package's Python files copied under tmp_path (no bundled
+    library yet); returns the folder to put on PYTHONPATH."""
+    root = tmp_path / "site"
+    shutil.copytree(Path(pyexec.__file__).resolve().parent, root / "pyexec",
+                    ignore=shutil.ignore_patterns("_lib", "__pycache__"))
+    return root
+
+
+def library_copy(folder: Path, header_text: str | None = None) -> Path:
+    """A copy of the library with its header (or `header_text`) beside it."""
+    folder.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(LIB, folder / "libpyexec.so")
+    (folder / "pyexec.h").write_text(header_text if header_text is not None else HEADER.read_text())
+    return folder / "libpyexec.so"
+
+
+def import_in_child(site: Path, library: Path | None) -> subprocess.CompletedProcess[str]:
+    """Imports pyexec from `site` in a child, with PYEXEC_LIBRARY=`library`
+    (unset for None); prints the libpyexec.so the process mapped."""
+    env = {k: v for k, v in os.environ.items() if k != "PYEXEC_LIBRARY"}
+    env["PYTHONPATH"] = str(site)
+    if library is not None:
+        env["PYEXEC_LIBRARY"] = str(library)
+    code = ("import pyexec\n"
+            "print({l.split()[-1] for l in open('/proc/self/maps') if l.rstrip().endswith('libpyexec.so')}.pop())")
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=site)
+
+
+def test_pyexec_library_overrides_the_bundled_copy(tmp_path: Path) -> None:
+    site = package_copy(tmp_path)
+    bundled = library_copy(site / "pyexec" / "_lib")
+    override = library_copy(tmp_path / "override")
+    by_default = import_in_child(site, None)
+    assert by_default.returncode == 0, by_default.stderr
+    assert by_default.stdout.strip() == str(bundled)
+    overridden = import_in_child(site, override)
+    assert overridden.returncode == 0, overridden.stderr
+    assert overridden.stdout.strip() == str(override)
+
+
+def test_an_unusable_pyexec_library_is_an_error_not_a_fallback(tmp_path: Path) -> None:
+    site = package_copy(tmp_path)
+    library_copy(site / "pyexec" / "_lib")
+    missing = tmp_path / "nowhere" / "libpyexec.so"
+    proc = import_in_child(site, missing)
+    assert proc.returncode != 0
+    assert "ImportError" in proc.stderr and f"PYEXEC_LIBRARY={missing}" in proc.stderr
+
+
+def test_a_library_of_another_version_than_its_header_is_refused_at_import(tmp_path: Path) -> None:
+    text = HEADER.read_text()
+    minor = re.search(r"#define PYEXEC_VERSION_MINOR (\d+)", text)
+    assert minor is not None
+    other = int(minor.group(1)) + 1
+    lib = library_copy(tmp_path / "other", text.replace(minor.group(0), f"#define PYEXEC_VERSION_MINOR {other}"))
+    proc = import_in_child(package_copy(tmp_path), lib)
+    assert proc.returncode != 0
+    message = proc.stderr.strip().splitlines()[-1]
+    assert message.startswith("ImportError"), proc.stderr
+    assert f"is version {pyexec.__version__}" in message
+    major, _, patch = pyexec.__version__.split(".")
+    assert f"is version {major}.{other}.{patch}" in message
+
+
+class FakeLibrary:
+    """What check_version reads of a binding: the header's version macros and
+    the library's pyexec_version()."""
+
+    def __init__(self, header: tuple[int, int, int], library: str) -> None:
+        self.PYEXEC_VERSION_MAJOR, self.PYEXEC_VERSION_MINOR, self.PYEXEC_VERSION_PATCH = header
+        self._library = _ffi.ffi.new("char[]", library.encode())
+
+    def pyexec_version(self) -> object:
+        return self._library
+
+
+def test_check_version_names_both_versions() -> None:
+    major, minor = _ffi.API_VERSION
+    same = f"{major}.{minor}.7"
+    _ffi.check_version(FakeLibrary((major, minor, 7), same), _ffi.ffi, Path("lib.so"), Path("pyexec.h"))
+    with pytest.raises(ImportError, match=rf"lib\.so is version {major}\.{minor}\.6, but the header pyexec\.h .* "
+                                          rf"is version {major}\.{minor}\.7"):
+        _ffi.check_version(FakeLibrary((major, minor, 7), f"{major}.{minor}.6"), _ffi.ffi, Path("lib.so"),
+                           Path("pyexec.h"))
+    # A matching pair of another release than the package's Python code.
+    with pytest.raises(ImportError, match=rf"needs native library version {major}\.{minor}\.x, but lib\.so is "
+                                          rf"version {major}\.{minor + 1}\.0"):
+        _ffi.check_version(FakeLibrary((major, minor + 1, 0), f"{major}.{minor + 1}.0"), _ffi.ffi,
+                           Path("lib.so"), Path("pyexec.h"))
+
+
+def test_package_header_and_pyproject_agree_on_the_version() -> None:
+    pyproject = re.search(r'^version = "(.+?)"', (ROOT / "pyproject.toml").read_text(), re.M)
+    assert pyproject is not None and pyproject.group(1) == pyexec.__version__
+    assert tuple(int(p) for p in pyexec.__version__.split(".")[:2]) == _ffi.API_VERSION
