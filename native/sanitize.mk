@@ -2,7 +2,8 @@
 # Makefile; every target here builds with clang into its own directory,
 # build/asan or build/fuzz, and leaves the regular build alone).
 #
-#   make asan        build/asan/libpyexec.so and the C tests, with
+#   make asan        build/asan/libpyexec.so and the C tests (the kernel
+#                    tests linked with the ASan objects), with
 #                    AddressSanitizer + UndefinedBehaviorSanitizer
 #   make asan-test   the C tests under ASan+UBSan, leak detection on
 #   make fuzz        build/fuzz/fuzz_program: a libFuzzer harness over program
@@ -44,6 +45,8 @@ SAN_RTDIR = $(dir $(shell $(SAN_CC) -print-file-name=libclang_rt.asan-x86_64.so)
 ASAN_OBJS := $(patsubst src/%.c,$(ASAN_BUILD)/obj/%.o,$(SAN_SRCS))
 ASAN_LIB := $(ASAN_BUILD)/libpyexec.so
 ASAN_TESTS := $(patsubst tests/%.c,$(ASAN_BUILD)/tests/%,$(wildcard tests/*.c))
+# The kernel tests (tests/internal/) link the ASan objects themselves.
+ASAN_INTERNAL_TESTS := $(patsubst tests/%.c,$(ASAN_BUILD)/tests/%,$(wildcard tests/internal/*.c))
 
 FUZZ_OBJS := $(patsubst src/%.c,$(FUZZ_BUILD)/obj/%.o,$(SAN_SRCS))
 FUZZ_BIN := $(FUZZ_BUILD)/fuzz_program
@@ -72,7 +75,7 @@ asan-runtime:
 
 # The header beside the library: pyexec's loader takes $$PYEXEC_LIBRARY with
 # the pyexec.h next to it.
-asan: $(ASAN_LIB) $(ASAN_BUILD)/pyexec.h $(ASAN_TESTS)
+asan: $(ASAN_LIB) $(ASAN_BUILD)/pyexec.h $(ASAN_TESTS) $(ASAN_INTERNAL_TESTS)
 
 $(ASAN_BUILD)/pyexec.h: include/pyexec.h
 	@mkdir -p $(dir $@)
@@ -93,11 +96,15 @@ $(ASAN_BUILD)/tests/%: tests/%.c $(ASAN_LIB) include/pyexec.h
 	$(SAN_CC) -std=c11 -D_GNU_SOURCE $(SAN_WARN) -pedantic -O1 -g $(SAN_SANITIZE) -shared-libsan -Iinclude $< \
 		-L$(ASAN_BUILD) -Wl,-rpath,'$$ORIGIN/..' -lpyexec -Wl,-rpath,$(SAN_RTDIR) -o $@
 
+$(ASAN_BUILD)/tests/internal/%: tests/internal/%.c $(ASAN_OBJS)
+	@mkdir -p $(dir $@)
+	$(SAN_CC) $(SAN_CFLAGS) $< $(ASAN_OBJS) -o $@ -lm -lpthread
+
 # allocator_may_return_null: an allocation a malformed file declares too big
 # for the machine returns NULL, as malloc does (the library reports it as
 # PYEXEC_ERR_OUT_OF_MEMORY), instead of ASan aborting.
 asan-test: asan
-	@set -e; for t in $(ASAN_TESTS); do echo "== $$t (ASan+UBSan, leak detection on)"; \
+	@set -e; for t in $(ASAN_TESTS) $(ASAN_INTERNAL_TESTS); do echo "== $$t (ASan+UBSan, leak detection on)"; \
 		ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:allocator_may_return_null=1 \
 		UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 $$t tests/data; done
 

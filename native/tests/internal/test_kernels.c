@@ -1,0 +1,286 @@
+/*
+ * test_kernels.c - kernels called directly, with answers worked out by hand
+ * (no torch needed to know them): the GEMM engine on small integer matrices,
+ * a 3x3 convolution of a known image, softmax of [0, ln 2, ln 3], argmax with
+ * ties, and the dtype table. It calls internal functions the shared library
+ * does not export, so it is linked against the library's objects (see the
+ * Makefile) and is part of `make test` and `make asan-test`.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/dtype.h"
+#include "core/tensor.h"
+#include "kernels/gemm/gemm.h"
+#include "kernels/kernel.h"
+#include "kernels/registry.h"
+
+static int failures = 0;
+static int checks = 0;
+
+#define CHECK(cond)                                                               \
+  do {                                                                            \
+    checks++;                                                                     \
+    if (!(cond)) {                                                                \
+      failures++;                                                                 \
+      fprintf(stderr, "%s:%d: CHECK failed: %s (%s)\n", __FILE__, __LINE__, #cond, \
+              msg[0] ? msg : "no message");                                       \
+    }                                                                             \
+  } while (0)
+
+/* ---- a kernel context and values, as the runtime builds them ---------------- */
+
+static char msg[1024];
+static px_ctx ctx = {.op = "test", .msg = msg, .msg_cap = sizeof msg};
+
+/* A contiguous, static tensor over `data`. */
+static px_tensor tensor(void *data, int dtype, int dim, const int64_t *sizes) {
+  px_tensor t;
+  memset(&t, 0, sizeof t);
+  t.data = data;
+  t.dtype = (int8_t)dtype;
+  t.dim = dim;
+  t.mem = PX_MEM_UNPLANNED;
+  t.contiguous = 1;
+  for (int k = 0; k < dim; k++) {
+    t.sizes[k] = t.max_sizes[k] = sizes[k];
+    t.dim_order[k] = (uint8_t)k;
+  }
+  px_tensor_update_layout(&t);
+  t.capacity = t.nbytes;
+  t.cap_numel = t.numel;
+  return t;
+}
+
+static px_value tensor_value(px_tensor *t) {
+  px_value v = {.tag = PX_V_TENSOR};
+  v.u.t = t;
+  return v;
+}
+
+static px_value int_value(int64_t i) {
+  px_value v = {.tag = PX_V_INT};
+  v.u.i = i;
+  return v;
+}
+
+static px_value bool_value(bool b) {
+  px_value v = {.tag = PX_V_BOOL};
+  v.u.b = b;
+  return v;
+}
+
+static px_value none_value(void) { return (px_value){.tag = PX_V_NONE}; }
+
+/* An IntList of n items; items and vals are the caller's storage. */
+static px_value int_list(uint32_t n, px_value *items, px_value **ptrs, int64_t *vals, const int64_t *v) {
+  for (uint32_t k = 0; k < n; k++) {
+    items[k] = int_value(v[k]);
+    ptrs[k] = &items[k];
+  }
+  px_value l = {.tag = PX_V_INT_LIST};
+  l.u.il.items = ptrs;
+  l.u.il.vals = vals;
+  l.u.il.n = n;
+  return l;
+}
+
+/* Runs the registered kernel `name` on args; returns its status. */
+static int call(const char *name, px_value *const *args) {
+  const px_kernel_def *k = px_kernel_find(name);
+  CHECK(k != NULL);
+  if (!k) return -1;
+  msg[0] = 0;
+  ctx.op = name;
+  ctx.scratch_cur = ctx.scratch;
+  ctx.scratch_used = 0;
+  return k->fn(&ctx, args);
+}
+
+/* ---- GEMM -------------------------------------------------------------------- */
+
+static void test_gemm_small(void) {
+  /* [[1 2 3] [4 5 6]] @ [[7 8] [9 10] [11 12]] = [[58 64] [139 154]] */
+  const float A[6] = {1, 2, 3, 4, 5, 6};
+  const float B[6] = {7, 8, 9, 10, 11, 12};
+  float C[4] = {-1, -1, -1, -1};
+  CHECK(px_gemm_f32(&ctx, NULL, 2, 2, 3, 1.0f, A, 3, 1, B, 2, 1, 0.0f, C, 2) == 0);
+  CHECK(C[0] == 58 && C[1] == 64 && C[2] == 139 && C[3] == 154);
+
+  /* beta = 1 accumulates, alpha scales: C = 2 * A @ B + C */
+  CHECK(px_gemm_f32(&ctx, NULL, 2, 2, 3, 2.0f, A, 3, 1, B, 2, 1, 1.0f, C, 2) == 0);
+  CHECK(C[0] == 174 && C[1] == 192 && C[2] == 417 && C[3] == 462);
+
+  /* B given transposed through its strides (B^T stored row-major as 2 x 3). */
+  const float Bt[6] = {7, 9, 11, 8, 10, 12};
+  float D[4] = {0};
+  CHECK(px_gemm_f32(&ctx, NULL, 2, 2, 3, 1.0f, A, 3, 1, Bt, 1, 3, 0.0f, D, 2) == 0);
+  CHECK(D[0] == 58 && D[1] == 64 && D[2] == 139 && D[3] == 154);
+
+  /* beta = 0 never reads C: a NaN already there does not survive. */
+  float E[4] = {NAN, NAN, NAN, NAN};
+  CHECK(px_gemm_f32(&ctx, NULL, 2, 2, 3, 1.0f, A, 3, 1, B, 2, 1, 0.0f, E, 2) == 0);
+  CHECK(E[0] == 58 && E[3] == 154);
+}
+
+/* Sizes past every blocking edge (packed panels, partial tiles) with small
+ * integers, so that every float sum is exact and equals the integer one. */
+static void test_gemm_blocked(void) {
+  enum { M = 131, N = 37, K = 300 };
+  float *A = malloc(sizeof(float) * M * K), *B = malloc(sizeof(float) * K * N);
+  float *C = malloc(sizeof(float) * M * N);
+  CHECK(A && B && C);
+  if (!A || !B || !C) goto out;
+  for (int i = 0; i < M * K; i++) A[i] = (float)(i % 7 - 3);
+  for (int i = 0; i < K * N; i++) B[i] = (float)(i % 5 - 2);
+  CHECK(px_gemm_f32(&ctx, NULL, M, N, K, 1.0f, A, K, 1, B, N, 1, 0.0f, C, N) == 0);
+  int wrong = 0;
+  for (int i = 0; i < M; i++)
+    for (int j = 0; j < N; j++) {
+      long s = 0;
+      for (int k = 0; k < K; k++) s += (long)((i * K + k) % 7 - 3) * ((k * N + j) % 5 - 2);
+      wrong += C[i * N + j] != (float)s;
+    }
+  CHECK(wrong == 0);
+out:
+  free(A);
+  free(B);
+  free(C);
+}
+
+/* ---- convolution ------------------------------------------------------------- */
+
+static void test_conv_3x3(void) {
+  /* A 4x4 image 1..16, a 3x3 box kernel, bias 1, no padding: each output is
+   * 1 + the sum of its 3x3 window: 1 + 54, 1 + 63, 1 + 90, 1 + 99. */
+  float img[16], w[9], bias[1] = {1}, out[4] = {0};
+  for (int k = 0; k < 16; k++) img[k] = (float)(k + 1);
+  for (int k = 0; k < 9; k++) w[k] = 1;
+  px_tensor ti = tensor(img, PX_F32, 4, (int64_t[]){1, 1, 4, 4});
+  px_tensor tw = tensor(w, PX_F32, 4, (int64_t[]){1, 1, 3, 3});
+  px_tensor tb = tensor(bias, PX_F32, 1, (int64_t[]){1});
+  px_tensor to = tensor(out, PX_F32, 4, (int64_t[]){1, 1, 2, 2});
+  px_value items[8], *ptrs[8];
+  int64_t vals[8];
+  px_value vi = tensor_value(&ti), vw = tensor_value(&tw), vb = tensor_value(&tb), vo = tensor_value(&to);
+  px_value stride = int_list(2, items, ptrs, vals, (int64_t[]){1, 1});
+  px_value pad = int_list(2, items + 2, ptrs + 2, vals + 2, (int64_t[]){0, 0});
+  px_value dil = int_list(2, items + 4, ptrs + 4, vals + 4, (int64_t[]){1, 1});
+  px_value opad = int_list(2, items + 6, ptrs + 6, vals + 6, (int64_t[]){0, 0});
+  px_value transposed = bool_value(false), groups = int_value(1);
+  px_value *args[] = {&vi, &vw, &vb, &stride, &pad, &dil, &transposed, &opad, &groups, &vo, &vo};
+  CHECK(call("aten::convolution.out", args) == 0);
+  CHECK(out[0] == 55 && out[1] == 64 && out[2] == 91 && out[3] == 100);
+
+  /* Padding 1 keeps the size; the corner sees 1 + 2 + 5 + 6 (+ bias). */
+  float out2[16] = {0};
+  px_tensor to2 = tensor(out2, PX_F32, 4, (int64_t[]){1, 1, 4, 4});
+  px_value vo2 = tensor_value(&to2);
+  pad = int_list(2, items + 2, ptrs + 2, vals + 2, (int64_t[]){1, 1});
+  px_value *args2[] = {&vi, &vw, &vb, &stride, &pad, &dil, &transposed, &opad, &groups, &vo2, &vo2};
+  CHECK(call("aten::convolution.out", args2) == 0);
+  CHECK(out2[0] == 15 && out2[5] == 55 && out2[15] == 1 + 11 + 12 + 15 + 16);
+}
+
+/* ---- softmax ----------------------------------------------------------------- */
+
+static void test_softmax(void) {
+  /* exp([0, ln 2, ln 3]) = [1, 2, 3], so softmax = [1/6, 2/6, 3/6]. */
+  float x[3] = {0.0f, (float)log(2.0), (float)log(3.0)}, y[3] = {0};
+  px_tensor tx = tensor(x, PX_F32, 1, (int64_t[]){3}), ty = tensor(y, PX_F32, 1, (int64_t[]){3});
+  px_value vx = tensor_value(&tx), vy = tensor_value(&ty), dim = int_value(-1), h2f = bool_value(false);
+  px_value *args[] = {&vx, &dim, &h2f, &vy, &vy};
+  CHECK(call("aten::_softmax.out", args) == 0);
+  for (int k = 0; k < 3; k++) CHECK(fabsf(y[k] - (float)(k + 1) / 6.0f) <= 1e-6f);
+
+  /* The same in float64, along dim 0 of a 3 x 1 tensor (strided rows). */
+  double xd[3] = {0.0, log(2.0), log(3.0)}, yd[3] = {0};
+  px_tensor txd = tensor(xd, PX_F64, 2, (int64_t[]){3, 1}), tyd = tensor(yd, PX_F64, 2, (int64_t[]){3, 1});
+  px_value vxd = tensor_value(&txd), vyd = tensor_value(&tyd), dim0 = int_value(0);
+  px_value *argsd[] = {&vxd, &dim0, &h2f, &vyd, &vyd};
+  CHECK(call("aten::_softmax.out", argsd) == 0);
+  for (int k = 0; k < 3; k++) CHECK(fabs(yd[k] - (double)(k + 1) / 6.0) <= 1e-15);
+}
+
+/* ---- argmax ties ------------------------------------------------------------- */
+
+static void test_argmax_ties(void) {
+  /* Ties keep the first index, over the whole tensor and along a dim. */
+  float x[8] = {1, 3, 3, 2, /* row 1: */ 5, 5, 5, 5};
+  int64_t all = -1, rows[2] = {-1, -1};
+  px_tensor tx = tensor(x, PX_F32, 2, (int64_t[]){2, 4});
+  px_tensor tall = tensor(&all, PX_I64, 0, NULL), trows = tensor(rows, PX_I64, 1, (int64_t[]){2});
+  px_value vx = tensor_value(&tx), vall = tensor_value(&tall), vrows = tensor_value(&trows);
+  px_value none = none_value(), dim1 = int_value(1), keep = bool_value(false);
+  px_value *args[] = {&vx, &none, &keep, &vall, &vall};
+  CHECK(call("aten::argmax.out", args) == 0);
+  CHECK(all == 4);
+  px_value *args1[] = {&vx, &dim1, &keep, &vrows, &vrows};
+  CHECK(call("aten::argmax.out", args1) == 0);
+  CHECK(rows[0] == 1 && rows[1] == 0);
+
+  /* Integers too, and argmin's ties. */
+  int32_t xi[5] = {-2, 7, -2, 7, 0};
+  int64_t amin = -1, amax = -1;
+  px_tensor ti = tensor(xi, PX_I32, 1, (int64_t[]){5});
+  px_tensor tmin = tensor(&amin, PX_I64, 0, NULL), tmax = tensor(&amax, PX_I64, 0, NULL);
+  px_value vi = tensor_value(&ti), vmin = tensor_value(&tmin), vmax = tensor_value(&tmax);
+  px_value *amin_args[] = {&vi, &none, &keep, &vmin, &vmin};
+  px_value *amax_args[] = {&vi, &none, &keep, &vmax, &vmax};
+  CHECK(call("aten::argmin.out", amin_args) == 0);
+  CHECK(call("aten::argmax.out", amax_args) == 0);
+  CHECK(amin == 0 && amax == 1);
+}
+
+/* ---- the dtype table ----------------------------------------------------------- */
+
+static void test_dtype_table(void) {
+  /* Every entry round-trips through the generated queries and the public ones. */
+#define ROUND_TRIP(code, id, public_id, name, size, ctype)                            \
+  CHECK(px_elsize(code) == (size) && sizeof(ctype) == (size));                       \
+  CHECK(strcmp(px_dtype_name(code), name) == 0);                                     \
+  CHECK(px_dtype_supported(code));                                                   \
+  CHECK(pyexec_dtype_size(PYEXEC_DTYPE_##public_id) == (size));                      \
+  CHECK(strcmp(pyexec_dtype_name(PYEXEC_DTYPE_##public_id), name) == 0);
+  PX_DTYPES(ROUND_TRIP)
+#undef ROUND_TRIP
+  /* Codes named only for messages have no size. */
+  CHECK(px_elsize(9) == 0 && strcmp(px_dtype_name(9), "complex64") == 0);
+  CHECK(px_elsize(27) == 0 && strcmp(pyexec_dtype_name(27), "uint16") == 0);
+  CHECK(px_elsize(-1) == 0 && strcmp(px_dtype_name(-1), "unknown") == 0);
+  CHECK(!px_dtype_supported(100) && strcmp(px_dtype_name(100), "unknown") == 0);
+  /* float16 / bfloat16 conversions of values both represent exactly. */
+  CHECK(px_half_to_float(px_float_to_half(-2.5f)) == -2.5f);
+  CHECK(px_bf16_to_float(px_float_to_bf16(384.0f)) == 384.0f);
+}
+
+/* ---- the registry ----------------------------------------------------------------- */
+
+static void test_registry(void) {
+  /* Sorted, unique, and every name found again. */
+  size_t n = px_kernel_count();
+  CHECK(n > 0);
+  int bad = 0;
+  for (size_t i = 0; i < n; i++) {
+    const px_kernel_def *k = px_kernel_at(i);
+    bad += !k || px_kernel_find(k->name) != k || (i && strcmp(px_kernel_at(i - 1)->name, k->name) >= 0);
+  }
+  CHECK(bad == 0);
+  CHECK(px_kernel_at(n) == NULL && px_kernel_name(n) == NULL);
+  CHECK(px_kernel_find("aten::no_such_op.out") == NULL);
+}
+
+int main(void) {
+  test_gemm_small();
+  test_gemm_blocked();
+  test_conv_3x3();
+  test_softmax();
+  test_argmax_ties();
+  test_dtype_table();
+  test_registry();
+  px_scratch_release(&ctx);
+  printf("%d checks, %d failed\n", checks, failures);
+  return failures ? 1 : 0;
+}
