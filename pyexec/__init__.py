@@ -11,7 +11,8 @@ from ._errors import (
     OutOfMemoryError,
     UnsupportedError,
 )
-from ._runtime import Method, MethodMeta, Program, Runtime, TensorInfo, load
+from ._method import Method
+from ._program import MethodMeta, Program, Runtime, TensorInfo, load
 
 __version__: str = _ffi.ffi.string(_ffi.lib.pyexec_version()).decode()
 

@@ -333,7 +333,7 @@ def test_dynamic_input_checks(dynamic: bytes, kind: str) -> None:
 def test_static_binding_checks_are_not_repeated(addmul: bytes, monkeypatch: pytest.MonkeyPatch) -> None:
     """set_output checks once; execute looks only at the bound tensor's
     pointer, size and layout."""
-    import pyexec._runtime as rt
+    import pyexec._outputs as rt
 
     m = method(addmul)
     t0, t1 = torch.empty(2, 3), np.empty((2, 3), np.float32)

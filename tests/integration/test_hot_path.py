@@ -92,6 +92,20 @@ def test_binding_after_steady_calls_takes_effect(dynamic_unplanned_pte: bytes) -
     torch.testing.assert_close(again, CatCumsum()(x))
 
 
+def test_binding_another_object_over_the_same_memory_returns_that_object(dynamic_unplanned_pte: bytes) -> None:
+    """The library sees the same description (the same pointer) before and
+    after; the object returned is the one bound all the same."""
+    m = pyexec.load(dynamic_unplanned_pte).load_method()
+    x = torch.randn(8, 3)  # the output's upper bound: (16, 3)
+    own = m.execute([x], clone_outputs=False)[0]
+    assert m.execute([x], clone_outputs=False)[0] is own
+    alias = own.view(16, 3)
+    m.set_output(alias, 0)
+    out = m.execute([x], clone_outputs=False)[0]
+    assert out is alias
+    torch.testing.assert_close(out, CatCumsum()(x))
+
+
 def test_get_outputs_between_calls(dynamic_pte: bytes) -> None:
     m = pyexec.load(dynamic_pte).load_method()
     a, b = torch.randn(2, 3), torch.randn(6, 3)
