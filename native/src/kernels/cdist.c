@@ -4,7 +4,6 @@
  * (pdist) are pdist.c.
  */
 #include <math.h>
-#include <string.h>
 
 #include "kernels/kernel.h"
 

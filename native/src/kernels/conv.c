@@ -9,7 +9,6 @@
  * 1-D operators arrive as 2-D ones with a height of 1 (the exporter inserts
  * the unsqueeze), and 1-D convolution is run as 2-D with a 1-row kernel.
  */
-#include <math.h>
 #include <string.h>
 
 #include "kernels/common.h"

@@ -5,7 +5,6 @@
  * in float.
  */
 #include <math.h>
-#include <string.h>
 
 #include "kernels/common.h"
 

@@ -3,7 +3,6 @@
  * through the GEMM engine in gemm/, which reads operands of any strides, so
  * transposed and channels-last operands are not copied).
  */
-#include <string.h>
 
 #include "kernels/kernel.h"
 #include "kernels/gemm/gemm.h"

@@ -2,7 +2,6 @@
  * linear.c - aten::linear (x @ W^T + b): float32 through the GEMM engine
  * (gemm/), other dtypes with plain loops.
  */
-#include <math.h>
 #include <string.h>
 
 #include "kernels/common.h"

@@ -7,7 +7,6 @@
  * are computed in double through px_load_d / px_store_d.
  */
 #include <math.h>
-#include <string.h>
 
 #include "kernels/common.h"
 

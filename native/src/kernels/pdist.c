@@ -4,7 +4,6 @@
  * cdist.c.
  */
 #include <math.h>
-#include <string.h>
 
 #include "kernels/common.h"
 

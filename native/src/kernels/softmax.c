@@ -4,7 +4,6 @@
  * everything else in double through px_load_d / px_store_d.
  */
 #include <math.h>
-#include <string.h>
 
 #include "kernels/common.h"
 

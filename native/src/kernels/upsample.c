@@ -4,7 +4,6 @@
  * Antialiased bilinear is upsample_aa.c.
  */
 #include <math.h>
-#include <string.h>
 
 #include "kernels/kernel.h"
 

@@ -5,7 +5,6 @@
  */
 #include "runtime/executor.h"
 
-#include <stdio.h>
 #include <string.h>
 
 #include "core/error.h"

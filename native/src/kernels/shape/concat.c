@@ -1,10 +1,8 @@
 /*
  * concat.c - joining and splitting: cat, stack, split_copy,
- * split_with_sizes_copy and unbind_copy. The strided views they copy through are strided.c.
+ * split_with_sizes_copy and unbind_copy, through the strided views of
+ * strided.c.
  */
-#include <math.h>
-#include <stdio.h>
-#include <string.h>
 
 #include "kernels/shape/strided.h"
 

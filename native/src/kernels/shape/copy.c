@@ -1,10 +1,8 @@
 /*
- * copy.c - plain copies: clone, alias / detach / lift_fresh copies,
- * _to_copy and the dim_order copies (dtype and layout changes), copy and
- * copy_. The strided views they copy through are strided.c.
+ * copy.c - plain copies: clone, alias / detach / lift_fresh copies, _to_copy
+ * and the dim_order copies (dtype and layout changes), copy and copy_,
+ * through the strided views of strided.c.
  */
-#include <math.h>
-#include <stdio.h>
 #include <string.h>
 
 #include "kernels/shape/strided.h"

@@ -1,9 +1,8 @@
 /*
  * factory.c - tensors made from arguments: full, full_like, zeros, ones,
- * empty (and _empty_dim_order), arange. The strided views they copy through are strided.c.
+ * empty (and _empty_dim_order) and arange.
  */
 #include <math.h>
-#include <stdio.h>
 #include <string.h>
 
 #include "kernels/shape/strided.h"

@@ -4,8 +4,6 @@
  * output row a memcpy of its unpadded middle and a gather at the edges,
  * written once per element size).
  */
-#include <math.h>
-#include <stdio.h>
 #include <string.h>
 
 #include "kernels/common.h"

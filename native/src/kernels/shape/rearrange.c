@@ -1,9 +1,7 @@
 /*
  * rearrange.c - copies that move or mask elements: flip, roll, repeat and
- * the triangular masks tril / triu. The strided views they copy through are strided.c.
+ * the triangular masks tril / triu, through the strided views of strided.c.
  */
-#include <math.h>
-#include <stdio.h>
 #include <string.h>
 
 #include "kernels/shape/strided.h"

@@ -1,10 +1,8 @@
 /*
  * slice.c - copies of a part of a tensor: slice_copy, select_copy,
- * narrow_copy, unfold_copy, diagonal_copy and as_strided_copy. The strided views they copy through are strided.c.
+ * narrow_copy, unfold_copy, diagonal_copy and as_strided_copy, through the
+ * strided views of strided.c.
  */
-#include <math.h>
-#include <stdio.h>
-#include <string.h>
 
 #include "kernels/shape/strided.h"
 

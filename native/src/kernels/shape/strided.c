@@ -5,7 +5,6 @@
  */
 #include "kernels/shape/strided.h"
 
-#include <math.h>
 #include <stdio.h>
 #include <string.h>
 

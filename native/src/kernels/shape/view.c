@@ -1,10 +1,8 @@
 /*
- * view.c - copies that reshape or reorder dims: view_copy, unsqueeze / squeeze,
- * permute_copy, transpose_copy, t_copy and expand_copy. The strided views they copy through are strided.c.
+ * view.c - copies that reshape or reorder dims: view_copy, unsqueeze_copy /
+ * squeeze_copy, permute_copy, transpose_copy, t_copy and expand_copy,
+ * through the strided views of strided.c.
  */
-#include <math.h>
-#include <stdio.h>
-#include <string.h>
 
 #include "kernels/shape/strided.h"
 
