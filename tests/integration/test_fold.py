@@ -1,4 +1,4 @@
-"""Load-time folding (native/src/fold.c): a constant weight transposed by
+"""Load-time folding (native/src/runtime/fold.c): a constant weight transposed by
 permute_copy and read only by matrix products becomes a strided view of the
 constant instead of a copy made on every call. Each case is checked against
 torch eager and ExecuTorch's runtime on the same file, including the cases

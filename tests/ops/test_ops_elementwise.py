@@ -1,4 +1,4 @@
-"""Elementwise kernels (native/src/kernels/elementwise.c): every op exported
+"""Elementwise kernels (native/src/kernels/elementwise/): every op exported
 with ExecuTorch, run with pyexec and compared with torch eager, over several
 dtypes, broadcast shapes, 0-d and empty tensors and edge values.
 

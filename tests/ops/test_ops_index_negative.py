@@ -1,4 +1,4 @@
-"""Negative entries in index tensors (native/src/kernels/index.c, linalg.c).
+"""Negative entries in index tensors (native/src/kernels/index/, where embedding lives too).
 
 torch eager is not uniform here, and pyexec follows it kernel by kernel:
 

@@ -1,5 +1,6 @@
-"""Neural-network kernels (native/src/kernels/linalg.c, conv.c, norm.c): matrix
-products, convolution, pooling, upsampling, normalisation, softmax, embedding
+"""Neural-network kernels (native/src/kernels/: linalg, linear, conv, pool,
+upsample, norm, softmax, index/ for embedding, cdist): matrix products,
+convolution, pooling, upsampling, normalisation, softmax, embedding
 and cdist, each exported with ExecuTorch, run with pyexec and compared with
 torch eager over several dtypes, odd sizes, empty tensors and edge values.
 

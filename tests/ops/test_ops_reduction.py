@@ -1,4 +1,4 @@
-"""Reduction, scan and sort kernels (native/src/kernels/reduction.c) and the
+"""Reduction, scan and sort kernels (native/src/kernels/reduction/) and the
 ExecuTorch prim ops (native/src/kernels/prim.c), checked against torch eager.
 
 Each test exports one module that groups many ops, runs it with pyexec and

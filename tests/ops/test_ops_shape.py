@@ -1,4 +1,4 @@
-"""Shape and indexing kernels (native/src/kernels/shape.c and index.c): real
+"""Shape and indexing kernels (native/src/kernels/shape/ and index/): real
 ExecuTorch programs run by pyexec and compared with torch eager.
 
 Ops that the default export pipeline decomposes (stack, unbind, split, roll,

@@ -1,4 +1,6 @@
-"""Spatial kernels and their neighbours (native/src/kernels/spatial.c): real
+"""Spatial kernels and their neighbours (native/src/kernels/: shape/pad.c,
+shape/pixel_shuffle.c, grid_sampler.c, upsample_aa.c, index/scatter.c,
+linear.c, pdist.c, random.c, norm.c): real
 ExecuTorch programs run by pyexec and compared with torch eager.
 
 Covered: reflection / replication padding (1d, 2d, 3d), pixel_shuffle /
