@@ -1,0 +1,91 @@
+/*
+ * nodes.h - the functions each XNNPACK node type provides (private), and
+ * the table backend.c looks them up in.
+ *
+ * Spatial nodes (NHWC) live in nodes_spatial.c; the others in
+ * nodes_basic.c (elementwise), nodes_matmul.c (FullyConnected,
+ * BatchMatrixMultiply) and nodes_shape.c (transpose, reshape, slice, pad,
+ * concatenate, copy, convert). xnn_graph.h documents the contract.
+ */
+#ifndef PX_XNN_NODES_H
+#define PX_XNN_NODES_H
+
+#include "backends/xnnpack/xnn_graph.h"
+
+/* ---- spatial (nodes_spatial.c) ---------------------------------------- */
+
+/* Conv2d (7), DepthwiseConv2d (13), ConvTranspose2d (39). */
+int xnn_shape_conv2d(px_ctx *ctx, const xnn_node *node, xnn_value *values);
+int xnn_exec_conv2d(px_ctx *ctx, const xnn_node *node, xnn_value *values);
+int xnn_shape_depthwise_conv2d(px_ctx *ctx, const xnn_node *node, xnn_value *values);
+int xnn_exec_depthwise_conv2d(px_ctx *ctx, const xnn_node *node, xnn_value *values);
+int xnn_shape_conv_transpose2d(px_ctx *ctx, const xnn_node *node, xnn_value *values);
+int xnn_exec_conv_transpose2d(px_ctx *ctx, const xnn_node *node, xnn_value *values);
+/* Optional weight packing at init; a hook that is not defined is skipped
+ * (declared weak in backend.c's table). */
+int xnn_prepare_conv2d(px_ctx *ctx, xnn_node *node, xnn_value *values);
+int xnn_prepare_depthwise_conv2d(px_ctx *ctx, xnn_node *node, xnn_value *values);
+int xnn_prepare_conv_transpose2d(px_ctx *ctx, xnn_node *node, xnn_value *values);
+
+/* AvgPooling2d (11), MaxPooling2d (14), GlobalAvgPooling2d (19),
+ * ArgMaxPooling2d (21). */
+int xnn_shape_avg_pooling2d(px_ctx *ctx, const xnn_node *node, xnn_value *values);
+int xnn_exec_avg_pooling2d(px_ctx *ctx, const xnn_node *node, xnn_value *values);
+int xnn_shape_max_pooling2d(px_ctx *ctx, const xnn_node *node, xnn_value *values);
+int xnn_exec_max_pooling2d(px_ctx *ctx, const xnn_node *node, xnn_value *values);
+int xnn_shape_global_avg_pooling2d(px_ctx *ctx, const xnn_node *node, xnn_value *values);
+int xnn_exec_global_avg_pooling2d(px_ctx *ctx, const xnn_node *node, xnn_value *values);
+int xnn_shape_argmax_pooling2d(px_ctx *ctx, const xnn_node *node, xnn_value *values);
+int xnn_exec_argmax_pooling2d(px_ctx *ctx, const xnn_node *node, xnn_value *values);
+
+/* StaticResizeBilinear2D (9), PReLU (31). */
+int xnn_shape_resize_bilinear2d(px_ctx *ctx, const xnn_node *node, xnn_value *values);
+int xnn_exec_resize_bilinear2d(px_ctx *ctx, const xnn_node *node, xnn_value *values);
+int xnn_shape_prelu(px_ctx *ctx, const xnn_node *node, xnn_value *values);
+int xnn_exec_prelu(px_ctx *ctx, const xnn_node *node, xnn_value *values);
+
+/* ---- elementwise (nodes_basic.c) ---------------------------------------- */
+
+/* Add, Subtract, Multiply, Div, Minimum, Maximum: broadcasting from the
+ * right, then the node's output_min/output_max clamp. */
+int xnn_shape_binary(px_ctx *ctx, const xnn_node *node, xnn_value *values);
+int xnn_exec_binary(px_ctx *ctx, const xnn_node *node, xnn_value *values);
+/* Every one-input pointwise node (Sigmoid ... Cos, Clamp, ELU, LeakyReLU,
+ * Hardswish, Gelu), Copy and Convert: output dims = input dims. */
+int xnn_shape_unary(px_ctx *ctx, const xnn_node *node, xnn_value *values);
+int xnn_exec_unary(px_ctx *ctx, const xnn_node *node, xnn_value *values);
+/* Softmax over the last dim. */
+int xnn_exec_softmax(px_ctx *ctx, const xnn_node *node, xnn_value *values);
+
+/* ---- products (nodes_matmul.c) ------------------------------------------ */
+
+int xnn_shape_fully_connected(px_ctx *ctx, const xnn_node *node, xnn_value *values);
+int xnn_exec_fully_connected(px_ctx *ctx, const xnn_node *node, xnn_value *values);
+int xnn_shape_batch_matrix_multiply(px_ctx *ctx, const xnn_node *node, xnn_value *values);
+int xnn_exec_batch_matrix_multiply(px_ctx *ctx, const xnn_node *node, xnn_value *values);
+
+/* ---- data movement (nodes_shape.c) ---------------------------------------- */
+
+int xnn_shape_static_transpose(px_ctx *ctx, const xnn_node *node, xnn_value *values);
+int xnn_exec_static_transpose(px_ctx *ctx, const xnn_node *node, xnn_value *values);
+int xnn_shape_static_reshape(px_ctx *ctx, const xnn_node *node, xnn_value *values);
+int xnn_exec_static_reshape(px_ctx *ctx, const xnn_node *node, xnn_value *values);
+int xnn_shape_static_slice(px_ctx *ctx, const xnn_node *node, xnn_value *values);
+int xnn_exec_static_slice(px_ctx *ctx, const xnn_node *node, xnn_value *values);
+int xnn_shape_static_constant_pad(px_ctx *ctx, const xnn_node *node, xnn_value *values);
+int xnn_exec_static_constant_pad(px_ctx *ctx, const xnn_node *node, xnn_value *values);
+int xnn_shape_concatenate(px_ctx *ctx, const xnn_node *node, xnn_value *values);
+int xnn_exec_concatenate(px_ctx *ctx, const xnn_node *node, xnn_value *values);
+
+/* ---- the table ------------------------------------------------------------ */
+
+typedef struct xnn_node_ops {
+  xnn_shape_fn shape;
+  xnn_exec_fn exec;
+  xnn_prepare_fn prepare; /* NULL: nothing to pack */
+} xnn_node_ops;
+
+/* The functions for a type code, or NULL when pyexec does not run it. */
+const xnn_node_ops *xnn_node_ops_for(int type);
+
+#endif /* PX_XNN_NODES_H */

@@ -1,0 +1,239 @@
+/*
+ * xnn_graph.h - the XNNPACK delegate's parsed graph (private): its values,
+ * its nodes, and the three functions each node type provides.
+ *
+ * payload.c turns the processed payload (the XNNGraph flatbuffer) into an
+ * xnn_graph whose every id, count, dim, permutation and constant has been
+ * checked; plan.c / backend.c give the values storage and run the nodes in
+ * file order (the writer emits them topologically sorted). A node function
+ * may therefore trust:
+ *   - every id in node->in[] / node->out[] is < the graph's value count,
+ *     except optional ones (bias) that may be XNN_INVALID_ID;
+ *   - every value has 1..XNN_MAX_DIMS dims (a 0-d tensor is written [1]);
+ *   - inputs' current dims are set (shape pass) and their data points to at
+ *     least numel elements of their datatype, outputs' data to their upper
+ *     bound (XNN_VALUE_CAPACITY bytes);
+ *   - the datatype of every value a node reads or writes is fp32, except
+ *     ArgMaxPooling2d's index output (int32) and Convert's fp16 side.
+ *     Quantized datatypes are refused at load (issue 14).
+ *
+ * Layout conventions (reference Part A, A8):
+ *   - spatial values (conv, pooling, resize, prelu) are NHWC; the exporter
+ *     inserts StaticTranspose nodes around them; delegate inputs and outputs
+ *     stay in the program's (NCHW, contiguous) layout;
+ *   - constants are row-major bytes as written by the exporter:
+ *       FullyConnected filter  [OC, IC] (flags bit 0: [IC, OC])
+ *       Conv2d filter          [OC, KH, KW, IC/groups]          (OHWI)
+ *       DepthwiseConv2d filter [1, KH, KW, C*M]
+ *       ConvTranspose2d filter [OC, KH, KW, IC/groups]
+ *       bias                   [OC]
+ *     A constant's bytes live in the program (named data, the payload's
+ *     constant region or the legacy constant_buffer) for the delegate's
+ *     lifetime; value->data points at them, read-only, possibly unaligned
+ *     to more than 4 bytes (named-data segments are 16-aligned in practice).
+ *
+ * Pre-packing: a node type may have a prepare hook, run once at init after
+ * every value has its storage and constants are resolved. It may allocate
+ * node->packed (malloc'd; the backend frees it with free() at destroy) and
+ * read constants through values[]. Shape and exec functions run per execute
+ * and must not malloc: temporary memory comes from px_scratch(ctx, bytes).
+ *
+ * Errors: every function returns 0 on success, otherwise the result of
+ * px_fail(ctx, ...) (kernels/kernel.h); ctx->op names the node while it runs.
+ */
+#ifndef PX_XNN_GRAPH_H
+#define PX_XNN_GRAPH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/kernel.h"
+
+#define XNN_MAX_DIMS 6
+#define XNN_INVALID_ID 0xFFFFFFFFu
+
+/* XNNDatatype as written in the file (schema.fbs), not XNNPACK's C enum. */
+enum {
+  XNN_DT_INVALID = 0,
+  XNN_DT_FP32 = 1,
+  XNN_DT_FP16 = 2,
+  XNN_DT_QINT8 = 3,
+  XNN_DT_QUINT8 = 4,
+  XNN_DT_QINT32 = 5,
+  XNN_DT_QCINT8 = 6,
+  XNN_DT_QCINT32 = 7,
+  XNN_DT_QCINT4 = 8,
+  XNN_DT_QDINT8 = 9,
+  XNN_DT_QBINT4 = 10,
+  XNN_DT_QPINT8 = 11,
+  XNN_DT_INT32 = 12,
+  XNN_DT_PFP32 = 13,
+  XNN_DT_BF16 = 14
+};
+
+/* XValue flags. */
+#define XNN_VALUE_EXTERNAL_INPUT 0x1u
+#define XNN_VALUE_EXTERNAL_OUTPUT 0x2u
+
+/* Node flags. */
+#define XNN_FLAG_TRANSPOSE_WEIGHTS 0x1u /* FullyConnected: filter is [IC, OC] */
+#define XNN_FLAG_ALIGN_CORNERS 0x8u     /* StaticResizeBilinear2D */
+#define XNN_FLAG_KEEP_DIMS 0x40u        /* pooling, GlobalAvgPooling2d */
+
+/* XNodeUnion type codes, in the schema's declaration order. */
+#define XNN_NODE_TYPES(X)                                                            \
+  X(1, add) X(2, fully_connected) X(3, softmax) X(4, sigmoid) X(5, static_transpose) \
+  X(6, clamp) X(7, conv2d) X(8, div) X(9, resize_bilinear2d) X(10, static_constant_pad) \
+  X(11, avg_pooling2d) X(12, minimum) X(13, depthwise_conv2d) X(14, max_pooling2d)   \
+  X(15, multiply) X(16, subtract) X(17, floor) X(18, convert)                        \
+  X(19, global_avg_pooling2d) X(20, static_reshape) X(21, argmax_pooling2d)          \
+  X(22, square_root) X(23, ceiling) X(24, hardswish) X(25, leaky_relu) X(26, maximum) \
+  X(27, negate) X(28, square) X(29, elu) X(30, abs) X(31, prelu) X(32, concatenate2) \
+  X(33, concatenate3) X(34, concatenate4) X(35, static_slice)                        \
+  X(36, scaled_dot_product_attention) X(37, batch_matrix_multiply) X(38, concatenate5) \
+  X(39, conv_transpose2d) X(40, reciprocal_square_root) X(41, log) X(42, gelu)       \
+  X(43, tanh) X(44, exp) X(45, sin) X(46, copy) X(47, cos)
+#define XNN_NODE_ENUM_(code, name) XNN_NODE_##name = code,
+enum { XNN_NODE_TYPES(XNN_NODE_ENUM_) XNN_NODE_MAX = 47 };
+#undef XNN_NODE_ENUM_
+
+/* The schema's name for a type code ("Conv2d", "StaticSlice"); "?" if none. */
+const char *xnn_node_type_name(int type);
+/* The schema's name for a datatype ("fp32", "qint8"); "?" if none. */
+const char *xnn_datatype_name(int datatype);
+
+/* Quantization parameters of an XNNQuantizedTensorValue. Parsed so that
+ * messages can name them; no node of this part reads them (issue 14). */
+enum { XNN_Q_NONE = 0, XNN_Q_PER_CHANNEL = 1, XNN_Q_PER_TENSOR = 2, XNN_Q_PER_TOKEN = 3,
+       XNN_Q_PER_CHANNEL_GROUP = 4 };
+typedef struct xnn_quant {
+  uint8_t kind; /* XNN_Q_* */
+  float scale;  /* per tensor */
+  int32_t zero_point;
+  int32_t channel_dim;       /* per channel / group */
+  int32_t group_size;        /* per channel group */
+  uint32_t num_scales;
+  const void *scales;        /* f32 (per channel) or bf16 (group) values, or NULL */
+  int32_t num_nonbatch_dims; /* per token */
+} xnn_quant;
+
+typedef struct xnn_value {
+  int16_t datatype;          /* XNN_DT_* */
+  uint32_t num_dims;         /* 1..XNN_MAX_DIMS */
+  int64_t max_dims[XNN_MAX_DIMS]; /* as written: upper bounds for dynamic shapes */
+  int64_t dims[XNN_MAX_DIMS];     /* current dims, set by the shape pass */
+  void *data;                /* current storage (constant, bound external, intermediate) */
+  size_t capacity;           /* bytes data may hold (upper bound) */
+  uint32_t flags;            /* XNN_VALUE_EXTERNAL_* */
+  uint32_t external_id;      /* position in the DelegateCall args, or XNN_INVALID_ID */
+  uint32_t constant_idx;     /* index into constant_data, 0 = not constant */
+  const void *constant;      /* the constant's bytes, or NULL */
+  size_t constant_size;
+  xnn_quant quant;
+} xnn_value;
+
+/* One node. Ids (indices into the value table):
+ *   1x1 nodes (unary, Softmax, Copy, Convert, GlobalAvgPooling2d, Clamp,
+ *   transpose, reshape, slice, pad, resize, ELU, LeakyReLU, pooling):
+ *       in[0] = input, out[0] = output
+ *   2x1 nodes (Add ... Maximum, PReLU, BatchMatrixMultiply):
+ *       in[0] = input1, in[1] = input2 (PReLU: slope), out[0]
+ *   FullyConnected and the three convolutions:
+ *       in[0] = input, in[1] = filter, in[2] = bias or XNN_INVALID_ID, out[0]
+ *   ArgMaxPooling2d: in[0], out[0] = values (fp32), out[1] = indices (int32)
+ *   Concatenate2..5: in[0..nin), out[0]
+ */
+typedef struct xnn_node {
+  uint8_t type;        /* XNN_NODE_* */
+  uint32_t debug_handle;
+  uint32_t flags;
+  float output_min;    /* -INFINITY when the file has no OutputMinMax */
+  float output_max;    /* +INFINITY likewise */
+  uint32_t in[5];
+  uint32_t nin;
+  uint32_t out[2];
+  uint32_t nout;
+  union {
+    struct { /* Conv2d, DepthwiseConv2d, ConvTranspose2d */
+      uint32_t padding_top, padding_right, padding_bottom, padding_left;
+      uint32_t kernel_height, kernel_width;
+      uint32_t subsampling_height, subsampling_width; /* strides */
+      uint32_t dilation_height, dilation_width;
+      uint32_t group_input_channels, group_output_channels, groups;
+      uint32_t adjustment_height, adjustment_width; /* ConvTranspose2d output_padding */
+    } conv;
+    struct { /* AvgPooling2d, MaxPooling2d */
+      uint32_t padding_top, padding_right, padding_bottom, padding_left;
+      uint32_t pooling_height, pooling_width;
+      uint32_t stride_height, stride_width;
+      uint32_t dilation_height, dilation_width;
+    } pool;
+    struct { /* ArgMaxPooling2d (stride = pooling size) */
+      uint32_t padding_top, padding_right, padding_bottom, padding_left;
+      uint32_t pooling_height, pooling_width;
+    } argmax;
+    struct { /* StaticResizeBilinear2D */
+      uint32_t new_height, new_width;
+    } resize;
+    struct { /* StaticConstantPad: one entry per input dim */
+      uint32_t pre[XNN_MAX_DIMS], post[XNN_MAX_DIMS];
+      uint32_t num_dims;
+      float value;
+    } pad;
+    struct { /* StaticSlice */
+      uint32_t num_dims;
+      uint32_t offsets[XNN_MAX_DIMS], sizes[XNN_MAX_DIMS];
+    } slice;
+    struct { /* StaticTranspose: a permutation of 0..num_dims-1 */
+      uint32_t num_dims;
+      uint32_t perm[XNN_MAX_DIMS];
+    } transpose;
+    struct { /* StaticReshape: at most one 0 (inferred) */
+      uint32_t num_dims;
+      uint32_t new_shape[XNN_MAX_DIMS];
+    } reshape;
+    struct { /* Concatenate2..5 */
+      uint32_t axis;
+    } cat;
+    struct { float alpha; } elu;
+    struct { float negative_slope; } leaky_relu;
+  } p;
+  void *packed;        /* owned by the node (prepare hook); free()d at destroy */
+  size_t packed_size;
+} xnn_node;
+
+typedef struct xnn_graph {
+  xnn_value *values;
+  uint32_t nvalues;
+  xnn_node *nodes;
+  uint32_t nnodes;
+  uint32_t num_externs;
+} xnn_graph;
+
+/* Per node type. shape: set every output's current dims from the inputs'
+ * current dims (xnn_set_dims checks the upper bound). exec: compute. prepare
+ * (optional): pack constants once at init. */
+typedef int (*xnn_shape_fn)(px_ctx *ctx, const xnn_node *node, xnn_value *values);
+typedef int (*xnn_exec_fn)(px_ctx *ctx, const xnn_node *node, xnn_value *values);
+typedef int (*xnn_prepare_fn)(px_ctx *ctx, xnn_node *node, xnn_value *values);
+
+/* Helpers for node functions (plan.c). */
+
+/* Elements at the current dims. */
+static inline int64_t xnn_numel(const xnn_value *v) {
+  int64_t n = 1;
+  for (uint32_t k = 0; k < v->num_dims; k++) n *= v->dims[k];
+  return n;
+}
+
+/* Bytes per element of a datatype (4 for fp32/int32, 2 for fp16/bf16, 1 for
+ * the 8-bit ones); 0 for the packed / invalid ones. */
+size_t xnn_datatype_size(int datatype);
+
+/* Sets v's current dims to dims[0..nd): nd must equal v->num_dims and the
+ * bytes must fit v->capacity; otherwise px_fail naming the node and value. */
+int xnn_set_dims(px_ctx *ctx, const xnn_node *node, xnn_value *v, uint32_t nd,
+                 const int64_t *dims);
+
+#endif /* PX_XNN_GRAPH_H */
