@@ -66,10 +66,10 @@ class Method:
         # Prepared pyexec_method_run calls (one argument crosses cffi, not six):
         # on the installed inputs, and installing the inputs of the C array first.
         outs, nout = self._outputs.descs, self._outputs.count
-        self._run_installed = ffi.new("pyexec_run *", {"method": self._m, "outputs": outs, "num_outputs": nout})
+        self._run_installed = ffi.new("pyexec_run *", {"method": self._m, "outputs": outs, "output_count": nout})
         self._run_inputs = ffi.new("pyexec_run *", {
-            "method": self._m, "inputs": self._inputs.values, "num_inputs": self._inputs.count,
-            "outputs": outs, "num_outputs": nout,
+            "method": self._m, "inputs": self._inputs.values, "input_count": self._inputs.count,
+            "outputs": outs, "output_count": nout,
         })
 
     def close(self) -> None:
@@ -165,7 +165,7 @@ class Method:
         try:
             return self._inputs.fill(inputs)
         except BaseException:
-            lib.pyexec_method_set_inputs(self._m, ffi.NULL, 0)  # fails by design: clears the inputs
+            lib.pyexec_method_clear_inputs(self._m)
             raise
 
     def _install(self, inputs: Sequence[Any]) -> None:

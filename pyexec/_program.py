@@ -240,7 +240,8 @@ class Program:
             return meta
         nin = ffi.new("size_t *")
         nout = ffi.new("size_t *")
-        check(lib.pyexec_program_method_io_count(p, bname, nin, nout))
+        check(lib.pyexec_program_input_count(p, bname, nin))
+        check(lib.pyexec_program_output_count(p, bname, nout))
         info = ffi.new("pyexec_value_info *")
         ins = []
         for i in range(nin[0]):

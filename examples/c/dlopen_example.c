@@ -22,6 +22,7 @@
 /* The functions this example uses, as pointer types. */
 typedef const char *(*last_error_fn)(void);
 typedef const char *(*version_fn)(void);
+typedef int (*version_number_fn)(void);
 typedef pyexec_status (*program_load_file_fn)(const char *, pyexec_program **);
 typedef void (*program_free_fn)(pyexec_program *);
 typedef pyexec_status (*method_load_fn)(pyexec_program *, const char *, pyexec_method **);
@@ -36,6 +37,7 @@ typedef pyexec_status (*method_get_output_fn)(pyexec_method *, size_t, pyexec_va
 static struct {
   last_error_fn last_error;
   version_fn version;
+  version_number_fn version_number;
   program_load_file_fn program_load_file;
   program_free_fn program_free;
   method_load_fn method_load;
@@ -74,6 +76,7 @@ int main(int argc, char **argv) {
     return 1;
   }
   int ok = RESOLVE(lib, last_error, "pyexec_last_error") && RESOLVE(lib, version, "pyexec_version") &&
+           RESOLVE(lib, version_number, "pyexec_version_number") &&
            RESOLVE(lib, program_load_file, "pyexec_program_load_file") &&
            RESOLVE(lib, program_free, "pyexec_program_free") && RESOLVE(lib, method_load, "pyexec_method_load") &&
            RESOLVE(lib, method_free, "pyexec_method_free") &&
@@ -84,6 +87,15 @@ int main(int argc, char **argv) {
            RESOLVE(lib, method_execute, "pyexec_method_execute") &&
            RESOLVE(lib, method_get_output, "pyexec_method_get_output");
   if (!ok) {
+    dlclose(lib);
+    return 1;
+  }
+  /* The header's types are only this library's when both come from one
+   * release: compare major.minor (the number keeps three digits for each of
+   * minor and patch, so dividing by 1000 drops the patch). */
+  if (px.version_number() / 1000 != PYEXEC_VERSION_NUMBER / 1000) {
+    fprintf(stderr, "%s is libpyexec %s; this program was built with the header of %s\n", argv[1], px.version(),
+            PYEXEC_VERSION_STRING);
     dlclose(lib);
     return 1;
   }

@@ -85,7 +85,7 @@ static void read_outputs(pyexec_method *m, size_t nout) {
     pyexec_value v;
     if (pyexec_method_get_output(m, i, &v) != PYEXEC_OK) continue;
     size_t in;
-    if (pyexec_method_query_alias(m, i, &in)) check(in < pyexec_method_num_inputs(m));
+    if (pyexec_method_query_alias(m, i, &in)) check(in < pyexec_method_input_count(m));
     if (v.kind != PYEXEC_VALUE_TENSOR) continue;
     check(v.tensor.dim >= 0 && v.tensor.dim <= PYEXEC_MAX_DIM);
     size_t es = pyexec_dtype_size(v.tensor.dtype);
@@ -107,7 +107,9 @@ static void read_outputs(pyexec_method *m, size_t nout) {
 
 static void run_method(pyexec_program *prog, const char *name, uint32_t seed) {
   size_t nin, nout;
-  if (pyexec_program_method_io_count(prog, name, &nin, &nout) != PYEXEC_OK) return;
+  if (pyexec_program_input_count(prog, name, &nin) != PYEXEC_OK ||
+      pyexec_program_output_count(prog, name, &nout) != PYEXEC_OK)
+    return;
   pyexec_value_info info;
   for (size_t i = 0; i < nin && i < MAX_IO; i++) pyexec_program_input_info(prog, name, i, &info);
   for (size_t i = 0; i < nout && i < MAX_IO; i++) pyexec_program_output_info(prog, name, i, &info);
@@ -119,7 +121,7 @@ static void run_method(pyexec_program *prog, const char *name, uint32_t seed) {
 
   pyexec_method *m;
   if (pyexec_method_load(prog, name, &m) != PYEXEC_OK) return;
-  check(pyexec_method_num_inputs(m) == nin && pyexec_method_num_outputs(m) == nout);
+  check(pyexec_method_input_count(m) == nin && pyexec_method_output_count(m) == nout);
   if (nin > MAX_IO || nout > MAX_IO) {
     pyexec_method_free(m);
     return;

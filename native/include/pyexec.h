@@ -15,6 +15,12 @@
  *     thread until the next failing call on that thread. Output parameters are
  *     left untouched on failure.
  *   - Byte counts are `size_t`; indices are `size_t`; tensor sizes are int64.
+ *   - How many of something there are is spelled `<object>_<thing>_count`
+ *     (`pyexec_method_input_count`, `pyexec_kernel_count`); `<thing>_info`
+ *     and `<thing>_name` take an index below it.
+ *   - Parameters that hold a code take its enum type (`pyexec_dtype`,
+ *     `pyexec_status`); struct fields hold codes as fixed-width integers, so
+ *     that the layout does not depend on the compiler's enum size.
  *   - Thread safety: a program may be shared by any number of threads. A method
  *     serialises its own calls with an internal mutex: concurrent calls on one
  *     method never interleave. Different methods run in parallel.
@@ -67,13 +73,16 @@ extern "C" {
 #define PYEXEC_API
 #endif
 
-/* Version of this header. pyexec_version() returns the library's. */
+/* Version of this header. pyexec_version() and pyexec_version_number()
+ * return the library's: a program compares them with these to detect a
+ * header and library of different releases. Minor and patch each range over
+ * 0..999 in the number (0.2.0 is 2000, 1.10.3 is 1010003). */
 #define PYEXEC_VERSION_MAJOR 0
-#define PYEXEC_VERSION_MINOR 1
+#define PYEXEC_VERSION_MINOR 2
 #define PYEXEC_VERSION_PATCH 0
-#define PYEXEC_VERSION_STRING "0.1.0"
+#define PYEXEC_VERSION_STRING "0.2.0"
 #define PYEXEC_VERSION_NUMBER                                                  \
-  (PYEXEC_VERSION_MAJOR * 10000 + PYEXEC_VERSION_MINOR * 100 +                 \
+  (PYEXEC_VERSION_MAJOR * 1000000 + PYEXEC_VERSION_MINOR * 1000 +              \
    PYEXEC_VERSION_PATCH)
 
 /* Largest tensor rank the library handles (the same limit as ExecuTorch). */
@@ -109,7 +118,7 @@ PYEXEC_API const char *pyexec_last_error(void);
 /* A static, human-readable name for a status code ("invalid argument"). */
 PYEXEC_API const char *pyexec_status_name(pyexec_status status);
 
-/* The library's version string ("0.1.0"); static storage. */
+/* The library's version string ("0.2.0"); static storage. */
 PYEXEC_API const char *pyexec_version(void);
 
 /* The library's version as PYEXEC_VERSION_NUMBER computes it. */
@@ -133,10 +142,10 @@ typedef enum pyexec_dtype {
 } pyexec_dtype;
 
 /* Bytes per element of `dtype`, or 0 when the library does not support it. */
-PYEXEC_API size_t pyexec_dtype_size(int dtype);
+PYEXEC_API size_t pyexec_dtype_size(pyexec_dtype dtype);
 
 /* A static name for `dtype` in torch's spelling ("float32"), or "unknown". */
-PYEXEC_API const char *pyexec_dtype_name(int dtype);
+PYEXEC_API const char *pyexec_dtype_name(pyexec_dtype dtype);
 
 /* ------------------------------------------------------------------------ */
 /* Values passed in and out of a method                                     */
@@ -233,10 +242,11 @@ PYEXEC_API const char *pyexec_program_method_name(const pyexec_program *program,
                                                   size_t index);
 
 /* Input and output counts and metadata of method `name`, read from the file
- * without loading the method. */
-PYEXEC_API pyexec_status pyexec_program_method_io_count(
-    const pyexec_program *program, const char *name, size_t *num_inputs,
-    size_t *num_outputs);
+ * without loading the method. The counts are stored in *count. */
+PYEXEC_API pyexec_status pyexec_program_input_count(
+    const pyexec_program *program, const char *name, size_t *count);
+PYEXEC_API pyexec_status pyexec_program_output_count(
+    const pyexec_program *program, const char *name, size_t *count);
 PYEXEC_API pyexec_status pyexec_program_input_info(const pyexec_program *program,
                                                    const char *name,
                                                    size_t index,
@@ -275,8 +285,9 @@ PYEXEC_API void pyexec_method_free(pyexec_method *method);
 /* Name of the method; owned by the program. */
 PYEXEC_API const char *pyexec_method_name(const pyexec_method *method);
 
-PYEXEC_API size_t pyexec_method_num_inputs(const pyexec_method *method);
-PYEXEC_API size_t pyexec_method_num_outputs(const pyexec_method *method);
+/* Number of inputs / outputs of the method (0 for NULL). */
+PYEXEC_API size_t pyexec_method_input_count(const pyexec_method *method);
+PYEXEC_API size_t pyexec_method_output_count(const pyexec_method *method);
 
 /* Metadata of input / output `index` (the same as the program-level calls). */
 PYEXEC_API pyexec_status pyexec_method_input_info(const pyexec_method *method,
@@ -305,6 +316,14 @@ PYEXEC_API pyexec_status pyexec_method_output_info(const pyexec_method *method,
 PYEXEC_API pyexec_status pyexec_method_set_inputs(pyexec_method *method,
                                                   const pyexec_value *inputs,
                                                   size_t count);
+
+/* Uninstalls every input: the method keeps no pointer to caller memory
+ * (unplanned inputs are no longer read), and it refuses to execute
+ * ("input 0 has not been set") until a complete valid set is installed. A
+ * binding calls it when its own checks refuse inputs before they reach
+ * set_inputs, so that the previous set is not run by mistake. Fails only for
+ * a NULL method. */
+PYEXEC_API pyexec_status pyexec_method_clear_inputs(pyexec_method *method);
 
 /* Binds unplanned tensor output `index` to caller memory: every later execute
  * writes that output straight into `data`. NULL unbinds (the method's own
@@ -344,13 +363,6 @@ PYEXEC_API pyexec_status pyexec_method_get_output(pyexec_method *method,
                                                   size_t index,
                                                   pyexec_value *out);
 
-/* Number of kernels (operators) the library provides. */
-PYEXEC_API size_t pyexec_kernel_count(void);
-
-/* Name of kernel `index` ("aten::add.out"), sorted; static storage. NULL when
- * the index is out of range. */
-PYEXEC_API const char *pyexec_kernel_name(size_t index);
-
 /* Describes outputs 0..count-1 at once (as pyexec_method_get_output does for
  * one), into out[0..count-1]; count must not exceed the number of outputs. */
 PYEXEC_API pyexec_status pyexec_method_get_outputs(pyexec_method *method,
@@ -361,23 +373,27 @@ PYEXEC_API pyexec_status pyexec_method_get_outputs(pyexec_method *method,
  * and reuses (through an FFI, each argument of a call has a price; a
  * prepared call has one):
  *   - installs `inputs` unless it is NULL (exactly as pyexec_method_set_inputs;
- *     num_inputs must then be the number of inputs); NULL runs on the
+ *     input_count must then be the number of inputs); NULL runs on the
  *     inputs already installed;
  *   - executes;
- *   - describes outputs 0..num_outputs-1 into `outputs` (as
+ *   - describes outputs 0..output_count-1 into `outputs` (as
  *     pyexec_method_get_outputs);
  *   - sets outputs_changed to 1 when any of those descriptions (kind, scalar
  *     value, dtype, rank, sizes, data pointer, byte count) differs from what
- *     the previous pyexec_method_run on this method described (or there was
- *     none), else 0: a caller can keep objects it built over the outputs.
+ *     the previous successful pyexec_method_run on this method described (or
+ *     there was none), else 0: a caller can keep the objects it built over
+ *     the outputs of that run. The record is the library's, kept by runs
+ *     alone: get_output(s), set_output_ptr and set_inputs neither read nor
+ *     reset it, so objects built from get_output(s) belong apart from the
+ *     ones a caller reuses across runs.
  * On failure nothing is described; a failure while installing leaves the
  * method with no inputs. The struct is only read during the call. */
 typedef struct pyexec_run {
   pyexec_method *method;
   const pyexec_value *inputs;
-  size_t num_inputs;
+  size_t input_count;
   pyexec_value *outputs;
-  size_t num_outputs;
+  size_t output_count;
   int32_t outputs_changed; /* set by the call */
 } pyexec_run;
 
@@ -385,6 +401,17 @@ PYEXEC_API pyexec_status pyexec_method_run(pyexec_run *run);
 
 /* Total bytes of planned memory the method owns (all arenas). */
 PYEXEC_API size_t pyexec_method_planned_nbytes(const pyexec_method *method);
+
+/* ------------------------------------------------------------------------ */
+/* Kernels                                                                  */
+/* ------------------------------------------------------------------------ */
+
+/* Number of kernels (operators) the library provides. */
+PYEXEC_API size_t pyexec_kernel_count(void);
+
+/* Name of kernel `index` ("aten::add.out"), sorted; static storage. NULL when
+ * the index is out of range. */
+PYEXEC_API const char *pyexec_kernel_name(size_t index);
 
 #ifdef __cplusplus
 }

@@ -16,12 +16,10 @@ PYEXEC_API int pyexec_version_number(void) { return PYEXEC_VERSION_NUMBER; }
 PYEXEC_API const char *pyexec_last_error(void) { return px_last_error(); }
 PYEXEC_API const char *pyexec_status_name(pyexec_status status) { return px_status_name(status); }
 
-/* ---- dtypes and kernels ------------------------------------------------------ */
+/* ---- dtypes ------------------------------------------------------------------ */
 
-PYEXEC_API size_t pyexec_dtype_size(int dtype) { return px_elsize(dtype); }
-PYEXEC_API const char *pyexec_dtype_name(int dtype) { return px_dtype_name(dtype); }
-PYEXEC_API size_t pyexec_kernel_count(void) { return px_kernel_count(); }
-PYEXEC_API const char *pyexec_kernel_name(size_t index) { return px_kernel_name(index); }
+PYEXEC_API size_t pyexec_dtype_size(pyexec_dtype dtype) { return px_elsize((int)dtype); }
+PYEXEC_API const char *pyexec_dtype_name(pyexec_dtype dtype) { return px_dtype_name((int)dtype); }
 
 /* ---- programs ---------------------------------------------------------------- */
 
@@ -39,9 +37,11 @@ PYEXEC_API size_t pyexec_program_method_count(const pyexec_program *p) { return 
 PYEXEC_API const char *pyexec_program_method_name(const pyexec_program *p, size_t index) {
   return px_program_method_name(p, index);
 }
-PYEXEC_API pyexec_status pyexec_program_method_io_count(const pyexec_program *p, const char *name,
-                                                        size_t *num_inputs, size_t *num_outputs) {
-  return px_program_method_io_count(p, name, num_inputs, num_outputs);
+PYEXEC_API pyexec_status pyexec_program_input_count(const pyexec_program *p, const char *name, size_t *count) {
+  return px_program_input_count(p, name, count);
+}
+PYEXEC_API pyexec_status pyexec_program_output_count(const pyexec_program *p, const char *name, size_t *count) {
+  return px_program_output_count(p, name, count);
 }
 PYEXEC_API pyexec_status pyexec_program_input_info(const pyexec_program *p, const char *name, size_t index,
                                                    pyexec_value_info *out) {
@@ -63,8 +63,8 @@ PYEXEC_API pyexec_status pyexec_method_load(pyexec_program *program, const char 
 }
 PYEXEC_API void pyexec_method_free(pyexec_method *m) { px_method_free(m); }
 PYEXEC_API const char *pyexec_method_name(const pyexec_method *m) { return px_method_name(m); }
-PYEXEC_API size_t pyexec_method_num_inputs(const pyexec_method *m) { return px_method_num_inputs(m); }
-PYEXEC_API size_t pyexec_method_num_outputs(const pyexec_method *m) { return px_method_num_outputs(m); }
+PYEXEC_API size_t pyexec_method_input_count(const pyexec_method *m) { return px_method_input_count(m); }
+PYEXEC_API size_t pyexec_method_output_count(const pyexec_method *m) { return px_method_output_count(m); }
 PYEXEC_API size_t pyexec_method_planned_nbytes(const pyexec_method *m) { return px_method_planned_nbytes(m); }
 PYEXEC_API pyexec_status pyexec_method_input_info(const pyexec_method *m, size_t index,
                                                   pyexec_value_info *out) {
@@ -81,6 +81,7 @@ PYEXEC_API pyexec_status pyexec_method_set_inputs(pyexec_method *m, const pyexec
                                                   size_t count) {
   return px_method_set_inputs(m, inputs, count);
 }
+PYEXEC_API pyexec_status pyexec_method_clear_inputs(pyexec_method *m) { return px_method_clear_inputs(m); }
 PYEXEC_API pyexec_status pyexec_method_check_bindable(const pyexec_method *m, size_t index) {
   return px_method_check_bindable(m, index);
 }
@@ -96,3 +97,8 @@ PYEXEC_API pyexec_status pyexec_method_get_outputs(pyexec_method *m, pyexec_valu
 }
 PYEXEC_API pyexec_status pyexec_method_run(pyexec_run *run) { return px_method_run(run); }
 PYEXEC_API pyexec_status pyexec_method_execute(pyexec_method *m) { return px_method_execute(m); }
+
+/* ---- kernels ----------------------------------------------------------------- */
+
+PYEXEC_API size_t pyexec_kernel_count(void) { return px_kernel_count(); }
+PYEXEC_API const char *pyexec_kernel_name(size_t index) { return px_kernel_name(index); }

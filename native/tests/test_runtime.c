@@ -69,8 +69,17 @@ static int contains(const char *haystack, const char *needle) { return strstr(ha
 static void test_version(void) {
   CHECK(strcmp(pyexec_version(), PYEXEC_VERSION_STRING) == 0);
   CHECK(pyexec_version_number() == PYEXEC_VERSION_NUMBER);
+  /* minor and patch each get three digits: 1.10.3 would be 1010003 */
+  CHECK(PYEXEC_VERSION_NUMBER ==
+        PYEXEC_VERSION_MAJOR * 1000000 + PYEXEC_VERSION_MINOR * 1000 + PYEXEC_VERSION_PATCH);
+  char text[32];
+  snprintf(text, sizeof text, "%d.%d.%d", PYEXEC_VERSION_MAJOR, PYEXEC_VERSION_MINOR, PYEXEC_VERSION_PATCH);
+  CHECK(strcmp(text, PYEXEC_VERSION_STRING) == 0);
   CHECK(pyexec_dtype_size(PYEXEC_DTYPE_FLOAT32) == 4);
   CHECK(strcmp(pyexec_dtype_name(PYEXEC_DTYPE_INT64), "int64") == 0);
+  CHECK(pyexec_dtype_size((pyexec_dtype)9) == 0); /* complex64: named, not supported */
+  size_t kernels = pyexec_kernel_count();
+  CHECK(kernels > 0 && pyexec_kernel_name(0) != NULL && pyexec_kernel_name(kernels) == NULL);
 }
 
 static void test_metadata(void) {
@@ -81,8 +90,11 @@ static void test_metadata(void) {
   CHECK(strcmp(pyexec_program_method_name(p, 0), "forward") == 0);
   CHECK(pyexec_program_method_name(p, 1) == NULL);
   size_t nin = 0, nout = 0;
-  CHECK_OK(pyexec_program_method_io_count(p, "forward", &nin, &nout));
+  CHECK_OK(pyexec_program_input_count(p, "forward", &nin));
+  CHECK_OK(pyexec_program_output_count(p, "forward", &nout));
   CHECK(nin == 2 && nout == 2);
+  CHECK(pyexec_program_input_count(p, "nope", &nin) == PYEXEC_ERR_INVALID_ARGUMENT);
+  CHECK(pyexec_program_output_count(p, "forward", NULL) == PYEXEC_ERR_INVALID_ARGUMENT);
   pyexec_value_info info;
   CHECK_OK(pyexec_program_input_info(p, "forward", 0, &info));
   CHECK(info.kind == PYEXEC_VALUE_TENSOR && info.dtype == PYEXEC_DTYPE_FLOAT32);
@@ -108,6 +120,8 @@ static void test_planned(void) {
   if (!p) return;
   CHECK_OK(pyexec_method_load(p, "forward", &m));
   if (!m) return;
+  CHECK(pyexec_method_input_count(m) == 2 && pyexec_method_output_count(m) == 2);
+  CHECK(pyexec_method_input_count(NULL) == 0 && pyexec_method_output_count(NULL) == 0);
   CHECK(pyexec_method_execute(m) == PYEXEC_ERR_INVALID_ARGUMENT);
   CHECK(contains(pyexec_last_error(), "input 0 has not been set"));
 
@@ -146,6 +160,15 @@ static void test_planned(void) {
   bad[1] = tensor_value(y, s, 2, 8);
   CHECK(pyexec_method_set_inputs(m, bad, 2) == PYEXEC_ERR_INVALID_ARGUMENT);
   CHECK(pyexec_method_execute(m) == PYEXEC_ERR_INVALID_ARGUMENT);
+  CHECK_OK(pyexec_method_set_inputs(m, in, 2));
+  CHECK_OK(pyexec_method_execute(m));
+
+  /* clearing uninstalls: no run until a complete set is installed again */
+  CHECK_OK(pyexec_method_clear_inputs(m));
+  CHECK(pyexec_method_execute(m) == PYEXEC_ERR_INVALID_ARGUMENT);
+  CHECK(contains(pyexec_last_error(), "input 0 has not been set"));
+  CHECK_OK(pyexec_method_clear_inputs(m)); /* twice is harmless */
+  CHECK(pyexec_method_clear_inputs(NULL) == PYEXEC_ERR_INVALID_ARGUMENT);
   CHECK_OK(pyexec_method_set_inputs(m, in, 2));
   CHECK_OK(pyexec_method_execute(m));
 
@@ -207,6 +230,13 @@ static void test_unplanned_binding(void) {
   CHECK_OK(pyexec_method_set_inputs(m, in, 2));
   CHECK(pyexec_method_set_output_ptr(m, 1, y, sizeof y) == PYEXEC_ERR_INVALID_ARGUMENT);
   CHECK(contains(pyexec_last_error(), "overlaps the memory of input 1"));
+  /* cleared inputs are no longer read: their memory can be bound, and the
+   * method runs only once inputs are installed again */
+  CHECK_OK(pyexec_method_clear_inputs(m));
+  CHECK_OK(pyexec_method_set_output_ptr(m, 1, y, sizeof y));
+  CHECK(pyexec_method_execute(m) == PYEXEC_ERR_INVALID_ARGUMENT);
+  CHECK_OK(pyexec_method_set_output_ptr(m, 1, big, sizeof big));
+  CHECK_OK(pyexec_method_set_inputs(m, in, 2));
 
   /* unbinding returns the method's own storage; the old buffer is not written again */
   CHECK_OK(pyexec_method_set_output_ptr(m, 0, NULL, 0));
@@ -340,8 +370,8 @@ static void try_everything(const unsigned char *buf, size_t n) {
   for (size_t k = 0; k < pyexec_program_method_count(p); k++) {
     const char *name = pyexec_program_method_name(p, k);
     pyexec_value_info info;
-    size_t nin = 0, nout = 0;
-    pyexec_program_method_io_count(p, name, &nin, &nout);
+    size_t nin = 0;
+    pyexec_program_input_count(p, name, &nin);
     for (size_t i = 0; i < nin; i++) pyexec_program_input_info(p, name, i, &info);
     pyexec_method *m = NULL;
     if (pyexec_method_load(p, name, &m) != PYEXEC_OK) continue;

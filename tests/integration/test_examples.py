@@ -91,6 +91,29 @@ def test_c_dlopen_example_runs_the_model(dlopen_example: Path, prefix: Path, mod
     assert ("written in place" in out) == bound and ("copied" in out) == (not bound)
 
 
+def test_c_dlopen_example_refuses_a_library_of_another_release(prefix: Path, tmp_path: Path) -> None:
+    """Built against a header one minor release ahead, the example finds out
+    from pyexec_version_number() that the library's types may differ."""
+    need("cc")
+    text = (NATIVE / "include" / "pyexec.h").read_text()
+    minor = re.search(r"#define PYEXEC_VERSION_MINOR (\d+)", text)
+    string = re.search(r'#define PYEXEC_VERSION_STRING "(.+?)"', text)
+    assert minor is not None and string is not None
+    other = string.group(1).split(".")
+    other[1] = str(int(minor.group(1)) + 1)
+    text = text.replace(minor.group(0), f"#define PYEXEC_VERSION_MINOR {other[1]}")
+    text = text.replace(string.group(0), f'#define PYEXEC_VERSION_STRING "{".".join(other)}"')
+    (tmp_path / "pyexec.h").write_text(text)
+    binary = tmp_path / "dlopen_example"
+    run("cc", "-std=c11", "-Wall", "-Wextra", "-Werror", "-pedantic", "-I", tmp_path,
+        ROOT / "examples" / "c" / "dlopen_example.c", "-ldl", "-o", binary)
+    proc = subprocess.run([binary, prefix / "lib" / "libpyexec.so", DATA / "add_mul.pte"], capture_output=True,
+                          text=True)
+    assert proc.returncode == 1
+    assert f"is libpyexec {pyexec.__version__}; this program was built with the header of {'.'.join(other)}" \
+        in proc.stderr
+
+
 @pytest.fixture(scope="module")
 def rust_example(prefix: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """examples/rust built with cargo (no crates: works offline), linked against

@@ -177,3 +177,22 @@ def test_package_header_and_pyproject_agree_on_the_version() -> None:
     pyproject = re.search(r'^version = "(.+?)"', (ROOT / "pyproject.toml").read_text(), re.M)
     assert pyproject is not None and pyproject.group(1) == pyexec.__version__
     assert tuple(int(p) for p in pyexec.__version__.split(".")[:2]) == _ffi.API_VERSION
+
+
+def test_clear_inputs_uninstalls_every_input() -> None:
+    """pyexec_method_clear_inputs: the method refuses to run, and keeps no
+    pointer to the unplanned inputs it read (their memory can be bound)."""
+    m = pyexec.load(ROOT / "native" / "tests" / "data" / "add_mul_unplanned.pte").load_method()
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    y = np.full((2, 3), 2.0, np.float32)
+    m.set_inputs([x, y])
+    m.execute()
+    assert _ffi.lib.pyexec_method_clear_inputs(m._m) == _ffi.lib.PYEXEC_OK
+    with pytest.raises(pyexec.InvalidArgumentError, match=r"^input 0 has not been set$"):
+        m.execute()
+    m.set_output(x, 0)  # x is no longer an installed input: no overlap
+    m.set_output(None, 0)
+    assert _ffi.lib.pyexec_method_clear_inputs(_ffi.ffi.NULL) == _ffi.lib.PYEXEC_ERR_INVALID_ARGUMENT
+    s, p = m.execute([x, y])
+    np.testing.assert_array_equal(s, x + y)
+    np.testing.assert_array_equal(p, x * y)

@@ -98,8 +98,8 @@ extern "C" {
         out: *mut *mut RawMethod,
     ) -> pyexec_status;
     fn pyexec_method_free(method: *mut RawMethod);
-    fn pyexec_method_num_inputs(method: *const RawMethod) -> usize;
-    fn pyexec_method_num_outputs(method: *const RawMethod) -> usize;
+    fn pyexec_method_input_count(method: *const RawMethod) -> usize;
+    fn pyexec_method_output_count(method: *const RawMethod) -> usize;
     fn pyexec_method_input_info(
         method: *const RawMethod,
         index: usize,
@@ -210,8 +210,8 @@ fn run(path: &str) -> Result<(), String> {
     let method = program.load_method("forward")?;
     let (nin, nout) = unsafe {
         (
-            pyexec_method_num_inputs(method.raw),
-            pyexec_method_num_outputs(method.raw),
+            pyexec_method_input_count(method.raw),
+            pyexec_method_output_count(method.raw),
         )
     };
     if nin != 2 || nout != 2 {

@@ -541,17 +541,25 @@ static pyexec_status find_plan(const pyexec_program *p, const char *name, const 
   return *plan ? PYEXEC_OK : PYEXEC_ERR_INVALID_ARGUMENT;
 }
 
-pyexec_status px_program_method_io_count(const pyexec_program *p, const char *name, size_t *num_inputs,
-                                         size_t *num_outputs) {
+/* Input (outputs false) or output count of method `name`. */
+static pyexec_status io_count(const pyexec_program *p, const char *name, bool outputs, size_t *count) {
   const px_plan *plan = NULL;
   pyexec_status st = find_plan(p, name, &plan);
   if (st) return st;
+  if (!count) return px_invalid_argument("count must not be NULL");
   size_t a, b;
   st = px_plan_io_count(p, plan, &a, &b);
   if (st) return st;
-  if (num_inputs) *num_inputs = a;
-  if (num_outputs) *num_outputs = b;
+  *count = outputs ? b : a;
   return PYEXEC_OK;
+}
+
+pyexec_status px_program_input_count(const pyexec_program *p, const char *name, size_t *count) {
+  return io_count(p, name, false, count);
+}
+
+pyexec_status px_program_output_count(const pyexec_program *p, const char *name, size_t *count) {
+  return io_count(p, name, true, count);
 }
 
 pyexec_status px_program_input_info(const pyexec_program *p, const char *name, size_t index,

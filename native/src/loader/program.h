@@ -126,8 +126,8 @@ pyexec_status px_program_load_borrowed(const void *data, size_t size, pyexec_pro
 void px_program_free(pyexec_program *p);
 size_t px_program_method_count(const pyexec_program *p);
 const char *px_program_method_name(const pyexec_program *p, size_t index);
-pyexec_status px_program_method_io_count(const pyexec_program *p, const char *name, size_t *num_inputs,
-                                         size_t *num_outputs);
+pyexec_status px_program_input_count(const pyexec_program *p, const char *name, size_t *count);
+pyexec_status px_program_output_count(const pyexec_program *p, const char *name, size_t *count);
 pyexec_status px_program_input_info(const pyexec_program *p, const char *name, size_t index,
                                     pyexec_value_info *out);
 pyexec_status px_program_output_info(const pyexec_program *p, const char *name, size_t index,

@@ -15,8 +15,8 @@
 /* ---- metadata ---------------------------------------------------------- */
 
 const char *px_method_name(const pyexec_method *m) { return m ? m->plan->name : NULL; }
-size_t px_method_num_inputs(const pyexec_method *m) { return m ? m->nin : 0; }
-size_t px_method_num_outputs(const pyexec_method *m) { return m ? m->nout : 0; }
+size_t px_method_input_count(const pyexec_method *m) { return m ? m->nin : 0; }
+size_t px_method_output_count(const pyexec_method *m) { return m ? m->nout : 0; }
 size_t px_method_planned_nbytes(const pyexec_method *m) { return m ? m->planned_total : 0; }
 
 pyexec_status px_method_input_info(const pyexec_method *m, size_t index, pyexec_value_info *out) {
@@ -245,6 +245,20 @@ pyexec_status px_method_set_inputs(pyexec_method *m, const pyexec_value *inputs,
   return st;
 }
 
+pyexec_status px_method_clear_inputs(pyexec_method *m) {
+  if (!m) return px_invalid_argument("method must not be NULL");
+  pthread_mutex_lock(&m->lock);
+  for (uint32_t j = 0; j < m->nin; j++) {
+    m->input_set[j] = false;
+    px_value *v = &m->values[m->inputs[j]];
+    /* An unplanned input points at caller memory (or its stage copy): point
+     * nowhere, so that nothing the method describes leads there. */
+    if (v->tag == PX_V_TENSOR && v->u.t->mem == PX_MEM_UNPLANNED) v->u.t->data = NULL;
+  }
+  pthread_mutex_unlock(&m->lock);
+  return PYEXEC_OK;
+}
+
 /* ---- outputs ----------------------------------------------------------- */
 
 static pyexec_status check_bindable(const pyexec_method *m, size_t index) {
@@ -382,20 +396,20 @@ static bool describe_output_changed(pyexec_method *m, size_t i, pyexec_value *ou
 pyexec_status px_method_run(pyexec_run *run) {
   if (!run || !run->method) return px_invalid_argument("run and run->method must not be NULL");
   pyexec_method *m = run->method;
-  if (run->inputs == NULL && run->num_inputs)
-    return px_invalid_argument("inputs is NULL, num_inputs is %zu", run->num_inputs);
-  if (run->num_outputs && !run->outputs)
-    return px_invalid_argument("outputs is NULL, num_outputs is %zu", run->num_outputs);
-  if (run->num_outputs > m->nout)
-    return px_invalid_argument("asked for %zu outputs, method '%s' has %u", run->num_outputs, m->plan->name,
+  if (run->inputs == NULL && run->input_count)
+    return px_invalid_argument("inputs is NULL, input_count is %zu", run->input_count);
+  if (run->output_count && !run->outputs)
+    return px_invalid_argument("outputs is NULL, output_count is %zu", run->output_count);
+  if (run->output_count > m->nout)
+    return px_invalid_argument("asked for %zu outputs, method '%s' has %u", run->output_count, m->plan->name,
                                m->nout);
   pthread_mutex_lock(&m->lock);
-  pyexec_status st = run->inputs ? set_inputs_locked(m, run->inputs, run->num_inputs) : PYEXEC_OK;
+  pyexec_status st = run->inputs ? set_inputs_locked(m, run->inputs, run->input_count) : PYEXEC_OK;
   if (!st) st = px_executor_run(m);
   if (!st) {
-    bool changed = run->num_outputs != m->last_count;
-    for (size_t i = 0; i < run->num_outputs; i++) changed |= describe_output_changed(m, i, &run->outputs[i]);
-    m->last_count = run->num_outputs;
+    bool changed = run->output_count != m->last_count;
+    for (size_t i = 0; i < run->output_count; i++) changed |= describe_output_changed(m, i, &run->outputs[i]);
+    m->last_count = run->output_count;
     run->outputs_changed = changed;
   }
   pthread_mutex_unlock(&m->lock);
