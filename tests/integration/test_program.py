@@ -406,15 +406,21 @@ def test_legacy_inline_constant_buffer() -> None:
         torch.testing.assert_close(got, model(x))
 
 
-def test_delegated_program_is_refused_naming_the_backend() -> None:
+def test_xnnpack_program_runs_and_an_unknown_backend_is_refused_naming_it() -> None:
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
     from executorch.exir import to_edge_transform_and_lower
 
     x = torch.randn(2, 5)
-    ep = torch.export.export(Affine().eval(), (x,))
-    pte = to_edge_transform_and_lower(ep, partitioner=[XnnpackPartitioner()]).to_executorch().buffer
-    program = pyexec.load(bytes(pte))
-    with pytest.raises(pyexec.UnsupportedError, match="delegate 'XnnpackBackend'"):
+    model = Affine().eval()
+    ep = torch.export.export(model, (x,))
+    pte = bytes(to_edge_transform_and_lower(ep, partitioner=[XnnpackPartitioner()]).to_executorch().buffer)
+    (got,) = pyexec.load(pte).load_method("forward").execute([x])
+    with torch.no_grad():
+        torch.testing.assert_close(got, model(x))
+    # The same program naming a backend this library does not have.
+    assert pte.count(b"XnnpackBackend") == 1
+    program = pyexec.load(pte.replace(b"XnnpackBackend", b"NoSuchBackend!"))
+    with pytest.raises(pyexec.UnsupportedError, match="delegate 'NoSuchBackend!'"):
         program.load_method("forward")
 
 

@@ -171,6 +171,11 @@ static pyexec_status parse(pyexec_program *p) {
     if (st) return st;
     p->has_mutable = true;
   }
+
+  /* Data for backends: read per delegate / key, checked when used. */
+  if (!px_fb_vector(&p->root, PROG_DELEGATE_DATA, 4, &p->delegate_data))
+    return BAD("backend_delegate_data is malformed");
+  if (!px_fb_vector(&p->root, PROG_NAMED_DATA, 4, &p->named_data)) return BAD("named_data is malformed");
   return PYEXEC_OK;
 }
 
@@ -420,6 +425,88 @@ pyexec_status px_program_mutable_init(const pyexec_program *p, uint32_t idx, siz
                nbytes, (unsigned long long)off, p->mut_len);
   *out = p->mut_base + off;
   return PYEXEC_OK;
+}
+
+/* ---- delegates and named data -------------------------------------------- */
+
+pyexec_status px_plan_delegate_count(const px_plan *plan, uint32_t *count) {
+  px_fb_vec dels;
+  if (!px_fb_vector(&plan->table, PLAN_DELEGATES, 4, &dels)) return BAD("delegates are malformed");
+  *count = dels.count;
+  return PYEXEC_OK;
+}
+
+pyexec_status px_plan_delegate(const pyexec_program *p, const px_plan *plan, uint32_t index,
+                               px_delegate_desc *out) {
+  memset(out, 0, sizeof *out);
+  px_fb_vec dels;
+  px_fb_table d, ref;
+  bool present;
+  if (!px_fb_vector(&plan->table, PLAN_DELEGATES, 4, &dels)) return BAD("delegates are malformed");
+  if (index >= dels.count) return BAD("delegate %u is out of range (%u delegates)", index, dels.count);
+  if (!px_fb_vec_table(&dels, index, &d) || !px_fb_string(&d, DELEGATE_ID, &out->id, &out->id_len))
+    return BAD("delegate %u is malformed", index);
+  if (!valid_name(out->id, out->id_len)) return BAD("delegate %u: id is not valid UTF-8", index);
+  if (!px_fb_vector(&d, DELEGATE_COMPILE_SPECS, 4, &out->specs))
+    return BAD("delegate %u: compile_specs are malformed", index);
+  if (!px_fb_subtable(&d, DELEGATE_PROCESSED, &ref, &present)) return BAD("delegate %u: processed is malformed", index);
+  if (!present) return BAD("delegate %u: processed (the payload reference) is missing", index);
+  uint8_t loc;
+  uint32_t di;
+  if (!px_fb_u8(&ref, DATAREF_LOCATION, 0, &loc) || !px_fb_u32(&ref, DATAREF_INDEX, 0, &di))
+    return BAD("delegate %u: processed is malformed", index);
+  char what[64];
+  snprintf(what, sizeof what, "delegate %u payload", index);
+  if (loc == DATALOC_SEGMENT) return segment_bytes(p, di, what, &out->data, &out->size);
+  if (loc != DATALOC_INLINE) return BAD("delegate %u: processed.location %u is unknown", index, loc);
+  if (di >= p->delegate_data.count)
+    return BAD("delegate %u: processed.index %u is out of range (%u inline payloads)", index, di,
+               p->delegate_data.count);
+  px_fb_table inl;
+  px_fb_vec bytes;
+  if (!px_fb_vec_table(&p->delegate_data, di, &inl) || !px_fb_vector(&inl, INLINE_DATA, 1, &bytes))
+    return BAD("backend_delegate_data[%u] is malformed", di);
+  out->data = bytes.buf + bytes.pos;
+  out->size = bytes.count;
+  return PYEXEC_OK;
+}
+
+pyexec_status px_program_compile_spec(const px_delegate_desc *d, uint32_t k, const char **key,
+                                      uint32_t *key_len, const uint8_t **value, size_t *value_len) {
+  px_fb_table cs;
+  px_fb_vec v;
+  if (k >= d->specs.count || !px_fb_vec_table(&d->specs, k, &cs) ||
+      !px_fb_string(&cs, COMPILE_SPEC_KEY, key, key_len) || !px_fb_vector(&cs, COMPILE_SPEC_VALUE, 1, &v))
+    return BAD("delegate '%.*s': compile spec %u is malformed", (int)(d->id_len > 200 ? 200 : d->id_len), d->id, k);
+  *value = v.buf + v.pos;
+  *value_len = v.count;
+  return PYEXEC_OK;
+}
+
+pyexec_status px_program_named_data(const pyexec_program *p, const char *key, size_t n,
+                                    const uint8_t **data, size_t *size) {
+  /* Messages show the key only when it is printable ASCII (it came from a file). */
+  const char *disp = key;
+  int shown = (int)(n > 80 ? 80 : n);
+  for (size_t k = 0; k < (size_t)shown; k++)
+    if (key[k] < 0x20 || key[k] > 0x7e) {
+      disp = "<non-printable key>";
+      shown = (int)strlen(disp);
+      break;
+    }
+  for (uint32_t i = 0; i < p->named_data.count; i++) {
+    px_fb_table nd;
+    const char *k;
+    uint32_t kn, seg;
+    if (!px_fb_vec_table(&p->named_data, i, &nd) || !px_fb_string(&nd, NAMED_DATA_KEY, &k, &kn) ||
+        !px_fb_u32(&nd, NAMED_DATA_SEGMENT, 0, &seg))
+      return BAD("named_data[%u] is malformed", i);
+    if (kn != n || memcmp(k, key, n) != 0) continue;
+    char what[128];
+    snprintf(what, sizeof what, "named data '%.*s'", shown, disp);
+    return segment_bytes(p, seg, what, data, size);
+  }
+  return BAD("named data '%.*s' is not in the program (%u entries)", shown, disp, p->named_data.count);
 }
 
 /* ---- plan-level queries ------------------------------------------------ */

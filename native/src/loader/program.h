@@ -29,6 +29,11 @@ enum { SEGMENT_OFFSET, SEGMENT_SIZE };
 enum { SUBSEG_INDEX, SUBSEG_OFFSETS };
 enum { BUFFER_STORAGE };
 enum { DELEGATE_ID, DELEGATE_PROCESSED, DELEGATE_COMPILE_SPECS };
+enum { DATAREF_LOCATION, DATAREF_INDEX };
+enum { DATALOC_INLINE = 0, DATALOC_SEGMENT = 1 };
+enum { INLINE_DATA };
+enum { COMPILE_SPEC_KEY, COMPILE_SPEC_VALUE };
+enum { NAMED_DATA_KEY, NAMED_DATA_SEGMENT };
 
 /* The most bytes one tensor (at its upper-bound sizes) or one planned buffer
  * may declare; a file declaring more is refused as invalid, so sizes from a
@@ -66,7 +71,20 @@ struct pyexec_program {
   const uint8_t *mut_base;
   size_t mut_len;
   px_fb_vec mut_offsets;
+  /* Delegate payloads stored inline (BackendDelegateInlineData) and keyed
+   * blobs in segments (NamedData), for backends. */
+  px_fb_vec delegate_data;
+  px_fb_vec named_data;
 };
+
+/* One BackendDelegate of a plan, its bytes located and bounds-checked. */
+typedef struct px_delegate_desc {
+  const char *id; /* not NUL-terminated; valid UTF-8 */
+  uint32_t id_len;
+  const uint8_t *data; /* the processed payload */
+  size_t size;
+  px_fb_vec specs; /* CompileSpec tables; px_program_compile_spec reads one */
+} px_delegate_desc;
 
 /* Everything the file says about one tensor value, validated. */
 typedef struct px_tensor_desc {
@@ -102,6 +120,21 @@ pyexec_status px_program_constant(const pyexec_program *p, uint32_t idx, size_t 
 /* Initial bytes of a mutable buffer with data_buffer_idx `idx`. */
 pyexec_status px_program_mutable_init(const pyexec_program *p, uint32_t idx, size_t nbytes,
                                       const uint8_t **out);
+
+/* Number of delegates of a plan, and delegate `index` (id, payload and
+ * compile specs checked). */
+pyexec_status px_plan_delegate_count(const px_plan *plan, uint32_t *count);
+pyexec_status px_plan_delegate(const pyexec_program *p, const px_plan *plan, uint32_t index,
+                               px_delegate_desc *out);
+/* Compile spec `k` of a delegate (k < specs.count). */
+pyexec_status px_program_compile_spec(const px_delegate_desc *d, uint32_t k, const char **key,
+                                      uint32_t *key_len, const uint8_t **value, size_t *value_len);
+
+/* The program's named data under key[0..n): bytes inside the program's
+ * segments. InvalidProgram naming the key when it is absent or out of
+ * bounds. */
+pyexec_status px_program_named_data(const pyexec_program *p, const char *key, size_t n,
+                                    const uint8_t **data, size_t *size);
 
 /* Fills a pyexec_value_info for input (is_output=false) or output `index`. */
 pyexec_status px_plan_io_info(const pyexec_program *p, const px_plan *plan, bool is_output,

@@ -122,6 +122,18 @@ pyexec_status px_executor_run(pyexec_method *m) {
           pc++;
           break;
         }
+        case INSTR_DELEGATE: {
+          const px_delegate *del = &m->delegates[in->a];
+          m->ctx.op = in->op;
+          m->ctx.scratch_cur = m->ctx.scratch;
+          m->ctx.scratch_used = 0;
+          m->msg[0] = 0;
+          if (del->backend->execute(&m->ctx, del->handle, in->args, in->nargs) != 0)
+            return px_error(PYEXEC_ERR_EXECUTION, "method '%s' instruction %u: delegate %s: %s", m->plan->name,
+                            pc, del->id, m->msg[0] ? m->msg : "failed");
+          pc++;
+          break;
+        }
         case INSTR_MOVE:
           m->values[in->b] = m->values[in->a];
           pc++;

@@ -66,6 +66,12 @@ static void note_uses(pyexec_method *m, value_use *use) {
           use[in->b].other_use = true;
           break;
         case INSTR_JUMP_FALSE: use[in->a].other_use = true; break;
+        case INSTR_DELEGATE: /* a backend reads and writes its arguments row-major */
+          for (uint32_t j = 0; j < in->nargs; j++) {
+            use[in->args[j] - m->values].other_use = true;
+            use[in->args[j] - m->values].writers++;
+          }
+          break;
         default: break;
       }
     }

@@ -10,6 +10,7 @@
 
 #include <pthread.h>
 
+#include "backends/backend.h"
 #include "kernels/kernel.h"
 #include "loader/program.h"
 
@@ -19,7 +20,7 @@ typedef struct px_instr {
   px_kernel_fn fn;
   px_value **args;
   const char *op; /* operator name, for messages */
-  int32_t a, b;   /* move: from, to; jump: cond, dest; free: value */
+  int32_t a, b;   /* move: from, to; jump: cond, dest; free: value; delegate: index */
   bool relayout;  /* a tensor argument is not row-major and the kernel needs it to be */
   bool any_layout; /* the kernel reads and writes tensors of any dim_order ('@') */
   const char *sig; /* the kernel's signature (kernel.h) */
@@ -44,6 +45,13 @@ typedef struct px_output {
   bool own_mapped;
 } px_output;
 
+/* A delegate, initialised once at load (backends/backend.h). */
+typedef struct px_delegate {
+  const px_backend *backend;
+  void *handle;
+  char id[64]; /* for messages, truncated */
+} px_delegate;
+
 typedef struct px_alloc px_alloc;
 
 struct pyexec_method {
@@ -64,6 +72,9 @@ struct pyexec_method {
 
   px_chain *chains;
   uint32_t nchains;
+
+  px_delegate *delegates;
+  uint32_t ndelegates;
 
   int32_t *inputs;
   uint32_t nin;

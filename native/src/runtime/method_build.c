@@ -306,16 +306,85 @@ static pyexec_status resolve_operators(pyexec_method *m, const px_kernel_def ***
   return PYEXEC_ERR_UNSUPPORTED;
 }
 
-static pyexec_status delegate_error(pyexec_method *m, int32_t index) {
-  px_fb_vec dels;
-  px_fb_table d;
-  const char *id = "?";
-  uint32_t n = 1;
-  if (px_fb_vector(&m->plan->table, PLAN_DELEGATES, 4, &dels) && index >= 0 &&
-      px_fb_vec_table(&dels, (uint32_t)index, &d))
-    px_fb_string(&d, DELEGATE_ID, &id, &n);
-  return px_unsupported("method '%s' calls delegate '%.*s' (DelegateCall); delegated programs are not supported",
-                        m->plan->name, (int)(n > 200 ? 200 : n), id);
+static pyexec_status check_value_index(pyexec_method *m, int32_t v, uint32_t c, uint32_t i, const char *what);
+
+static pyexec_status named_data_get(const void *owner, const char *key, size_t key_len, const uint8_t **data,
+                                    size_t *size) {
+  return px_program_named_data(owner, key, key_len, data, size);
+}
+
+/* Initialises every delegate of the plan once (backends/backend.h); an id
+ * no registered backend has is refused, naming it. */
+static pyexec_status build_delegates(pyexec_method *m) {
+  uint32_t n;
+  pyexec_status st = px_plan_delegate_count(m->plan, &n);
+  if (st) return st;
+  ALLOC_OR_FAIL(m->delegates, n + 1, "delegates");
+  px_named_data named = {m->program, named_data_get};
+  for (uint32_t i = 0; i < n; i++) {
+    px_delegate_desc d;
+    if ((st = px_plan_delegate(m->program, m->plan, i, &d))) return st;
+    px_delegate *del = &m->delegates[i];
+    int shown = (int)(d.id_len > 63 ? 63 : d.id_len);
+    snprintf(del->id, sizeof del->id, "%.*s", shown, d.id);
+    del->backend = px_backend_find(d.id, d.id_len);
+    if (!del->backend)
+      return px_unsupported("method '%s' calls delegate '%s' (DelegateCall); this library has no backend "
+                            "with that id (it has: XnnpackBackend)",
+                            m->plan->name, del->id);
+    px_compile_spec *specs;
+    ALLOC_OR_FAIL(specs, d.specs.count + 1, "compile specs");
+    for (uint32_t k = 0; k < d.specs.count; k++)
+      if ((st = px_program_compile_spec(&d, k, &specs[k].key, &specs[k].key_len, &specs[k].value,
+                                        &specs[k].value_len)))
+        return st;
+    m->ctx.op = del->id;
+    m->msg[0] = 0;
+    st = del->backend->init(&m->ctx, d.data, d.size, specs, d.specs.count, &named, &del->handle);
+    m->ndelegates = i + 1; /* destroyed with the method from here on */
+    if (st) {
+      if (st == PYEXEC_ERR_INVALID_PROGRAM || st == PYEXEC_ERR_UNSUPPORTED) {
+        size_t cap;
+        char *buf = px_error_buffer(&cap);
+        char tmp[1024];
+        snprintf(tmp, sizeof tmp, "%s", buf);
+        snprintf(buf, cap, "delegate %u (%s): %s", i, del->id, tmp);
+      }
+      return st;
+    }
+  }
+  return PYEXEC_OK;
+}
+
+static pyexec_status build_delegate_call(pyexec_method *m, const px_fb_table *args, px_instr *ins, uint32_t c,
+                                         uint32_t i) {
+  int32_t di;
+  px_fb_vec a;
+  if (!px_fb_i32(args, 0, 0, &di) || !px_fb_vector(args, 1, 4, &a))
+    return BAD("chain %u instruction %u: delegate call is malformed", c, i);
+  if (di < 0 || (uint32_t)di >= m->ndelegates)
+    return BAD("chain %u instruction %u: delegate index %d is out of range (%u delegates)", c, i, di,
+               m->ndelegates);
+  const px_delegate *del = &m->delegates[di];
+  ins->a = di;
+  ins->op = del->id;
+  ins->nargs = a.count;
+  ALLOC_OR_FAIL(ins->args, a.count + 1, "instruction arguments");
+  for (uint32_t j = 0; j < a.count; j++) {
+    int32_t v = px_fb_vec_i32(&a, j);
+    pyexec_status st = check_value_index(m, v, c, i, "argument");
+    if (st) return st;
+    px_value *val = &m->values[v];
+    ins->args[j] = val;
+    if (val->tag != PX_V_TENSOR)
+      return BAD("chain %u instruction %u: delegate %s argument %u is %s, not a tensor", c, i, del->id, j,
+                 tag_name(val->tag));
+    if (!val->u.t->contiguous)
+      return px_unsupported("chain %u instruction %u: delegate %s argument %u is not contiguous", c, i,
+                            del->id, j);
+    if (del->backend->writes_arg(del->handle, j)) mark_written(m, val);
+  }
+  return PYEXEC_OK;
 }
 
 static pyexec_status check_value_index(pyexec_method *m, int32_t v, uint32_t c, uint32_t i, const char *what) {
@@ -412,11 +481,9 @@ static pyexec_status build_chains(pyexec_method *m) {
         case INSTR_KERNEL:
           st = build_kernel_call(m, &args, ins, c, i, kernels, names, nops);
           break;
-        case INSTR_DELEGATE: {
-          int32_t di;
-          if (!px_fb_i32(&args, 0, 0, &di)) return BAD("chain %u instruction %u is malformed", c, i);
-          return delegate_error(m, di);
-        }
+        case INSTR_DELEGATE:
+          st = build_delegate_call(m, &args, ins, c, i);
+          break;
         case INSTR_MOVE:
           if (!px_fb_i32(&args, 0, 0, &ins->a) || !px_fb_i32(&args, 1, 0, &ins->b))
             return BAD("chain %u instruction %u is malformed", c, i);
@@ -549,6 +616,8 @@ static pyexec_status build_io(pyexec_method *m) {
 }
 
 static void method_destroy(pyexec_method *m) {
+  for (uint32_t i = 0; i < m->ndelegates; i++)
+    if (m->delegates[i].handle) m->delegates[i].backend->destroy(m->delegates[i].handle);
   for (uint32_t i = 0; i < m->nout; i++) px_big_free(m->outs[i].own, m->outs[i].own_len, m->outs[i].own_mapped);
   for (uint32_t j = 0; j < m->nin; j++) free(m->in_stage[j]);
   for (uint32_t i = 1; i < m->narenas; i++) px_big_free(m->arenas[i], m->arena_sizes[i], m->arena_mapped[i]);
@@ -574,7 +643,8 @@ pyexec_status px_method_load(pyexec_program *program, const char *name, pyexec_m
   m->ctx.msg = m->msg;
   m->ctx.msg_cap = sizeof m->msg;
   pyexec_status st;
-  if ((st = build_arenas(m)) || (st = build_values(m)) || (st = build_chains(m)) || (st = build_io(m)) ||
+  if ((st = build_arenas(m)) || (st = build_values(m)) || (st = build_delegates(m)) ||
+      (st = build_chains(m)) || (st = build_io(m)) ||
       (st = px_fold_method(m))) {
     if (st == PYEXEC_ERR_INVALID_PROGRAM) {
       /* Prefix the method name, keeping the detail. */

@@ -209,6 +209,8 @@ typedef struct xnn_graph {
   xnn_node *nodes;
   uint32_t nnodes;
   uint32_t num_externs;
+  void **owned;        /* aligned copies of constants (payload.c), freed with the graph */
+  uint32_t nowned;
 } xnn_graph;
 
 /* Per node type. shape: set every output's current dims from the inputs'

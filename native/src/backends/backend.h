@@ -1,0 +1,70 @@
+/*
+ * backend.h - the delegate backend interface (private).
+ *
+ * A backend runs the part of a program that the exporter handed to it (an
+ * ExecuTorch DelegateCall). It is a table of functions registered under the
+ * id the program's BackendDelegate entry names (registry.c); the method
+ * builder and the executor know nothing else about it.
+ *
+ * Life of a delegate:
+ *   init     once, when the method is loaded: the processed payload, the
+ *            compile specs and the program's named data. It parses and
+ *            checks everything once and returns a handle. Every pointer it
+ *            receives points into the program, which outlives the method, so
+ *            the handle may keep them. Failure: a pyexec status with the
+ *            thread's error message set (core/error.h), InvalidProgram for a
+ *            malformed payload, Unsupported for something well-formed this
+ *            library does not run.
+ *   execute  per DelegateCall: the handle and the call's arguments (the
+ *            method's values the instruction lists, inputs then outputs).
+ *            Returns 0, or the result of px_fail(ctx, ...) with the message
+ *            in ctx (the executor prefixes the method and instruction).
+ *            Output tensors are resized with px_resize (their bound is the
+ *            runtime's), never reallocated.
+ *   destroy  when the method is freed; NULL is a harmless no-op.
+ */
+#ifndef PX_BACKEND_H
+#define PX_BACKEND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/kernel.h"
+
+/* One CompileSpec{key, value}: bytes inside the program (key not NUL-terminated). */
+typedef struct px_compile_spec {
+  const char *key;
+  uint32_t key_len;
+  const uint8_t *value;
+  size_t value_len;
+} px_compile_spec;
+
+/* The program's named data (Program.named_data: key -> segment). get()
+ * returns PYEXEC_OK with the bytes (inside the program), or an error status
+ * with the message set naming the key when it is absent or out of bounds. */
+typedef struct px_named_data {
+  const void *owner;
+  pyexec_status (*get)(const void *owner, const char *key, size_t key_len, const uint8_t **data,
+                       size_t *size);
+} px_named_data;
+
+typedef struct px_backend {
+  const char *id; /* as the program spells it: "XnnpackBackend" */
+  pyexec_status (*init)(px_ctx *ctx, const uint8_t *payload, size_t size, const px_compile_spec *specs,
+                        size_t nspecs, const px_named_data *named, void **handle);
+  int (*execute)(px_ctx *ctx, void *handle, px_value *const *args, size_t nargs);
+  void (*destroy)(void *handle);
+  /* True when the delegate writes argument `arg` (an output); the builder
+   * uses it to know which values the call writes. */
+  bool (*writes_arg)(const void *handle, size_t arg);
+  /* Optional (may be NULL): the node types the delegate runs, one name per
+   * line, sorted, no duplicates, into buf (snprintf rules); returns the
+   * length it needs. */
+  size_t (*describe)(const void *handle, char *buf, size_t cap);
+} px_backend;
+
+/* The backend registered under id[0..n), or NULL. */
+const px_backend *px_backend_find(const char *id, size_t n);
+
+#endif /* PX_BACKEND_H */

@@ -1,0 +1,232 @@
+/*
+ * backend.c - XnnpackBackend on pyexec's own kernels: init parses and
+ * checks the payload (payload.c), gives every intermediate value storage at
+ * its upper-bound size once and runs the nodes' prepare hooks; execute binds
+ * the external values to the call's arguments by external_id, propagates
+ * shapes through every node, resizes the outputs, runs the nodes in order
+ * and widens int32 indices into int64 outputs.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/backend.h"
+#include "backends/xnnpack/nodes.h"
+#include "backends/xnnpack/payload.h"
+#include "core/error.h"
+#include "runtime/memory.h"
+
+typedef struct xnn_delegate {
+  xnn_graph g;
+  const xnn_node_ops **ops; /* per node */
+  void *arena;              /* intermediates */
+  size_t arena_len;
+  bool arena_mapped;
+} xnn_delegate;
+
+static void xnn_destroy(void *handle) {
+  xnn_delegate *d = handle;
+  if (!d) return;
+  xnn_graph_free(&d->g);
+  free(d->ops);
+  if (d->arena) px_big_free(d->arena, d->arena_len, d->arena_mapped);
+  free(d);
+}
+
+/* Intermediate values (neither constant nor external) share one zeroed
+ * allocation, each at its upper bound, 64-byte aligned. */
+static pyexec_status give_storage(xnn_delegate *d) {
+  xnn_graph *g = &d->g;
+  uint64_t total = 0;
+  for (uint32_t i = 0; i < g->nvalues; i++) {
+    const xnn_value *v = &g->values[i];
+    if (v->constant || v->flags) continue;
+    total += ((uint64_t)v->capacity + 63) & ~(uint64_t)63;
+    if (total > PX_MAX_DECLARED_BYTES)
+      return px_invalid_program("XNNPACK payload: intermediate values need more than %llu bytes",
+                                (unsigned long long)PX_MAX_DECLARED_BYTES);
+  }
+  d->arena_len = (size_t)total ? (size_t)total : 64;
+  d->arena = px_big_alloc(d->arena_len, &d->arena_mapped);
+  if (!d->arena) return px_no_memory("XNNPACK intermediate values");
+  size_t off = 0;
+  for (uint32_t i = 0; i < g->nvalues; i++) {
+    xnn_value *v = &g->values[i];
+    if (v->constant || v->flags) continue;
+    v->data = (uint8_t *)d->arena + off;
+    off += (v->capacity + 63) & ~(size_t)63;
+  }
+  return PYEXEC_OK;
+}
+
+static pyexec_status xnn_init(px_ctx *ctx, const uint8_t *payload, size_t size, const px_compile_spec *specs,
+                              size_t nspecs, const px_named_data *named, void **handle) {
+  (void)specs; /* ExecuTorch's XNNPACK runtime reads no compile spec either */
+  (void)nspecs;
+  *handle = NULL;
+  xnn_delegate *d = calloc(1, sizeof *d);
+  if (!d) return px_no_memory("XNNPACK delegate");
+  pyexec_status st = xnn_parse(payload, size, named, &d->g);
+  if (!st) st = give_storage(d);
+  if (!st && !(d->ops = calloc(d->g.nnodes + 1, sizeof *d->ops))) st = px_no_memory("XNNPACK delegate");
+  for (uint32_t i = 0; i < d->g.nnodes && !st; i++) {
+    xnn_node *nd = &d->g.nodes[i];
+    d->ops[i] = xnn_node_ops_for(nd->type);
+    if (!d->ops[i] || !d->ops[i]->prepare) continue;
+    ctx->op = xnn_node_type_name(nd->type);
+    ctx->msg[0] = 0;
+    ctx->scratch_cur = ctx->scratch;
+    ctx->scratch_used = 0;
+    if (d->ops[i]->prepare(ctx, nd, d->g.values))
+      st = px_invalid_program("XNNPACK payload: node %u: %s", i, ctx->msg[0] ? ctx->msg : "prepare failed");
+  }
+  if (st) {
+    xnn_destroy(d);
+    return st;
+  }
+  *handle = d;
+  return PYEXEC_OK;
+}
+
+static bool dtype_matches(int datatype, int dtype, bool output) {
+  switch (datatype) {
+    case XNN_DT_FP32: return dtype == PX_F32;
+    case XNN_DT_FP16: return dtype == PX_F16;
+    case XNN_DT_INT32: return dtype == PX_I32 || (output && dtype == PX_I64);
+    default: return false;
+  }
+}
+
+/* Points every external value at its argument; inputs take their current
+ * dims from the tensor (at most the value's upper bound). */
+static int bind(px_ctx *ctx, xnn_delegate *d, px_value *const *args, size_t nargs) {
+  for (uint32_t i = 0; i < d->g.nvalues; i++) {
+    xnn_value *v = &d->g.values[i];
+    if (!v->flags) continue;
+    bool out = v->flags & XNN_VALUE_EXTERNAL_OUTPUT;
+    if (v->external_id >= nargs)
+      return px_fail(ctx, "value %u is external %u, but the call passes %zu arguments", i, v->external_id, nargs);
+    px_tensor *t = args[v->external_id]->u.t;
+    if (!dtype_matches(v->datatype, t->dtype, out))
+      return px_fail(ctx, "argument %u has dtype %s, the graph's value %u is %s", v->external_id,
+                     px_dtype_name(t->dtype), i, xnn_datatype_name(v->datatype));
+    if ((uint32_t)t->dim != v->num_dims && !(t->dim == 0 && v->num_dims == 1 && v->max_dims[0] == 1))
+      return px_fail(ctx, "argument %u has rank %d, the graph's value %u has rank %u", v->external_id, t->dim, i,
+                     v->num_dims);
+    v->data = t->data;
+    if (out) {
+      v->capacity = t->capacity;
+      continue;
+    }
+    if (t->dim == 0) {
+      v->dims[0] = 1;
+    } else {
+      for (uint32_t k = 0; k < v->num_dims; k++) v->dims[k] = t->sizes[k];
+    }
+    size_t need = (size_t)xnn_numel(v) * xnn_datatype_size(v->datatype);
+    uint64_t bound = 1;
+    for (uint32_t k = 0; k < v->num_dims; k++) bound *= (uint64_t)v->max_dims[k];
+    if ((uint64_t)xnn_numel(v) > bound)
+      return px_fail(ctx, "argument %u has %lld elements, more than the graph's bound of %llu", v->external_id,
+                     (long long)xnn_numel(v), (unsigned long long)bound);
+    v->capacity = need;
+  }
+  return 0;
+}
+
+/* Gives each output tensor the shape the graph computed for it. */
+static int resize_outputs(px_ctx *ctx, xnn_delegate *d, px_value *const *args) {
+  for (uint32_t i = 0; i < d->g.nvalues; i++) {
+    xnn_value *v = &d->g.values[i];
+    if (!(v->flags & XNN_VALUE_EXTERNAL_OUTPUT)) continue;
+    px_tensor *t = args[v->external_id]->u.t;
+    if (t->dim == 0) {
+      if (xnn_numel(v) != 1) return px_fail(ctx, "a 0-d output receives %lld elements", (long long)xnn_numel(v));
+      continue;
+    }
+    if (px_resize(ctx, t, t->dim, v->dims)) return PYEXEC_ERR_EXECUTION;
+    v->data = t->data;
+  }
+  return 0;
+}
+
+/* ArgMaxPooling2d writes int32 indices; an int64 output receives them
+ * widened in place, back to front. */
+static void widen_outputs(xnn_delegate *d, px_value *const *args) {
+  for (uint32_t i = 0; i < d->g.nvalues; i++) {
+    xnn_value *v = &d->g.values[i];
+    if (!(v->flags & XNN_VALUE_EXTERNAL_OUTPUT) || v->datatype != XNN_DT_INT32) continue;
+    px_tensor *t = args[v->external_id]->u.t;
+    if (t->dtype != PX_I64) continue;
+    const int32_t *src = t->data;
+    int64_t *dst = t->data;
+    for (int64_t k = xnn_numel(v) - 1; k >= 0; k--) {
+      int32_t x;
+      memcpy(&x, src + k, sizeof x);
+      dst[k] = x;
+    }
+  }
+}
+
+static int xnn_execute(px_ctx *ctx, void *handle, px_value *const *args, size_t nargs) {
+  xnn_delegate *d = handle;
+  const char *op = ctx->op;
+  int rc = bind(ctx, d, args, nargs);
+  for (uint32_t i = 0; i < d->g.nnodes && !rc; i++) {
+    ctx->op = xnn_node_type_name(d->g.nodes[i].type);
+    rc = d->ops[i]->shape(ctx, &d->g.nodes[i], d->g.values);
+  }
+  ctx->op = op;
+  if (!rc) rc = resize_outputs(ctx, d, args);
+  for (uint32_t i = 0; i < d->g.nnodes && !rc; i++) {
+    ctx->op = xnn_node_type_name(d->g.nodes[i].type);
+    ctx->scratch_cur = ctx->scratch;
+    ctx->scratch_used = 0;
+    rc = d->ops[i]->exec(ctx, &d->g.nodes[i], d->g.values);
+  }
+  ctx->op = op;
+  if (!rc) widen_outputs(d, args);
+  return rc;
+}
+
+static bool xnn_writes_arg(const void *handle, size_t arg) {
+  const xnn_delegate *d = handle;
+  for (uint32_t i = 0; i < d->g.nvalues; i++)
+    if ((d->g.values[i].flags & XNN_VALUE_EXTERNAL_OUTPUT) && d->g.values[i].external_id == arg) return true;
+  return false;
+}
+
+static size_t xnn_describe(const void *handle, char *buf, size_t cap) {
+  const xnn_delegate *d = handle;
+  bool used[XNN_NODE_MAX + 1] = {false};
+  for (uint32_t i = 0; i < d->g.nnodes; i++) used[d->g.nodes[i].type] = true;
+  /* Sorted by name: repeatedly take the smallest name not yet written. */
+  size_t n = 0;
+  const char *last = "";
+  if (buf && cap) buf[0] = 0;
+  for (;;) {
+    const char *next = NULL;
+    for (int t = 1; t <= XNN_NODE_MAX; t++)
+      if (used[t] && strcmp(xnn_node_type_name(t), last) > 0 &&
+          (!next || strcmp(xnn_node_type_name(t), next) < 0))
+        next = xnn_node_type_name(t);
+    if (!next) break;
+    size_t len = strlen(next);
+    if (buf && n + len + 1 < cap) {
+      memcpy(buf + n, next, len);
+      buf[n + len] = '\n';
+      buf[n + len + 1] = 0;
+    }
+    n += len + 1;
+    last = next;
+  }
+  return n;
+}
+
+const px_backend px_backend_xnnpack = {
+    .id = "XnnpackBackend",
+    .init = xnn_init,
+    .execute = xnn_execute,
+    .destroy = xnn_destroy,
+    .writes_arg = xnn_writes_arg,
+    .describe = xnn_describe,
+};

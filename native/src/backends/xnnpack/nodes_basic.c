@@ -1,0 +1,157 @@
+/*
+ * nodes_basic.c - the XNNPACK graph's elementwise nodes on float32: the six
+ * broadcasting binary nodes with their output clamp, every one-input
+ * pointwise node (Copy and Convert included) and Softmax over the last dim.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "backends/xnnpack/nodes.h"
+
+/* A row-major px_tensor describing v's current dims (data shared). */
+static void view_of(const xnn_value *v, int dtype, px_tensor *t) {
+  memset(t, 0, sizeof *t);
+  t->data = v->data;
+  t->dtype = (int8_t)dtype;
+  t->dim = (int32_t)v->num_dims;
+  for (uint32_t k = 0; k < v->num_dims; k++) {
+    t->sizes[k] = v->dims[k];
+    t->dim_order[k] = (uint8_t)k;
+  }
+  t->contiguous = 1;
+  px_tensor_update_layout(t);
+}
+
+/* ---- binary ---------------------------------------------------------------- */
+
+int xnn_shape_binary(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
+  const xnn_value *a = &values[node->in[0]], *b = &values[node->in[1]];
+  int od;
+  int64_t os[PX_MAX_DIM];
+  int rc = px_broadcast_sizes(ctx, (int)a->num_dims, a->dims, (int)b->num_dims, b->dims, &od, os);
+  if (rc) return rc;
+  return xnn_set_dims(ctx, node, &values[node->out[0]], (uint32_t)od, os);
+}
+
+static inline float binary_op(int type, float x, float y) {
+  switch (type) {
+    case XNN_NODE_add: return x + y;
+    case XNN_NODE_subtract: return x - y;
+    case XNN_NODE_multiply: return x * y;
+    case XNN_NODE_div: return x / y;
+    case XNN_NODE_minimum: return isnan(x) || isnan(y) ? x + y : (x < y ? x : y);
+    default: return isnan(x) || isnan(y) ? x + y : (x > y ? x : y); /* maximum */
+  }
+}
+
+static inline float clampf(float v, float lo, float hi) {
+  return v < lo ? lo : v > hi ? hi : v;
+}
+
+int xnn_exec_binary(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
+  (void)ctx;
+  px_tensor a, b, o;
+  view_of(&values[node->in[0]], PX_F32, &a);
+  view_of(&values[node->in[1]], PX_F32, &b);
+  view_of(&values[node->out[0]], PX_F32, &o);
+  if (o.numel == 0) return 0;
+  const float *pa = a.data, *pb = b.data;
+  float *po = o.data;
+  const float lo = node->output_min, hi = node->output_max;
+  const bool clamp = !(isinf(lo) && lo < 0 && isinf(hi) && hi > 0);
+  const int type = node->type;
+  px_iter it;
+  px_iter_init(&it, o.dim, o.sizes);
+  px_iter_add(&it, &a);
+  px_iter_add(&it, &b);
+  px_iter_add(&it, &o);
+  px_iter_coalesce(&it);
+  do {
+    const float *x = pa + it.off[0], *y = pb + it.off[1];
+    float *z = po + it.off[2];
+    int64_t sx = it.inner_stride[0], sy = it.inner_stride[1], sz = it.inner_stride[2];
+    for (int64_t k = 0; k < it.inner; k++) {
+      float r = binary_op(type, x[k * sx], y[k * sy]);
+      z[k * sz] = clamp ? clampf(r, lo, hi) : r;
+    }
+  } while (px_iter_next(&it));
+  return 0;
+}
+
+/* ---- unary -------------------------------------------------------------------- */
+
+int xnn_shape_unary(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
+  const xnn_value *x = &values[node->in[0]];
+  return xnn_set_dims(ctx, node, &values[node->out[0]], x->num_dims, x->dims);
+}
+
+static inline float unary_op(const xnn_node *node, float x) {
+  switch (node->type) {
+    case XNN_NODE_sigmoid: return 1.0f / (1.0f + expf(-x));
+    case XNN_NODE_tanh: return tanhf(x);
+    case XNN_NODE_exp: return expf(x);
+    case XNN_NODE_log: return logf(x);
+    case XNN_NODE_abs: return fabsf(x);
+    case XNN_NODE_negate: return -x;
+    case XNN_NODE_square: return x * x;
+    case XNN_NODE_square_root: return sqrtf(x);
+    case XNN_NODE_reciprocal_square_root: return 1.0f / sqrtf(x);
+    case XNN_NODE_floor: return floorf(x);
+    case XNN_NODE_ceiling: return ceilf(x);
+    case XNN_NODE_sin: return sinf(x);
+    case XNN_NODE_cos: return cosf(x);
+    case XNN_NODE_gelu: return (float)(0.5 * (double)x * (1.0 + erf((double)x * 0.70710678118654752440)));
+    case XNN_NODE_hardswish: return x * clampf(x + 3.0f, 0.0f, 6.0f) / 6.0f;
+    case XNN_NODE_elu: return x < 0.0f ? node->p.elu.alpha * expm1f(x) : x;
+    case XNN_NODE_leaky_relu: return x < 0.0f ? x * node->p.leaky_relu.negative_slope : x;
+    case XNN_NODE_clamp: return isnan(x) ? x : clampf(x, node->output_min, node->output_max);
+    default: return x; /* copy */
+  }
+}
+
+int xnn_exec_unary(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
+  (void)ctx;
+  const xnn_value *xv = &values[node->in[0]];
+  xnn_value *ov = &values[node->out[0]];
+  int64_t n = xnn_numel(ov);
+  if (node->type == XNN_NODE_convert) {
+    px_convert(ov->data, ov->datatype == XNN_DT_FP16 ? PX_F16 : PX_F32, xv->data,
+               xv->datatype == XNN_DT_FP16 ? PX_F16 : PX_F32, n);
+    return 0;
+  }
+  if (node->type == XNN_NODE_copy) {
+    if (n && ov->data != xv->data) memmove(ov->data, xv->data, (size_t)n * sizeof(float));
+    return 0;
+  }
+  const float *x = xv->data;
+  float *y = ov->data;
+  for (int64_t k = 0; k < n; k++) y[k] = unary_op(node, x[k]);
+  return 0;
+}
+
+/* ---- softmax --------------------------------------------------------------------- */
+
+int xnn_exec_softmax(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
+  (void)ctx;
+  const xnn_value *xv = &values[node->in[0]];
+  xnn_value *ov = &values[node->out[0]];
+  int64_t cols = xv->dims[xv->num_dims - 1];
+  int64_t n = xnn_numel(xv);
+  if (!n || !cols) return 0;
+  const float *x = xv->data;
+  float *y = ov->data;
+  for (int64_t r = 0; r < n / cols; r++) {
+    const float *xr = x + r * cols;
+    float *yr = y + r * cols;
+    float mx = -INFINITY;
+    for (int64_t c = 0; c < cols; c++) mx = xr[c] > mx ? xr[c] : mx;
+    float sum = 0.0f;
+    for (int64_t c = 0; c < cols; c++) {
+      yr[c] = expf(xr[c] - mx);
+      sum += yr[c];
+    }
+    const float inv = 1.0f / sum;
+    for (int64_t c = 0; c < cols; c++) yr[c] *= inv;
+  }
+  return 0;
+}

@@ -1,0 +1,488 @@
+/*
+ * nodes_conv.c - the XNNPACK delegate's convolutions on NHWC float32:
+ * Conv2d (7), DepthwiseConv2d (13), ConvTranspose2d (39). Pooling, resize
+ * and PReLU are nodes_pool.c.
+ *
+ * Every parameter comes from the payload and is checked once, in the
+ * prepare hook, which also packs the weights into a conv_plan (node->packed):
+ *   - Conv2d: per group, the filter [Cout_g, KH, KW, Cin_g] read as the
+ *     K x Cout_g matrix B (K = KH*KW*Cin_g, tap-major, channel fastest) and
+ *     packed into the GEMM engine's panels. A run is one GEMM per group and
+ *     row tile, A being the implicit im2col matrix of the NHWC input (rows =
+ *     output pixels, packed straight into the engine's row panels), or the
+ *     input itself for a 1x1 stride-1 unpadded convolution;
+ *   - DepthwiseConv2d: the filter [1, KH, KW, C*M] is already taps x
+ *     channels, kept as is beside the bias; a run is direct loops with the
+ *     channels in vector registers;
+ *   - ConvTranspose2d: per group, B[ic][(tap, oc)] = filter[oc][tap][ic],
+ *     packed; a run is col = x @ B per row tile, then each column block is
+ *     added into the output pixel it lands on.
+ * Bias (zeros when absent) and the node's output_min/output_max clamp are
+ * applied to each row tile while it is in cache.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/xnnpack/nodes.h"
+#include "kernels/gemm/gemm.h"
+
+enum { CONV_PLAIN, CONV_DEPTHWISE, CONV_TRANSPOSED };
+
+/* Largest stride, dilation, kernel or padding accepted: keeps every size
+ * computed from them far inside int64. */
+#define CONV_PARAM_MAX (1u << 24)
+
+typedef struct conv_plan {
+  int kind;
+  int64_t KH, KW, sh, sw, dh, dw, pt, pl, pb, pr, ah, aw;
+  int64_t G, Cin_g, Cout_g, Cin, Cout, K; /* K: GEMM depth (plain: KH*KW*Cin_g) */
+  bool direct;                           /* plain 1x1, stride 1, no padding */
+  float *bias;                           /* [Cout] */
+  float *w;                              /* packed weights, group after group */
+  size_t wg;                             /* floats between groups in w */
+} conv_plan;
+
+/* ---- checks and plan ---------------------------------------------------- */
+
+static const char *conv_name(int kind) {
+  return kind == CONV_PLAIN ? "Conv2d" : kind == CONV_DEPTHWISE ? "DepthwiseConv2d"
+                                                                 : "ConvTranspose2d";
+}
+
+/* Output size of one spatial dim; -1 when the dilated kernel does not fit
+ * the padded input (plain) or the result is not positive (transposed). */
+static int64_t conv_out_size(const conv_plan *p, int64_t in, bool height) {
+  int64_t k = height ? p->KH : p->KW, d = height ? p->dh : p->dw, s = height ? p->sh : p->sw;
+  int64_t pad = height ? p->pt + p->pb : p->pl + p->pr, adj = height ? p->ah : p->aw;
+  int64_t eff = d * (k - 1) + 1;
+  if (p->kind == CONV_TRANSPOSED) {
+    int64_t o = s * (in - 1) + adj + eff - pad;
+    return in >= 1 && o >= 1 ? o : -1;
+  }
+  if (in + pad < eff) return -1;
+  return (in + pad - eff) / s + 1;
+}
+
+static int conv_prepare(px_ctx *ctx, xnn_node *node, xnn_value *values, int kind) {
+  const char *nm = conv_name(kind);
+  const xnn_value *x = &values[node->in[0]], *f = &values[node->in[1]];
+  const xnn_value *y = &values[node->out[0]];
+  const xnn_value *b = node->in[2] == XNN_INVALID_ID ? NULL : &values[node->in[2]];
+  const uint32_t pr[] = {node->p.conv.padding_top, node->p.conv.padding_right,
+                         node->p.conv.padding_bottom, node->p.conv.padding_left,
+                         node->p.conv.kernel_height, node->p.conv.kernel_width,
+                         node->p.conv.subsampling_height, node->p.conv.subsampling_width,
+                         node->p.conv.dilation_height, node->p.conv.dilation_width,
+                         node->p.conv.group_input_channels, node->p.conv.group_output_channels,
+                         node->p.conv.groups, node->p.conv.adjustment_height,
+                         node->p.conv.adjustment_width};
+  for (size_t k = 0; k < sizeof pr / sizeof pr[0]; k++)
+    if (pr[k] > CONV_PARAM_MAX)
+      return px_fail(ctx, "%s: parameter %u exceeds %u", nm, pr[k], CONV_PARAM_MAX);
+  conv_plan p = {0};
+  p.kind = kind;
+  p.pt = pr[0], p.pr = pr[1], p.pb = pr[2], p.pl = pr[3];
+  p.KH = pr[4], p.KW = pr[5], p.sh = pr[6], p.sw = pr[7], p.dh = pr[8], p.dw = pr[9];
+  p.Cin_g = pr[10], p.Cout_g = pr[11], p.G = pr[12], p.ah = pr[13], p.aw = pr[14];
+  if (!p.KH || !p.KW || !p.sh || !p.sw || !p.dh || !p.dw)
+    return px_fail(ctx, "%s: kernel %lldx%lld, stride %lldx%lld and dilation %lldx%lld must be "
+                   "positive", nm, (long long)p.KH, (long long)p.KW, (long long)p.sh,
+                   (long long)p.sw, (long long)p.dh, (long long)p.dw);
+  if (!p.G || !p.Cin_g || !p.Cout_g)
+    return px_fail(ctx, "%s: groups (%lld) and channels per group (%lld in, %lld out) must be "
+                   "positive", nm, (long long)p.G, (long long)p.Cin_g, (long long)p.Cout_g);
+  if (kind != CONV_TRANSPOSED && (p.ah || p.aw))
+    return px_fail(ctx, "%s: adjustment is only for ConvTranspose2d", nm);
+  if (kind == CONV_TRANSPOSED && (p.ah >= p.sh || p.aw >= p.sw))
+    return px_fail(ctx, "%s: adjustment %lldx%lld must be smaller than the stride %lldx%lld", nm,
+                   (long long)p.ah, (long long)p.aw, (long long)p.sh, (long long)p.sw);
+  if (kind == CONV_DEPTHWISE && p.Cin_g != 1)
+    return px_fail(ctx, "%s: group_input_channels must be 1, got %lld", nm, (long long)p.Cin_g);
+  p.Cin = p.G * p.Cin_g;
+  p.Cout = p.G * p.Cout_g;
+  if (p.Cout > CONV_PARAM_MAX || p.Cin > CONV_PARAM_MAX || p.KH * p.KW > CONV_PARAM_MAX)
+    return px_fail(ctx, "%s: %lld groups x channels or a %lldx%lld kernel is too large", nm,
+                   (long long)p.G, (long long)p.KH, (long long)p.KW);
+  /* values: NHWC input and output, the filter a constant of the layout's dims */
+  if (x->num_dims != 4 || y->num_dims != 4)
+    return px_fail(ctx, "%s: input and output must be 4-D (NHWC), got %u and %u dims", nm,
+                   x->num_dims, y->num_dims);
+  if (x->datatype != XNN_DT_FP32 || y->datatype != XNN_DT_FP32 || f->datatype != XNN_DT_FP32 ||
+      (b && b->datatype != XNN_DT_FP32))
+    return px_fail(ctx, "%s: only fp32 input, filter, bias and output are supported", nm);
+  int64_t fd[4] = {p.Cout, p.KH, p.KW, p.Cin_g};
+  if (kind == CONV_DEPTHWISE) fd[0] = 1, fd[3] = p.Cout;
+  if (f->num_dims != 4 || f->max_dims[0] != fd[0] || f->max_dims[1] != fd[1] ||
+      f->max_dims[2] != fd[2] || f->max_dims[3] != fd[3])
+    return px_fail(ctx, "%s: filter must have dims [%lld, %lld, %lld, %lld] for %lld groups of "
+                   "%lld -> %lld channels", nm, (long long)fd[0], (long long)fd[1],
+                   (long long)fd[2], (long long)fd[3], (long long)p.G, (long long)p.Cin_g,
+                   (long long)p.Cout_g);
+  int64_t fn = fd[0] * fd[1] * fd[2] * fd[3];
+  if (!f->constant || f->constant_size < (size_t)fn * sizeof(float))
+    return px_fail(ctx, "%s: the filter must be a constant of %lld floats", nm, (long long)fn);
+  int64_t bn = 1;
+  if (b)
+    for (uint32_t k = 0; k < b->num_dims; k++) bn *= b->max_dims[k];
+  if (b && (!b->constant || bn != p.Cout || b->constant_size < (size_t)p.Cout * sizeof(float)))
+    return px_fail(ctx, "%s: the bias must be a constant of %lld floats", nm, (long long)p.Cout);
+  if (x->max_dims[3] != p.Cin)
+    return px_fail(ctx, "%s: input has %lld channels, the node expects %lld (%lld groups of %lld)",
+                   nm, (long long)x->max_dims[3], (long long)p.Cin, (long long)p.G,
+                   (long long)p.Cin_g);
+  if (y->max_dims[3] != p.Cout)
+    return px_fail(ctx, "%s: output has %lld channels, the node computes %lld", nm,
+                   (long long)y->max_dims[3], (long long)p.Cout);
+  int64_t oh = conv_out_size(&p, x->max_dims[1], true), ow = conv_out_size(&p, x->max_dims[2], false);
+  if (oh < 0 || ow < 0)
+    return px_fail(ctx, "%s: a %lldx%lld kernel (dilation %lldx%lld, padding %lld/%lld/%lld/%lld) "
+                   "gives no output for a %lldx%lld input", nm, (long long)p.KH, (long long)p.KW,
+                   (long long)p.dh, (long long)p.dw, (long long)p.pt, (long long)p.pr,
+                   (long long)p.pb, (long long)p.pl, (long long)x->max_dims[1],
+                   (long long)x->max_dims[2]);
+  /* ---- pack ---- */
+  const float *fw = f->constant;
+  size_t wfloats;
+  p.direct = false;
+  if (kind == CONV_PLAIN) {
+    p.K = p.KH * p.KW * p.Cin_g;
+    p.wg = px_gemm_f32_prepack_size(p.Cout_g, p.K) / sizeof(float);
+    p.direct = p.KH == 1 && p.KW == 1 && p.sh == 1 && p.sw == 1 && !p.pt && !p.pl && !p.pb && !p.pr;
+  } else if (kind == CONV_TRANSPOSED) {
+    p.K = p.Cin_g;
+    p.wg = px_gemm_f32_prepack_size(p.KH * p.KW * p.Cout_g, p.K) / sizeof(float);
+  } else {
+    p.K = p.KH * p.KW;
+    p.wg = (size_t)fn;
+  }
+  wfloats = p.wg * (size_t)p.G;
+  size_t head = (sizeof(conv_plan) + 63) / 64 * 64, bias_b = ((size_t)p.Cout * 4 + 63) / 64 * 64;
+  size_t total = head + bias_b + (wfloats * 4 + 63) / 64 * 64;
+  if (wfloats > ((size_t)1 << 40) / 4)
+    return px_fail(ctx, "%s: packed weights of %zu floats are too large", nm, wfloats);
+  char *mem = aligned_alloc(64, total);
+  if (!mem) return px_fail(ctx, "%s: out of memory packing %zu bytes of weights", nm, total);
+  conv_plan *plan = (conv_plan *)mem;
+  *plan = p;
+  plan->bias = (float *)(mem + head);
+  plan->w = (float *)(mem + head + bias_b);
+  if (b)
+    memcpy(plan->bias, b->constant, (size_t)p.Cout * sizeof(float));
+  else
+    memset(plan->bias, 0, (size_t)p.Cout * sizeof(float));
+  if (kind == CONV_PLAIN) {
+    /* B(k, j) = filter[g*Cout_g + j][k]: row stride 1, column stride K */
+    for (int64_t g = 0; g < p.G; g++)
+      px_gemm_f32_prepack_b(p.Cout_g, p.K, fw + g * p.Cout_g * p.K, 1, p.K, plan->w + g * p.wg);
+  } else if (kind == CONV_TRANSPOSED) {
+    /* B(ic, t*Cout_g + oc) = filter[g*Cout_g + oc][t][ic], through a
+     * row-major copy */
+    int64_t KK = p.KH * p.KW, N = KK * p.Cout_g;
+    float *tmp = malloc(sizeof(float) * (size_t)(N * p.Cin_g));
+    if (!tmp) {
+      free(mem);
+      return px_fail(ctx, "%s: out of memory packing weights", nm);
+    }
+    for (int64_t g = 0; g < p.G; g++) {
+      for (int64_t oc = 0; oc < p.Cout_g; oc++)
+        for (int64_t t = 0; t < KK; t++) {
+          const float *src = fw + ((g * p.Cout_g + oc) * KK + t) * p.Cin_g;
+          for (int64_t ic = 0; ic < p.Cin_g; ic++) tmp[ic * N + t * p.Cout_g + oc] = src[ic];
+        }
+      px_gemm_f32_prepack_b(N, p.Cin_g, tmp, N, 1, plan->w + g * p.wg);
+    }
+    free(tmp);
+  } else {
+    memcpy(plan->w, fw, (size_t)fn * sizeof(float));
+  }
+  free(node->packed);
+  node->packed = plan;
+  node->packed_size = total;
+  return 0;
+}
+
+int xnn_prepare_conv2d(px_ctx *ctx, xnn_node *node, xnn_value *values) {
+  return conv_prepare(ctx, node, values, CONV_PLAIN);
+}
+int xnn_prepare_depthwise_conv2d(px_ctx *ctx, xnn_node *node, xnn_value *values) {
+  return conv_prepare(ctx, node, values, CONV_DEPTHWISE);
+}
+int xnn_prepare_conv_transpose2d(px_ctx *ctx, xnn_node *node, xnn_value *values) {
+  return conv_prepare(ctx, node, values, CONV_TRANSPOSED);
+}
+
+/* ---- shape ----------------------------------------------------------------- */
+
+static int conv_shape(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
+  const conv_plan *p = node->packed;
+  if (!p) return px_fail(ctx, "convolution was not prepared");
+  const char *nm = conv_name(p->kind);
+  const xnn_value *x = &values[node->in[0]];
+  xnn_value *y = &values[node->out[0]];
+  if (x->dims[3] != p->Cin)
+    return px_fail(ctx, "%s: input has %lld channels, expected %lld", nm, (long long)x->dims[3],
+                   (long long)p->Cin);
+  int64_t d[4] = {x->dims[0], conv_out_size(p, x->dims[1], true),
+                  conv_out_size(p, x->dims[2], false), p->Cout};
+  if (d[1] < 0 || d[2] < 0)
+    return px_fail(ctx, "%s: the kernel does not fit a %lldx%lld input", nm,
+                   (long long)x->dims[1], (long long)x->dims[2]);
+  for (int k = 0; k < 4; k++)
+    if (d[k] > y->max_dims[k])
+      return px_fail(ctx, "%s: output dim %d would be %lld, above its bound %lld", nm, k,
+                     (long long)d[k], (long long)y->max_dims[k]);
+  return xnn_set_dims(ctx, node, y, 4, d);
+}
+
+int xnn_shape_conv2d(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
+  return conv_shape(ctx, node, values);
+}
+int xnn_shape_depthwise_conv2d(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
+  return conv_shape(ctx, node, values);
+}
+int xnn_shape_conv_transpose2d(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
+  return conv_shape(ctx, node, values);
+}
+
+/* ---- shared epilogue --------------------------------------------------------- */
+
+/* rows x C floats at y: clamp to [lo, hi] (skipped when both are infinite). */
+static void clamp_rows(float *y, int64_t n, float lo, float hi) {
+  if (lo == -INFINITY && hi == INFINITY) return;
+  for (int64_t i = 0; i < n; i++) {
+    float v = y[i];
+    v = v < lo ? lo : v;
+    y[i] = v > hi ? hi : v;
+  }
+}
+
+/* Rows per tile: about 128 KiB of output, a multiple of 24 (the engine's
+ * row panels are 6 or 4 high), at least 24. */
+static int64_t tile_rows(int64_t row_floats) {
+  int64_t t = (32768 / (row_floats > 0 ? row_floats : 1)) / 24 * 24;
+  return t < 24 ? 24 : t > 960 ? 960 : t;
+}
+
+/* ---- Conv2d ------------------------------------------------------------------ */
+
+/* Implicit im2col of one group over the NHWC input: row r = (n, oh, ow)
+ * (counted from row0), depth k = (ki*KW + kj)*Cin_g + c. */
+typedef struct im2col_src {
+  const conv_plan *p;
+  const float *x; /* input + the group's first channel */
+  int64_t H, W, OH, OW, row0;
+} im2col_src;
+
+static void im2col_pack(const void *src, int64_t ic, int64_t mc, int64_t pc, int64_t kc, int mr,
+                        float *pa) {
+  const im2col_src *s = src;
+  const conv_plan *p = s->p;
+  const int64_t Cg = p->Cin_g, Cin = p->Cin, OHW = s->OH * s->OW;
+  for (int64_t i0 = 0; i0 < mc; i0 += mr, pa += (int64_t)mr * kc) {
+    int m = (int)(mc - i0 < mr ? mc - i0 : mr);
+    for (int i = 0; i < m; i++) {
+      int64_t r = s->row0 + ic + i0 + i, n = r / OHW, rem = r % OHW;
+      int64_t ih0 = rem / s->OW * p->sh - p->pt, iw0 = rem % s->OW * p->sw - p->pl;
+      const float *xn = s->x + n * s->H * s->W * Cin;
+      int64_t t = pc / Cg, c = pc % Cg;
+      for (int64_t q = 0; q < kc; t++, c = 0) {
+        int64_t len = Cg - c < kc - q ? Cg - c : kc - q;
+        int64_t ih = ih0 + t / p->KW * p->dh, iw = iw0 + t % p->KW * p->dw;
+        float *d = pa + q * mr + i;
+        if (ih >= 0 && ih < s->H && iw >= 0 && iw < s->W) {
+          const float *sp = xn + (ih * s->W + iw) * Cin + c;
+          for (int64_t e = 0; e < len; e++) d[e * mr] = sp[e];
+        } else {
+          for (int64_t e = 0; e < len; e++) d[e * mr] = 0.0f;
+        }
+        q += len;
+      }
+    }
+    for (int i = m; i < mr; i++)
+      for (int64_t q = 0; q < kc; q++) pa[q * mr + i] = 0.0f;
+  }
+}
+
+int xnn_exec_conv2d(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
+  const conv_plan *p = node->packed;
+  const xnn_value *xv = &values[node->in[0]], *yv = &values[node->out[0]];
+  const float *x = xv->data;
+  float *y = yv->data;
+  const int64_t H = xv->dims[1], W = xv->dims[2], OH = yv->dims[1], OW = yv->dims[2];
+  const int64_t M = yv->dims[0] * OH * OW, Cout = p->Cout, Cg = p->Cout_g;
+  if (M == 0) return 0;
+  const int64_t T = tile_rows(Cout);
+  void *work = px_scratch(ctx, px_gemm_f32_work_size(T, Cg, p->K));
+  if (!work) return PYEXEC_ERR_EXECUTION;
+  for (int64_t r0 = 0; r0 < M; r0 += T) {
+    int64_t rows = M - r0 < T ? M - r0 : T;
+    float *yt = y + r0 * Cout;
+    for (int64_t r = 0; r < rows; r++) memcpy(yt + r * Cout, p->bias, sizeof(float) * (size_t)Cout);
+    for (int64_t g = 0; g < p->G; g++) {
+      int rc;
+      if (p->direct) {
+        rc = px_gemm_f32_prepacked(ctx, work, rows, Cg, p->K, x + r0 * p->Cin + g * p->Cin_g,
+                                   p->Cin, 1, NULL, NULL, p->w + g * p->wg, 1.0f, yt + g * Cg, Cout);
+      } else {
+        im2col_src s = {p, x + g * p->Cin_g, H, W, OH, OW, r0};
+        rc = px_gemm_f32_prepacked(ctx, work, rows, Cg, p->K, NULL, 0, 0, im2col_pack, &s,
+                                   p->w + g * p->wg, 1.0f, yt + g * Cg, Cout);
+      }
+      if (rc) return rc;
+    }
+    clamp_rows(yt, rows * Cout, node->output_min, node->output_max);
+  }
+  return 0;
+}
+
+/* ---- DepthwiseConv2d ------------------------------------------------------------ */
+
+typedef float v8f __attribute__((vector_size(32)));
+typedef float v8f_u __attribute__((vector_size(32), aligned(4), may_alias));
+typedef float v4f __attribute__((vector_size(16)));
+typedef float v4f_u __attribute__((vector_size(16), aligned(4), may_alias));
+typedef int32_t v8i __attribute__((vector_size(32)));
+typedef int32_t v4i __attribute__((vector_size(16)));
+/* a where m is false, b where m is true (m a comparison's all-ones mask). */
+#define VSEL(VT, VI, m, a, b) ((VT)((((VI)(a)) & ~(m)) | (((VI)(b)) & (m))))
+
+/* One output pixel of a depthwise convolution with multiplier 1: the taps
+ * inside the input are xs[0..nt) (input pixel pointers) with filter rows
+ * ws[0..nt); channels in registers, VL at a time. */
+#define DEFINE_DW_PIXEL(NAME, ATTR, VT, VI, VTU, VL)                                               \
+  ATTR static void NAME(int64_t C, int nt, const float *const *xs, const float *const *ws,    \
+                        const float *bias, float lo, float hi, float *o) {                     \
+    int64_t c = 0;                                                                             \
+    VT vlo = (VT){0} + lo, vhi = (VT){0} + hi;                                                 \
+    for (; c + 2 * VL <= C; c += 2 * VL) {                                                     \
+      VT a0 = *(const VTU *)(bias + c), a1 = *(const VTU *)(bias + c + VL);                   \
+      for (int t = 0; t < nt; t++) {                                                           \
+        a0 += *(const VTU *)(xs[t] + c) * *(const VTU *)(ws[t] + c);                          \
+        a1 += *(const VTU *)(xs[t] + c + VL) * *(const VTU *)(ws[t] + c + VL);                \
+      }                                                                                        \
+      a0 = VSEL(VT, VI, a0 < vlo, a0, vlo);                                                    \
+      a1 = VSEL(VT, VI, a1 < vlo, a1, vlo);                                                    \
+      *(VTU *)(o + c) = VSEL(VT, VI, a0 > vhi, a0, vhi);                                       \
+      *(VTU *)(o + c + VL) = VSEL(VT, VI, a1 > vhi, a1, vhi);                                  \
+    }                                                                                          \
+    for (; c + VL <= C; c += VL) {                                                             \
+      VT a0 = *(const VTU *)(bias + c);                                                        \
+      for (int t = 0; t < nt; t++) a0 += *(const VTU *)(xs[t] + c) * *(const VTU *)(ws[t] + c); \
+      a0 = VSEL(VT, VI, a0 < vlo, a0, vlo);                                                    \
+      *(VTU *)(o + c) = VSEL(VT, VI, a0 > vhi, a0, vhi);                                       \
+    }                                                                                          \
+    for (; c < C; c++) {                                                                       \
+      float a = bias[c];                                                                       \
+      for (int t = 0; t < nt; t++) a += xs[t][c] * ws[t][c];                                   \
+      a = a < lo ? lo : a;                                                                     \
+      o[c] = a > hi ? hi : a;                                                                  \
+    }                                                                                          \
+  }
+
+DEFINE_DW_PIXEL(dw_pixel, , v4f, v4i, v4f_u, 4)
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#define XNN_X86 1
+DEFINE_DW_PIXEL(dw_pixel_avx2, __attribute__((target("avx2,fma"))), v8f, v8i, v8f_u, 8)
+#else
+#define XNN_X86 0
+#endif
+
+int xnn_exec_depthwise_conv2d(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
+  const conv_plan *p = node->packed;
+  const xnn_value *xv = &values[node->in[0]], *yv = &values[node->out[0]];
+  const float *x = xv->data;
+  float *y = yv->data;
+  const int64_t N = xv->dims[0], H = xv->dims[1], W = xv->dims[2], Cin = p->Cin;
+  const int64_t OH = yv->dims[1], OW = yv->dims[2], C = p->Cout, Mul = p->Cout_g;
+  const int64_t KK = p->KH * p->KW;
+  const float lo = node->output_min, hi = node->output_max;
+  const float **xs = px_scratch(ctx, sizeof(float *) * 2 * (size_t)KK);
+  if (!xs) return PYEXEC_ERR_EXECUTION;
+  const float **ws = xs + KK;
+#if XNN_X86
+  bool avx2 = (__builtin_cpu_init(), __builtin_cpu_supports("avx2") &&
+               __builtin_cpu_supports("fma"));
+#endif
+  for (int64_t n = 0; n < N; n++)
+    for (int64_t oh = 0; oh < OH; oh++)
+      for (int64_t ow = 0; ow < OW; ow++) {
+        int nt = 0;
+        int64_t ih0 = oh * p->sh - p->pt, iw0 = ow * p->sw - p->pl;
+        for (int64_t ki = 0; ki < p->KH; ki++) {
+          int64_t ih = ih0 + ki * p->dh;
+          if (ih < 0 || ih >= H) continue;
+          for (int64_t kj = 0; kj < p->KW; kj++) {
+            int64_t iw = iw0 + kj * p->dw;
+            if (iw < 0 || iw >= W) continue;
+            xs[nt] = x + ((n * H + ih) * W + iw) * Cin;
+            ws[nt] = p->w + (ki * p->KW + kj) * C;
+            nt++;
+          }
+        }
+        float *o = y + ((n * OH + oh) * OW + ow) * C;
+        if (Mul == 1) {
+#if XNN_X86
+          if (avx2) {
+            dw_pixel_avx2(C, nt, xs, ws, p->bias, lo, hi, o);
+            continue;
+          }
+#endif
+          dw_pixel(C, nt, xs, ws, p->bias, lo, hi, o);
+          continue;
+        }
+        /* multiplier > 1: output channel c reads input channel c / Mul */
+        memcpy(o, p->bias, sizeof(float) * (size_t)C);
+        for (int t = 0; t < nt; t++)
+          for (int64_t ci = 0, c = 0; ci < Cin; ci++) {
+            float xv1 = xs[t][ci];
+            for (int64_t m = 0; m < Mul; m++, c++) o[c] += xv1 * ws[t][c];
+          }
+        clamp_rows(o, C, lo, hi);
+      }
+  return 0;
+}
+
+/* ---- ConvTranspose2d ----------------------------------------------------------- */
+
+int xnn_exec_conv_transpose2d(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
+  const conv_plan *p = node->packed;
+  const xnn_value *xv = &values[node->in[0]], *yv = &values[node->out[0]];
+  const float *x = xv->data;
+  float *y = yv->data;
+  const int64_t N = xv->dims[0], H = xv->dims[1], W = xv->dims[2];
+  const int64_t OH = yv->dims[1], OW = yv->dims[2], Cout = p->Cout, Cg = p->Cout_g;
+  const int64_t KK = p->KH * p->KW, NB = KK * Cg, M = N * H * W;
+  for (int64_t r = 0; r < N * OH * OW; r++)
+    memcpy(y + r * Cout, p->bias, sizeof(float) * (size_t)Cout);
+  if (M == 0) return 0;
+  const int64_t T = tile_rows(NB);
+  float *col = px_scratch(ctx, sizeof(float) * (size_t)(T * NB));
+  void *work = px_scratch(ctx, px_gemm_f32_work_size(T, NB, p->K));
+  if (!col || !work) return PYEXEC_ERR_EXECUTION;
+  for (int64_t r0 = 0; r0 < M; r0 += T) {
+    int64_t rows = M - r0 < T ? M - r0 : T;
+    for (int64_t g = 0; g < p->G; g++) {
+      int rc = px_gemm_f32_prepacked(ctx, work, rows, NB, p->K, x + r0 * p->Cin + g * p->Cin_g,
+                                     p->Cin, 1, NULL, NULL, p->w + g * p->wg, 0.0f, col, NB);
+      if (rc) return rc;
+      for (int64_t r = 0; r < rows; r++) {
+        int64_t q = r0 + r, n = q / (H * W), ih = q / W % H, iw = q % W;
+        const float *cr = col + r * NB;
+        for (int64_t ki = 0; ki < p->KH; ki++) {
+          int64_t oh = ih * p->sh - p->pt + ki * p->dh;
+          if (oh < 0 || oh >= OH) continue;
+          for (int64_t kj = 0; kj < p->KW; kj++) {
+            int64_t ow = iw * p->sw - p->pl + kj * p->dw;
+            if (ow < 0 || ow >= OW) continue;
+            float *o = y + ((n * OH + oh) * OW + ow) * Cout + g * Cg;
+            const float *src = cr + (ki * p->KW + kj) * Cg;
+            for (int64_t c = 0; c < Cg; c++) o[c] += src[c];
+          }
+        }
+      }
+    }
+  }
+  clamp_rows(y, N * OH * OW * Cout, node->output_min, node->output_max);
+  return 0;
+}

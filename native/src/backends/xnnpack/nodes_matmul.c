@@ -1,0 +1,94 @@
+/*
+ * nodes_matmul.c - the XNNPACK graph's products on the GEMM engine:
+ * FullyConnected (leading dims kept, optional bias, filter [OC, IC] or, with
+ * XNN_FLAG_TRANSPOSE_WEIGHTS, [IC, OC]; then the output clamp) and
+ * BatchMatrixMultiply ([..., M, K] @ [..., K, N], equal batch dims).
+ */
+#include <math.h>
+#include <string.h>
+
+#include "backends/xnnpack/nodes.h"
+#include "kernels/gemm/gemm.h"
+
+static void clamp_all(float *y, int64_t n, float lo, float hi) {
+  if (isinf(lo) && lo < 0 && isinf(hi) && hi > 0) return;
+  for (int64_t k = 0; k < n; k++) y[k] = y[k] < lo ? lo : y[k] > hi ? hi : y[k];
+}
+
+/* Filter dims as (OC, IC). */
+static void fc_dims(const xnn_node *node, const xnn_value *w, int64_t *oc, int64_t *ic) {
+  bool tr = node->flags & XNN_FLAG_TRANSPOSE_WEIGHTS;
+  *oc = tr ? w->dims[1] : w->dims[0];
+  *ic = tr ? w->dims[0] : w->dims[1];
+}
+
+int xnn_shape_fully_connected(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
+  const xnn_value *x = &values[node->in[0]], *w = &values[node->in[1]];
+  int64_t oc, ic;
+  fc_dims(node, w, &oc, &ic);
+  if (x->dims[x->num_dims - 1] != ic)
+    return px_fail(ctx, "input has %lld features, the filter takes %lld", (long long)x->dims[x->num_dims - 1],
+                   (long long)ic);
+  if (node->in[2] != XNN_INVALID_ID && values[node->in[2]].dims[0] != oc)
+    return px_fail(ctx, "bias has %lld entries for %lld outputs", (long long)values[node->in[2]].dims[0],
+                   (long long)oc);
+  int64_t d[XNN_MAX_DIMS];
+  memcpy(d, x->dims, sizeof(int64_t) * x->num_dims);
+  d[x->num_dims - 1] = oc;
+  return xnn_set_dims(ctx, node, &values[node->out[0]], x->num_dims, d);
+}
+
+int xnn_exec_fully_connected(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
+  const xnn_value *x = &values[node->in[0]], *w = &values[node->in[1]];
+  xnn_value *o = &values[node->out[0]];
+  int64_t oc, ic;
+  fc_dims(node, w, &oc, &ic);
+  int64_t m = ic ? xnn_numel(x) / ic : xnn_numel(o) / (oc ? oc : 1);
+  float *y = o->data;
+  if (!m || !oc) return 0;
+  float beta = 0.0f;
+  if (node->in[2] != XNN_INVALID_ID) {
+    const float *b = values[node->in[2]].data;
+    for (int64_t r = 0; r < m; r++) memcpy(y + r * oc, b, sizeof(float) * (size_t)oc);
+    beta = 1.0f;
+  }
+  bool tr = node->flags & XNN_FLAG_TRANSPOSE_WEIGHTS;
+  int rc = px_gemm_f32(ctx, NULL, m, oc, ic, 1.0f, x->data, ic, 1, w->data, tr ? oc : 1, tr ? 1 : ic, beta, y,
+                       oc);
+  if (rc) return rc;
+  clamp_all(y, m * oc, node->output_min, node->output_max);
+  return 0;
+}
+
+int xnn_shape_batch_matrix_multiply(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
+  const xnn_value *a = &values[node->in[0]], *b = &values[node->in[1]];
+  uint32_t r = a->num_dims;
+  for (uint32_t k = 0; k + 2 < r; k++)
+    if (a->dims[k] != b->dims[k])
+      return px_fail(ctx, "batch dim %u differs: %lld vs %lld", k, (long long)a->dims[k], (long long)b->dims[k]);
+  if (a->dims[r - 1] != b->dims[r - 2])
+    return px_fail(ctx, "inner dims differ: %lld vs %lld", (long long)a->dims[r - 1], (long long)b->dims[r - 2]);
+  int64_t d[XNN_MAX_DIMS];
+  memcpy(d, a->dims, sizeof(int64_t) * r);
+  d[r - 1] = b->dims[r - 1];
+  return xnn_set_dims(ctx, node, &values[node->out[0]], r, d);
+}
+
+int xnn_exec_batch_matrix_multiply(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
+  const xnn_value *a = &values[node->in[0]], *b = &values[node->in[1]];
+  xnn_value *o = &values[node->out[0]];
+  uint32_t r = a->num_dims;
+  int64_t M = a->dims[r - 2], K = a->dims[r - 1], N = b->dims[r - 1];
+  int64_t batch = 1;
+  for (uint32_t k = 0; k + 2 < r; k++) batch *= a->dims[k];
+  if (!batch || !M || !N) return 0;
+  void *work = px_scratch(ctx, px_gemm_f32_work_size(M, N, K));
+  if (!work) return PYEXEC_ERR_EXECUTION;
+  const float *pa = a->data, *pb = b->data;
+  float *po = o->data;
+  for (int64_t i = 0; i < batch; i++) {
+    int rc = px_gemm_f32(ctx, work, M, N, K, 1.0f, pa + i * M * K, K, 1, pb + i * K * N, N, 1, 0.0f, po + i * M * N, N);
+    if (rc) return rc;
+  }
+  return 0;
+}

@@ -1,0 +1,362 @@
+/*
+ * nodes_pool.c - the XNNPACK delegate's other spatial nodes on NHWC
+ * float32: AvgPooling2d (11), MaxPooling2d (14), GlobalAvgPooling2d (19),
+ * ArgMaxPooling2d (21), StaticResizeBilinear2D (9) and PReLU (31).
+ * Convolutions are nodes_conv.c.
+ *
+ * These nodes have no prepare hook: their parameters (from the payload,
+ * untrusted) are checked by the shape function on every run, which costs a
+ * few comparisons. Every loop keeps a pixel's channels innermost (contiguous
+ * in NHWC).
+ */
+#include <math.h>
+#include <string.h>
+
+#include "backends/xnnpack/nodes.h"
+
+/* Largest pooling size, stride, dilation or padding accepted. */
+#define POOL_PARAM_MAX (1u << 24)
+
+static int require_nhwc(px_ctx *ctx, const char *nm, const xnn_value *x, const xnn_value *y) {
+  if (x->num_dims != 4 || y->num_dims != 4)
+    return px_fail(ctx, "%s: input and output must be 4-D (NHWC), got %u and %u dims", nm,
+                   x->num_dims, y->num_dims);
+  if (x->datatype != XNN_DT_FP32 || y->datatype != XNN_DT_FP32)
+    return px_fail(ctx, "%s: only fp32 values are supported", nm);
+  return 0;
+}
+
+/* Sets y's dims to d after checking each against its bound. */
+static int set_out(px_ctx *ctx, const char *nm, const xnn_node *node, xnn_value *y,
+                   const int64_t *d) {
+  for (uint32_t k = 0; k < y->num_dims; k++)
+    if (d[k] > y->max_dims[k])
+      return px_fail(ctx, "%s: output dim %u would be %lld, above its bound %lld", nm, k,
+                     (long long)d[k], (long long)y->max_dims[k]);
+  return xnn_set_dims(ctx, node, y, y->num_dims, d);
+}
+
+static float clampf(float v, float lo, float hi) {
+  v = v < lo ? lo : v;
+  return v > hi ? hi : v;
+}
+
+/* ---- windowed pooling ------------------------------------------------------ */
+
+typedef struct pool_geom {
+  int64_t N, H, W, C, OH, OW;
+  int64_t ph, pw, sh, sw, dh, dw, pt, pl;
+} pool_geom;
+
+/* Reads the node's window (Avg/MaxPooling2d, or ArgMaxPooling2d with stride =
+ * size and dilation 1), checks it and the input, and computes the output
+ * size. */
+static int pool_geometry(px_ctx *ctx, const char *nm, const xnn_node *node,
+                         const xnn_value *values, pool_geom *g) {
+  const xnn_value *x = &values[node->in[0]], *y = &values[node->out[0]];
+  int rc = require_nhwc(ctx, nm, x, y);
+  if (rc) return rc;
+  uint32_t pr[10];
+  if (node->type == XNN_NODE_argmax_pooling2d) {
+    pr[0] = node->p.argmax.padding_top, pr[1] = node->p.argmax.padding_right;
+    pr[2] = node->p.argmax.padding_bottom, pr[3] = node->p.argmax.padding_left;
+    pr[4] = node->p.argmax.pooling_height, pr[5] = node->p.argmax.pooling_width;
+    pr[6] = pr[4], pr[7] = pr[5], pr[8] = 1, pr[9] = 1;
+  } else {
+    pr[0] = node->p.pool.padding_top, pr[1] = node->p.pool.padding_right;
+    pr[2] = node->p.pool.padding_bottom, pr[3] = node->p.pool.padding_left;
+    pr[4] = node->p.pool.pooling_height, pr[5] = node->p.pool.pooling_width;
+    pr[6] = node->p.pool.stride_height, pr[7] = node->p.pool.stride_width;
+    pr[8] = node->p.pool.dilation_height, pr[9] = node->p.pool.dilation_width;
+    /* the writer leaves AvgPooling2d's dilation 0 ("unused") */
+    if (node->type == XNN_NODE_avg_pooling2d) pr[8] = pr[9] = 1;
+  }
+  for (int k = 0; k < 10; k++)
+    if (pr[k] > POOL_PARAM_MAX)
+      return px_fail(ctx, "%s: parameter %u exceeds %u", nm, pr[k], POOL_PARAM_MAX);
+  if (!pr[4] || !pr[5] || !pr[6] || !pr[7] || !pr[8] || !pr[9])
+    return px_fail(ctx, "%s: pooling size %ux%u, stride %ux%u and dilation %ux%u must be positive",
+                   nm, pr[4], pr[5], pr[6], pr[7], pr[8], pr[9]);
+  g->N = x->dims[0], g->H = x->dims[1], g->W = x->dims[2], g->C = x->dims[3];
+  g->pt = pr[0], g->pl = pr[3], g->ph = pr[4], g->pw = pr[5];
+  g->sh = pr[6], g->sw = pr[7], g->dh = pr[8], g->dw = pr[9];
+  int64_t effh = g->dh * (g->ph - 1) + 1, effw = g->dw * (g->pw - 1) + 1;
+  int64_t padh = g->H + pr[0] + pr[2], padw = g->W + pr[1] + pr[3];
+  if (padh < effh || padw < effw)
+    return px_fail(ctx, "%s: a %lldx%lld window does not fit the %lldx%lld padded input", nm,
+                   (long long)effh, (long long)effw, (long long)padh, (long long)padw);
+  g->OH = (padh - effh) / g->sh + 1;
+  g->OW = (padw - effw) / g->sw + 1;
+  return 0;
+}
+
+static int pool_shape(px_ctx *ctx, const char *nm, const xnn_node *node, xnn_value *values) {
+  pool_geom g;
+  int rc = pool_geometry(ctx, nm, node, values, &g);
+  if (rc) return rc;
+  int64_t d[4] = {g.N, g.OH, g.OW, g.C};
+  if ((rc = set_out(ctx, nm, node, &values[node->out[0]], d))) return rc;
+  if (node->type == XNN_NODE_argmax_pooling2d) {
+    xnn_value *idx = &values[node->out[1]];
+    if (idx->num_dims != 4 || idx->datatype != XNN_DT_INT32)
+      return px_fail(ctx, "%s: the index output must be a 4-D int32 value", nm);
+    return set_out(ctx, nm, node, idx, d);
+  }
+  return 0;
+}
+
+int xnn_shape_avg_pooling2d(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
+  return pool_shape(ctx, "AvgPooling2d", node, values);
+}
+int xnn_shape_max_pooling2d(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
+  return pool_shape(ctx, "MaxPooling2d", node, values);
+}
+int xnn_shape_argmax_pooling2d(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
+  return pool_shape(ctx, "ArgMaxPooling2d", node, values);
+}
+
+/* The taps of output pixel (oh, ow) inside the input: rows [ki0, ki1) and
+ * columns [kj0, kj1) of the window. */
+static void window(const pool_geom *g, int64_t oh, int64_t ow, int64_t *ki0, int64_t *ki1,
+                   int64_t *kj0, int64_t *kj1) {
+  int64_t ih0 = oh * g->sh - g->pt, iw0 = ow * g->sw - g->pl;
+  int64_t a = 0, b = g->ph, c = 0, d = g->pw;
+  while (a < b && ih0 + a * g->dh < 0) a++;
+  while (b > a && ih0 + (b - 1) * g->dh >= g->H) b--;
+  while (c < d && iw0 + c * g->dw < 0) c++;
+  while (d > c && iw0 + (d - 1) * g->dw >= g->W) d--;
+  *ki0 = a, *ki1 = b, *kj0 = c, *kj1 = d;
+}
+
+int xnn_exec_max_pooling2d(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
+  pool_geom g;
+  int rc = pool_geometry(ctx, "MaxPooling2d", node, values, &g);
+  if (rc) return rc;
+  const float *x = values[node->in[0]].data;
+  float *y = values[node->out[0]].data;
+  const int64_t C = g.C;
+  const float lo = node->output_min, hi = node->output_max;
+  for (int64_t n = 0; n < g.N; n++)
+    for (int64_t oh = 0; oh < g.OH; oh++)
+      for (int64_t ow = 0; ow < g.OW; ow++) {
+        float *o = y + ((n * g.OH + oh) * g.OW + ow) * C;
+        int64_t ki0, ki1, kj0, kj1;
+        window(&g, oh, ow, &ki0, &ki1, &kj0, &kj1);
+        for (int64_t c = 0; c < C; c++) o[c] = -INFINITY; /* padding acts as -inf */
+        for (int64_t ki = ki0; ki < ki1; ki++)
+          for (int64_t kj = kj0; kj < kj1; kj++) {
+            const float *xp = x + ((n * g.H + oh * g.sh - g.pt + ki * g.dh) * g.W + ow * g.sw -
+                                   g.pl + kj * g.dw) * C;
+            for (int64_t c = 0; c < C; c++) {
+              float v = xp[c];
+              o[c] = (v > o[c] || v != v) ? v : o[c]; /* NaN propagates, as in torch */
+            }
+          }
+        if (lo != -INFINITY || hi != INFINITY)
+          for (int64_t c = 0; c < C; c++) o[c] = clampf(o[c], lo, hi);
+      }
+  return 0;
+}
+
+int xnn_exec_avg_pooling2d(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
+  pool_geom g;
+  int rc = pool_geometry(ctx, "AvgPooling2d", node, values, &g);
+  if (rc) return rc;
+  const float *x = values[node->in[0]].data;
+  float *y = values[node->out[0]].data;
+  const int64_t C = g.C;
+  const float lo = node->output_min, hi = node->output_max;
+  for (int64_t n = 0; n < g.N; n++)
+    for (int64_t oh = 0; oh < g.OH; oh++)
+      for (int64_t ow = 0; ow < g.OW; ow++) {
+        float *o = y + ((n * g.OH + oh) * g.OW + ow) * C;
+        int64_t ki0, ki1, kj0, kj1;
+        window(&g, oh, ow, &ki0, &ki1, &kj0, &kj1);
+        memset(o, 0, sizeof(float) * (size_t)C);
+        for (int64_t ki = ki0; ki < ki1; ki++)
+          for (int64_t kj = kj0; kj < kj1; kj++) {
+            const float *xp = x + ((n * g.H + oh * g.sh - g.pt + ki * g.dh) * g.W + ow * g.sw -
+                                   g.pl + kj * g.dw) * C;
+            for (int64_t c = 0; c < C; c++) o[c] += xp[c];
+          }
+        /* padded elements are not counted; a window wholly in the padding
+         * gives 0 */
+        int64_t cnt = (ki1 - ki0) * (kj1 - kj0);
+        float scale = cnt ? 1.0f / (float)cnt : 0.0f;
+        for (int64_t c = 0; c < C; c++) o[c] = clampf(o[c] * scale, lo, hi);
+      }
+  return 0;
+}
+
+int xnn_exec_argmax_pooling2d(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
+  pool_geom g;
+  int rc = pool_geometry(ctx, "ArgMaxPooling2d", node, values, &g);
+  if (rc) return rc;
+  const float *x = values[node->in[0]].data;
+  float *y = values[node->out[0]].data;
+  int32_t *yi = values[node->out[1]].data;
+  const int64_t C = g.C;
+  if (g.ph * g.pw > INT32_MAX)
+    return px_fail(ctx, "ArgMaxPooling2d: a %lldx%lld window has indices beyond int32",
+                   (long long)g.ph, (long long)g.pw);
+  for (int64_t n = 0; n < g.N; n++)
+    for (int64_t oh = 0; oh < g.OH; oh++)
+      for (int64_t ow = 0; ow < g.OW; ow++) {
+        int64_t off = ((n * g.OH + oh) * g.OW + ow) * C;
+        float *o = y + off;
+        int32_t *oi = yi + off;
+        int64_t ki0, ki1, kj0, kj1;
+        window(&g, oh, ow, &ki0, &ki1, &kj0, &kj1);
+        for (int64_t c = 0; c < C; c++) o[c] = -INFINITY, oi[c] = 0;
+        bool first = true;
+        /* index = position in the window, row-major; the first maximum wins */
+        for (int64_t ki = ki0; ki < ki1; ki++)
+          for (int64_t kj = kj0; kj < kj1; kj++) {
+            const float *xp = x + ((n * g.H + oh * g.sh - g.pt + ki) * g.W + ow * g.sw - g.pl +
+                                   kj) * C;
+            int32_t k = (int32_t)(ki * g.pw + kj);
+            for (int64_t c = 0; c < C; c++)
+              if (first || xp[c] > o[c]) o[c] = xp[c], oi[c] = k;
+            first = false;
+          }
+      }
+  return 0;
+}
+
+/* ---- GlobalAvgPooling2d -------------------------------------------------------- */
+
+int xnn_shape_global_avg_pooling2d(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
+  const xnn_value *x = &values[node->in[0]];
+  xnn_value *y = &values[node->out[0]];
+  int rc = require_nhwc(ctx, "GlobalAvgPooling2d", x, y);
+  if (rc) return rc;
+  int64_t d[4] = {x->dims[0], 1, 1, x->dims[3]};
+  return set_out(ctx, "GlobalAvgPooling2d", node, y, d);
+}
+
+int xnn_exec_global_avg_pooling2d(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
+  (void)ctx;
+  const xnn_value *xv = &values[node->in[0]];
+  const float *x = xv->data;
+  float *y = values[node->out[0]].data;
+  const int64_t N = xv->dims[0], HW = xv->dims[1] * xv->dims[2], C = xv->dims[3];
+  const float scale = HW ? 1.0f / (float)HW : 0.0f;
+  for (int64_t n = 0; n < N; n++) {
+    float *o = y + n * C;
+    memset(o, 0, sizeof(float) * (size_t)C);
+    for (int64_t p = 0; p < HW; p++) {
+      const float *xp = x + (n * HW + p) * C;
+      for (int64_t c = 0; c < C; c++) o[c] += xp[c];
+    }
+    for (int64_t c = 0; c < C; c++) o[c] = clampf(o[c] * scale, node->output_min, node->output_max);
+  }
+  return 0;
+}
+
+/* ---- StaticResizeBilinear2D ------------------------------------------------------ */
+
+int xnn_shape_resize_bilinear2d(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
+  const char *nm = "StaticResizeBilinear2D";
+  const xnn_value *x = &values[node->in[0]];
+  xnn_value *y = &values[node->out[0]];
+  int rc = require_nhwc(ctx, nm, x, y);
+  if (rc) return rc;
+  if (node->flags & ~XNN_FLAG_ALIGN_CORNERS)
+    return px_fail(ctx, "%s: unsupported flags 0x%x", nm, node->flags);
+  uint32_t oh = node->p.resize.new_height, ow = node->p.resize.new_width;
+  if (!oh || !ow || oh > POOL_PARAM_MAX || ow > POOL_PARAM_MAX)
+    return px_fail(ctx, "%s: output size %ux%u must be positive and at most %u", nm, oh, ow,
+                   POOL_PARAM_MAX);
+  if (x->dims[1] < 1 || x->dims[2] < 1)
+    return px_fail(ctx, "%s: empty %lldx%lld input", nm, (long long)x->dims[1],
+                   (long long)x->dims[2]);
+  int64_t d[4] = {x->dims[0], oh, ow, x->dims[3]};
+  return set_out(ctx, nm, node, y, d);
+}
+
+/* Source index pair and weight per output coordinate, as XNNPACK computes
+ * them: align_corners: src = dst * (in-1)/(out-1); otherwise half-pixel
+ * src = dst * in/out + (0.5 * in/out - 0.5), clamped to [0, in-1]. */
+static void resize_axis(int64_t in, int64_t out, bool align, int32_t *i0, int32_t *i1, float *a) {
+  int64_t adj = align && out != 1;
+  float scale = (float)(in - adj) / (float)(out - adj);
+  float offset = align ? 0.0f : 0.5f * scale - 0.5f;
+  for (int64_t o = 0; o < out; o++) {
+    float s = (float)o * scale + offset;
+    if (!align) s = s < 0.0f ? 0.0f : s > (float)(in - 1) ? (float)(in - 1) : s;
+    int64_t lo = (int64_t)s;
+    if (lo > in - 1) lo = in - 1;
+    i0[o] = (int32_t)lo;
+    i1[o] = (int32_t)(lo + 1 < in ? lo + 1 : in - 1);
+    a[o] = s - (float)lo;
+  }
+}
+
+int xnn_exec_resize_bilinear2d(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
+  const xnn_value *xv = &values[node->in[0]], *yv = &values[node->out[0]];
+  const float *x = xv->data;
+  float *y = yv->data;
+  const int64_t N = xv->dims[0], H = xv->dims[1], W = xv->dims[2], C = xv->dims[3];
+  const int64_t OH = yv->dims[1], OW = yv->dims[2];
+  bool align = node->flags & XNN_FLAG_ALIGN_CORNERS;
+  int32_t *ix = px_scratch(ctx, sizeof(int32_t) * 2 * (size_t)(OH + OW));
+  float *ax = px_scratch(ctx, sizeof(float) * (size_t)(OH + OW));
+  if (!ix || !ax) return PYEXEC_ERR_EXECUTION;
+  int32_t *y0 = ix, *y1 = ix + OH, *x0 = ix + 2 * OH, *x1 = ix + 2 * OH + OW;
+  float *ay = ax, *axw = ax + OH;
+  resize_axis(H, OH, align, y0, y1, ay);
+  resize_axis(W, OW, align, x0, x1, axw);
+  for (int64_t n = 0; n < N; n++) {
+    const float *xn = x + n * H * W * C;
+    for (int64_t oh = 0; oh < OH; oh++) {
+      const float *rt = xn + (int64_t)y0[oh] * W * C, *rb = xn + (int64_t)y1[oh] * W * C;
+      const float av = ay[oh];
+      for (int64_t ow = 0; ow < OW; ow++) {
+        const float *tl = rt + (int64_t)x0[ow] * C, *tr = rt + (int64_t)x1[ow] * C;
+        const float *bl = rb + (int64_t)x0[ow] * C, *br = rb + (int64_t)x1[ow] * C;
+        const float ah = axw[ow];
+        float *o = y + ((n * OH + oh) * OW + ow) * C;
+        for (int64_t c = 0; c < C; c++) {
+          float t = tl[c] + (tr[c] - tl[c]) * ah;
+          float b = bl[c] + (br[c] - bl[c]) * ah;
+          o[c] = t + (b - t) * av;
+        }
+      }
+    }
+  }
+  return 0;
+}
+
+/* ---- PReLU ------------------------------------------------------------------------ */
+
+int xnn_shape_prelu(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
+  const xnn_value *x = &values[node->in[0]], *s = &values[node->in[1]];
+  xnn_value *y = &values[node->out[0]];
+  if (x->datatype != XNN_DT_FP32 || s->datatype != XNN_DT_FP32 || y->datatype != XNN_DT_FP32)
+    return px_fail(ctx, "PReLU: only fp32 values are supported");
+  if (x->num_dims != y->num_dims)
+    return px_fail(ctx, "PReLU: input has %u dims, output %u", x->num_dims, y->num_dims);
+  int64_t sn = xnn_numel(s), C = x->dims[x->num_dims - 1];
+  if (sn != 1 && sn != C)
+    return px_fail(ctx, "PReLU: slope has %lld elements; expected 1 or the %lld channels of the "
+                   "last dim", (long long)sn, (long long)C);
+  return set_out(ctx, "PReLU", node, y, x->dims);
+}
+
+int xnn_exec_prelu(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
+  (void)ctx;
+  const xnn_value *xv = &values[node->in[0]], *sv = &values[node->in[1]];
+  const float *x = xv->data, *s = sv->data;
+  float *y = values[node->out[0]].data;
+  const int64_t C = xv->dims[xv->num_dims - 1], rows = C ? xnn_numel(xv) / C : 0;
+  const bool one = xnn_numel(sv) == 1;
+  for (int64_t r = 0; r < rows; r++) {
+    const float *xr = x + r * C;
+    float *yr = y + r * C;
+    if (one)
+      for (int64_t c = 0; c < C; c++) yr[c] = xr[c] < 0.0f ? xr[c] * s[0] : xr[c];
+    else
+      for (int64_t c = 0; c < C; c++) yr[c] = xr[c] < 0.0f ? xr[c] * s[c] : xr[c];
+  }
+  return 0;
+}
