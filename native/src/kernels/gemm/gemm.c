@@ -536,3 +536,82 @@ int px_gemm_f32(px_ctx *ctx, void *work, int64_t M, int64_t N, int64_t K, float 
   return px_gemm_f32_packed(ctx, work, M, N, K, alpha, A, rsa, csa, pack_b_strided, &sb, beta, C,
                             ldc);
 }
+
+/* Depth blocks of equal size (K = 576 gives 3 x 192, not 256 + 256 + 64). */
+static int64_t depth_step(int64_t K) {
+  int64_t kblocks = (K + GEMM_KC - 1) / GEMM_KC;
+  return (K + kblocks - 1) / kblocks;
+}
+
+size_t px_gemm_f32_prepack_size(int64_t N, int64_t K) {
+  if (N <= 0 || K <= 0) return 64;
+  int64_t nr = gemm_select().nr, floats = 0;
+  for (int64_t jc = 0; jc < N; jc += GEMM_NC) {
+    int64_t nc = N - jc < GEMM_NC ? N - jc : GEMM_NC;
+    floats += K * ((nc + nr - 1) / nr * nr);
+  }
+  return (size_t)floats * sizeof(float);
+}
+
+/* Block (jc, pc) follows every block of the column blocks before jc and the
+ * depth blocks before pc in jc's column block, each kc x ceil(nc/nr)*nr. */
+void px_gemm_f32_prepack_b(int64_t N, int64_t K, const float *B, int64_t rsb, int64_t csb,
+                           float *pb) {
+  if (N <= 0 || K <= 0) return;
+  const int nr = gemm_select().nr;
+  const int64_t kstep = depth_step(K);
+  strided_b sb = {B, rsb, csb};
+  for (int64_t jc = 0; jc < N; jc += GEMM_NC) {
+    int64_t nc = N - jc < GEMM_NC ? N - jc : GEMM_NC;
+    int64_t ncr = (nc + nr - 1) / nr * nr;
+    for (int64_t pc = 0; pc < K; pc += kstep) {
+      int64_t kc = K - pc < kstep ? K - pc : kstep;
+      pack_b_strided(&sb, pc, kc, jc, nc, nr, pb);
+      pb += kc * ncr;
+    }
+  }
+}
+
+int px_gemm_f32_prepacked(px_ctx *ctx, void *work, int64_t M, int64_t N, int64_t K,
+                          const float *A, int64_t rsa, int64_t csa, px_gemm_pack_a_fn pack_rows,
+                          const void *asrc, const float *pb, float beta, float *C, int64_t ldc) {
+  if (M <= 0 || N <= 0) return 0;
+  if (K <= 0) {
+    scale_rows(M, N, beta, C, ldc);
+    return 0;
+  }
+  gemm_arch g = gemm_select();
+  if (!work) {
+    work = px_scratch(ctx, px_gemm_f32_work_size(M, N, K));
+    if (!work) return PYEXEC_ERR_EXECUTION;
+  }
+  float *pa = (float *)work;
+  const int mr = g.mr, nr = g.nr;
+  const int64_t kstep = depth_step(K);
+  for (int64_t jc = 0; jc < N; jc += GEMM_NC) {
+    int64_t nc = N - jc < GEMM_NC ? N - jc : GEMM_NC;
+    int64_t ncr = (nc + nr - 1) / nr * nr;
+    for (int64_t pc = 0; pc < K; pc += kstep) {
+      int64_t kc = K - pc < kstep ? K - pc : kstep;
+      float beta_blk = pc == 0 ? beta : 1.0f;
+      for (int64_t ic = 0; ic < M; ic += GEMM_MC) {
+        int64_t mc = M - ic < GEMM_MC ? M - ic : GEMM_MC;
+        if (pack_rows)
+          pack_rows(asrc, ic, mc, pc, kc, mr, pa);
+        else
+          pack_a(mc, kc, A + ic * rsa + pc * csa, rsa, csa, mr, pa);
+        for (int64_t jr = 0; jr < nc; jr += nr) {
+          int n = (int)(nc - jr < nr ? nc - jr : nr);
+          const float *bp = pb + (jr / nr) * nr * kc;
+          for (int64_t ir = 0; ir < mc; ir += mr) {
+            int m = (int)(mc - ir < mr ? mc - ir : mr);
+            g.ukr(kc, pa + (ir / mr) * mr * kc, bp, C + (ic + ir) * ldc + jc + jr, ldc, 1.0f,
+                  beta_blk, m, n);
+          }
+        }
+      }
+      pb += kc * ncr;
+    }
+  }
+  return 0;
+}

@@ -40,4 +40,24 @@ int px_gemm_f32_packed(px_ctx *ctx, void *work, int64_t M, int64_t N, int64_t K,
                        const float *A, int64_t rsa, int64_t csa, px_gemm_pack_fn pack_b,
                        const void *bsrc, float beta, float *C, int64_t ldc);
 
+/* B packed once (convolution weights, packed when a delegate is loaded) and
+ * A supplied by a packing callback or as a strided matrix: C = A @ B +
+ * beta * C. px_gemm_f32_prepack_b writes the K x N matrix B (element (k, j)
+ * at B[k * rsb + j * csb]) into px_gemm_f32_prepack_size(N, K) bytes, in
+ * the engine's own block and panel order for this machine's micro-kernel;
+ * px_gemm_f32_prepacked then multiplies without packing B again.
+ * pack_a(asrc, ic, mc, pc, kc, mr, pa) must write rows [ic, ic + mc) x depth
+ * [pc, pc + kc) of A into pa as ceil(mc / mr) panels of kc x mr floats
+ * (element (i, p) of panel q at pa[q*kc*mr + p*mr + i]), zero-filling the
+ * rows past mc in the last panel; pack_a NULL reads A[i * rsa + k * csa].
+ * work: as px_gemm_f32's. */
+typedef void (*px_gemm_pack_a_fn)(const void *asrc, int64_t ic, int64_t mc, int64_t pc,
+                                  int64_t kc, int mr, float *pa);
+size_t px_gemm_f32_prepack_size(int64_t N, int64_t K);
+void px_gemm_f32_prepack_b(int64_t N, int64_t K, const float *B, int64_t rsb, int64_t csb,
+                           float *pb);
+int px_gemm_f32_prepacked(px_ctx *ctx, void *work, int64_t M, int64_t N, int64_t K,
+                          const float *A, int64_t rsa, int64_t csa, px_gemm_pack_a_fn pack_a,
+                          const void *asrc, const float *pb, float beta, float *C, int64_t ldc);
+
 #endif /* PX_GEMM_H */
