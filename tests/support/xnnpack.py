@@ -63,3 +63,114 @@ def export_xnnpack(module: torch.nn.Module, inputs: tuple[Any, ...], **kwargs: A
         f.write(pte)
     os.replace(tmp, path)
     return pte
+
+
+# ---- reading payloads out of a .pte ------------------------------------------------
+# A small flatbuffer reader (positions are absolute offsets into the buffer
+# it reads), enough to find each delegate's payload in a .pte, the nodes and
+# values of its XNNGraph, and the byte position of any field, so that tests
+# can both list node types and mutate single fields.
+
+import struct  # noqa: E402
+from dataclasses import dataclass  # noqa: E402
+
+
+class Table:
+    def __init__(self, buf: bytes, pos: int) -> None:
+        self.buf, self.pos = buf, pos
+        self.vt = pos - struct.unpack_from("<i", buf, pos)[0]
+        self.vtlen = struct.unpack_from("<H", buf, self.vt)[0]
+
+    def field(self, slot: int) -> int | None:
+        """Absolute position of field `slot`, None when absent."""
+        e = 4 + 2 * slot
+        if e + 2 > self.vtlen:
+            return None
+        off = struct.unpack_from("<H", self.buf, self.vt + e)[0]
+        return self.pos + off if off else None
+
+    def scalar(self, slot: int, fmt: str, default: Any = 0) -> Any:
+        p = self.field(slot)
+        return default if p is None else struct.unpack_from("<" + fmt, self.buf, p)[0]
+
+    def table(self, slot: int) -> Table | None:
+        p = self.field(slot)
+        return None if p is None else Table(self.buf, p + struct.unpack_from("<I", self.buf, p)[0])
+
+    def vector(self, slot: int) -> tuple[int, int]:
+        """(position of the first element, count); (0, 0) when absent."""
+        p = self.field(slot)
+        if p is None:
+            return 0, 0
+        v = p + struct.unpack_from("<I", self.buf, p)[0]
+        return v + 4, struct.unpack_from("<I", self.buf, v)[0]
+
+    def tables(self, slot: int) -> list[Table]:
+        first, n = self.vector(slot)
+        out = []
+        for k in range(n):
+            e = first + 4 * k
+            out.append(Table(self.buf, e + struct.unpack_from("<I", self.buf, e)[0]))
+        return out
+
+    def string(self, slot: int) -> tuple[int, bytes]:
+        """(position of the first byte, the bytes)."""
+        first, n = self.vector(slot)
+        return first, self.buf[first : first + n]
+
+
+def root(buf: bytes, at: int = 0) -> Table:
+    return Table(buf, at + struct.unpack_from("<I", buf, at)[0])
+
+
+@dataclass
+class Payload:
+    backend: str
+    offset: int  # in the .pte
+    size: int
+    fb_offset: int  # the XNNGraph flatbuffer, in the .pte
+
+    def graph(self, pte: bytes) -> Table:
+        return root(pte, self.fb_offset)
+
+
+def payloads(pte: bytes) -> list[Payload]:
+    """Every delegate payload of every method of a .pte (segment or inline)."""
+    seg_base = struct.unpack_from("<Q", pte, 24)[0] if pte[8:12] == b"eh00" else 0
+    program = root(pte)
+    segments = program.tables(4)
+    inline = program.tables(3)
+    out = []
+    for plan in program.tables(1):
+        for d in plan.tables(7):
+            backend = d.string(0)[1].decode()
+            ref = d.table(1)
+            assert ref is not None
+            loc, index = ref.scalar(0, "B"), ref.scalar(1, "I")
+            if loc == 1:
+                seg = segments[index]
+                offset, size = seg_base + seg.scalar(0, "Q"), seg.scalar(1, "Q")
+            else:
+                offset, size = inline[index].vector(0)
+            fb = offset + struct.unpack_from("<I", pte, offset + 10)[0] if pte[offset + 4 : offset + 8] == b"XH00" else offset
+            out.append(Payload(backend, offset, size, fb))
+    return out
+
+
+def node_types(pte: bytes) -> list[int]:
+    """The XNodeUnion type code of every node of every XNNPACK payload."""
+    return [n.scalar(0, "B") for p in payloads(pte) for n in p.graph(pte).tables(1)]
+
+
+def union_names() -> dict[int, str]:
+    """XNodeUnion's members by type code, read from the executorch wheel's
+    schema.fbs."""
+    import re
+
+    import executorch.backends.xnnpack as xnn
+
+    text = (Path(xnn.__file__).parent / "serialization" / "schema.fbs").read_text()
+    body = re.search(r"union XNodeUnion \{(.*?)\}", text, re.S)
+    assert body is not None
+    names = [m.group(1) for m in re.finditer(r"^\s*XNN(\w+)\s*[:,]", body.group(1), re.M)]
+    return {k + 1: n for k, n in enumerate(names)}
