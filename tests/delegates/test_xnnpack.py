@@ -218,6 +218,22 @@ def test_elu_node_made_from_a_leaky_relu_node() -> None:
     assert_close(got, F.elu(x, alpha=0.3) * 2.0, rtol=1e-5, atol=1e-6)
 
 
+def test_inline_payload_runs_like_a_segment() -> None:
+    """extract_delegate_segments=False: the payload lives in
+    Program.backend_delegate_data instead of a segment."""
+    torch.manual_seed(0)
+    model = Mlp().eval()
+    x = torch.randn(5, 16)
+    inline = export_xnnpack(model, (x,), extract_delegate_segments=False)
+    segment = export_xnnpack(model, (x,))
+    (p,) = payloads(inline)
+    assert p.size and p.offset < len(inline)
+    a = pyexec.load(inline).load_method("forward").execute([x])
+    b = pyexec.load(segment).load_method("forward").execute([x])
+    assert_close(a[0], b[0], rtol=0, atol=0)
+    assert_close(a[0], run_with_executorch(inline, [x])[0], rtol=1e-5, atol=1e-5)
+
+
 # ---- partly delegated, dynamic shapes --------------------------------------------------
 
 

@@ -26,9 +26,11 @@ def lower_manager(
     dynamic_shapes: Any = None,
     alloc_graph_input: bool = True,
     alloc_graph_output: bool = True,
+    extract_delegate_segments: bool = True,
 ) -> Any:
     """Exports `module` and lowers every partition XnnpackPartitioner takes;
-    returns the ExecutorchProgramManager."""
+    returns the ExecutorchProgramManager. extract_delegate_segments=False
+    keeps the payloads inline (Program.backend_delegate_data)."""
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
     from executorch.exir import ExecutorchBackendConfig, to_edge_transform_and_lower
     from executorch.exir.passes import MemoryPlanningPass
@@ -41,7 +43,8 @@ def lower_manager(
         config = ExecutorchBackendConfig(
             memory_planning_pass=MemoryPlanningPass(
                 alloc_graph_input=alloc_graph_input, alloc_graph_output=alloc_graph_output
-            )
+            ),
+            extract_delegate_segments=extract_delegate_segments,
         )
         return edge.to_executorch(config)
 

@@ -2,7 +2,8 @@
  * nodes.h - the functions each XNNPACK node type provides (private), and
  * the table backend.c looks them up in.
  *
- * Spatial nodes (NHWC) live in nodes_spatial.c; the others in
+ * Spatial nodes (NHWC) live in nodes_conv.c (the three convolutions) and
+ * nodes_pool.c (pooling, bilinear resize, PReLU); the others in
  * nodes_basic.c (elementwise), nodes_matmul.c (FullyConnected,
  * BatchMatrixMultiply) and nodes_shape.c (transpose, reshape, slice, pad,
  * concatenate, copy, convert). xnn_graph.h documents the contract.
@@ -12,7 +13,7 @@
 
 #include "backends/xnnpack/xnn_graph.h"
 
-/* ---- spatial (nodes_spatial.c) ---------------------------------------- */
+/* ---- spatial (nodes_conv.c, nodes_pool.c) ------------------------------------ */
 
 /* Conv2d (7), DepthwiseConv2d (13), ConvTranspose2d (39). */
 int xnn_shape_conv2d(px_ctx *ctx, const xnn_node *node, xnn_value *values);
@@ -21,8 +22,7 @@ int xnn_shape_depthwise_conv2d(px_ctx *ctx, const xnn_node *node, xnn_value *val
 int xnn_exec_depthwise_conv2d(px_ctx *ctx, const xnn_node *node, xnn_value *values);
 int xnn_shape_conv_transpose2d(px_ctx *ctx, const xnn_node *node, xnn_value *values);
 int xnn_exec_conv_transpose2d(px_ctx *ctx, const xnn_node *node, xnn_value *values);
-/* Optional weight packing at init; a hook that is not defined is skipped
- * (declared weak in backend.c's table). */
+/* Weight packing at init (the prepare hooks). */
 int xnn_prepare_conv2d(px_ctx *ctx, xnn_node *node, xnn_value *values);
 int xnn_prepare_depthwise_conv2d(px_ctx *ctx, xnn_node *node, xnn_value *values);
 int xnn_prepare_conv_transpose2d(px_ctx *ctx, xnn_node *node, xnn_value *values);

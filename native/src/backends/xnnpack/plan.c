@@ -58,21 +58,6 @@ int xnn_set_dims(px_ctx *ctx, const xnn_node *node, xnn_value *v, uint32_t nd, c
   return 0;
 }
 
-/* The spatial functions live in nodes_spatial.c, written separately; until
- * it defines them (and for the optional prepare hooks) their addresses are
- * NULL, and the node types are refused at load. */
-#define XNN_WEAK_(fn) extern __typeof__(fn) fn __attribute__((weak, visibility("hidden")));
-#define XNN_SPATIAL(X)                                                                                    \
-  X(xnn_shape_conv2d) X(xnn_exec_conv2d) X(xnn_shape_depthwise_conv2d) X(xnn_exec_depthwise_conv2d)     \
-  X(xnn_shape_conv_transpose2d) X(xnn_exec_conv_transpose2d) X(xnn_prepare_conv2d)                       \
-  X(xnn_prepare_depthwise_conv2d) X(xnn_prepare_conv_transpose2d) X(xnn_shape_avg_pooling2d)             \
-  X(xnn_exec_avg_pooling2d) X(xnn_shape_max_pooling2d) X(xnn_exec_max_pooling2d)                         \
-  X(xnn_shape_global_avg_pooling2d) X(xnn_exec_global_avg_pooling2d) X(xnn_shape_argmax_pooling2d)       \
-  X(xnn_exec_argmax_pooling2d) X(xnn_shape_resize_bilinear2d) X(xnn_exec_resize_bilinear2d)              \
-  X(xnn_shape_prelu) X(xnn_exec_prelu)
-XNN_SPATIAL(XNN_WEAK_)
-#undef XNN_WEAK_
-
 #define U {xnn_shape_unary, xnn_exec_unary, NULL}
 #define B {xnn_shape_binary, xnn_exec_binary, NULL}
 #define CAT {xnn_shape_concatenate, xnn_exec_concatenate, NULL}
@@ -93,6 +78,7 @@ static const xnn_node_ops ops[XNN_NODE_MAX + 1] = {
     [XNN_NODE_static_constant_pad] = {xnn_shape_static_constant_pad, xnn_exec_static_constant_pad, NULL},
     [XNN_NODE_concatenate2] = CAT, [XNN_NODE_concatenate3] = CAT, [XNN_NODE_concatenate4] = CAT,
     [XNN_NODE_concatenate5] = CAT,
+    /* spatial: nodes_conv.c, nodes_pool.c */
     [XNN_NODE_conv2d] = {xnn_shape_conv2d, xnn_exec_conv2d, xnn_prepare_conv2d},
     [XNN_NODE_depthwise_conv2d] = {xnn_shape_depthwise_conv2d, xnn_exec_depthwise_conv2d,
                                    xnn_prepare_depthwise_conv2d},
