@@ -274,33 +274,57 @@ typedef struct im2col_src {
   int64_t H, W, OH, OW, row0;
 } im2col_src;
 
+#define IM2COL_MR_MAX 8 /* the engine's row panels are 6 (AVX2) or 4 high */
+
 static void im2col_pack(const void *src, int64_t ic, int64_t mc, int64_t pc, int64_t kc, int mr,
                         float *pa) {
   const im2col_src *s = src;
   const conv_plan *p = s->p;
-  const int64_t Cg = p->Cin_g, Cin = p->Cin, OHW = s->OH * s->OW;
+  const int64_t Cg = p->Cin_g, Cin = p->Cin, OHW = s->OH * s->OW, H = s->H, W = s->W;
+  static const float zeros[1] = {0.0f};
   for (int64_t i0 = 0; i0 < mc; i0 += mr, pa += (int64_t)mr * kc) {
     int m = (int)(mc - i0 < mr ? mc - i0 : mr);
+    /* each row's image and window origin, once per panel */
+    const float *xn[IM2COL_MR_MAX];
+    int64_t ih0[IM2COL_MR_MAX], iw0[IM2COL_MR_MAX];
     for (int i = 0; i < m; i++) {
-      int64_t r = s->row0 + ic + i0 + i, n = r / OHW, rem = r % OHW;
-      int64_t ih0 = rem / s->OW * p->sh - p->pt, iw0 = rem % s->OW * p->sw - p->pl;
-      const float *xn = s->x + n * s->H * s->W * Cin;
-      int64_t t = pc / Cg, c = pc % Cg;
-      for (int64_t q = 0; q < kc; t++, c = 0) {
-        int64_t len = Cg - c < kc - q ? Cg - c : kc - q;
-        int64_t ih = ih0 + t / p->KW * p->dh, iw = iw0 + t % p->KW * p->dw;
-        float *d = pa + q * mr + i;
-        if (ih >= 0 && ih < s->H && iw >= 0 && iw < s->W) {
-          const float *sp = xn + (ih * s->W + iw) * Cin + c;
-          for (int64_t e = 0; e < len; e++) d[e * mr] = sp[e];
-        } else {
-          for (int64_t e = 0; e < len; e++) d[e * mr] = 0.0f;
-        }
-        q += len;
-      }
+      int64_t r = s->row0 + ic + i0 + i, rem = r % OHW;
+      xn[i] = s->x + r / OHW * H * W * Cin;
+      ih0[i] = rem / s->OW * p->sh - p->pt;
+      iw0[i] = rem % s->OW * p->sw - p->pl;
     }
-    for (int i = m; i < mr; i++)
-      for (int64_t q = 0; q < kc; q++) pa[q * mr + i] = 0.0f;
+    int64_t t = pc / Cg, c = pc % Cg;
+    for (int64_t q = 0; q < kc; t++, c = 0) {
+      int64_t len = Cg - c < kc - q ? Cg - c : kc - q;
+      int64_t dih = t / p->KW * p->dh, diw = t % p->KW * p->dw;
+      /* the tap's input pixel for every row (a zero source in the padding,
+       * read with step 0) */
+      const float *sp[IM2COL_MR_MAX];
+      int64_t step[IM2COL_MR_MAX];
+      bool all_in = true;
+      for (int i = 0; i < mr; i++) {
+        int64_t ih = i < m ? ih0[i] + dih : -1, iw = i < m ? iw0[i] + diw : -1;
+        bool in = ih >= 0 && ih < H && iw >= 0 && iw < W;
+        sp[i] = in ? xn[i] + (ih * W + iw) * Cin + c : zeros;
+        step[i] = in;
+        all_in = all_in && in;
+      }
+      float *d = pa + q * mr;
+      if (all_in && mr == 6) {
+        const float *s0 = sp[0], *s1 = sp[1], *s2 = sp[2], *s3 = sp[3], *s4 = sp[4], *s5 = sp[5];
+        for (int64_t e = 0; e < len; e++, d += 6) {
+          d[0] = s0[e], d[1] = s1[e], d[2] = s2[e];
+          d[3] = s3[e], d[4] = s4[e], d[5] = s5[e];
+        }
+      } else if (all_in) {
+        for (int64_t e = 0; e < len; e++, d += mr)
+          for (int i = 0; i < mr; i++) d[i] = sp[i][e];
+      } else {
+        for (int64_t e = 0; e < len; e++, d += mr)
+          for (int i = 0; i < mr; i++) d[i] = sp[i][e * step[i]];
+      }
+      q += len;
+    }
   }
 }
 

@@ -36,6 +36,30 @@ static int set_out(px_ctx *ctx, const char *nm, const xnn_node *node, xnn_value 
   return xnn_set_dims(ctx, node, y, y->num_dims, d);
 }
 
+typedef float v4f __attribute__((vector_size(16)));
+typedef float v4f_u __attribute__((vector_size(16), aligned(4), may_alias));
+typedef int32_t v4i __attribute__((vector_size(16)));
+#define V4(p) (*(v4f_u *)(p))
+/* a where m is false, b where m is true (m a comparison's all-ones mask) */
+static inline v4f vsel(v4i m, v4f a, v4f b) { return (v4f)(((v4i)a & ~m) | ((v4i)b & m)); }
+
+/* o[0..n) += x[0..n) */
+static void add_row(float *o, const float *x, int64_t n) {
+  int64_t c = 0;
+  for (; c + 4 <= n; c += 4) V4(o + c) = V4(o + c) + V4(x + c);
+  for (; c < n; c++) o[c] += x[c];
+}
+
+/* o[0..n) = max(o, x), a NaN in x propagating (as torch's max pooling) */
+static void max_row(float *o, const float *x, int64_t n) {
+  int64_t c = 0;
+  for (; c + 4 <= n; c += 4) {
+    v4f a = V4(o + c), b = V4(x + c);
+    V4(o + c) = vsel((b > a) | (b != b), a, b);
+  }
+  for (; c < n; c++) o[c] = (x[c] > o[c] || x[c] != x[c]) ? x[c] : o[c];
+}
+
 static float clampf(float v, float lo, float hi) {
   v = v < lo ? lo : v;
   return v > hi ? hi : v;
@@ -147,10 +171,7 @@ int xnn_exec_max_pooling2d(px_ctx *ctx, const xnn_node *node, xnn_value *values)
           for (int64_t kj = kj0; kj < kj1; kj++) {
             const float *xp = x + ((n * g.H + oh * g.sh - g.pt + ki * g.dh) * g.W + ow * g.sw -
                                    g.pl + kj * g.dw) * C;
-            for (int64_t c = 0; c < C; c++) {
-              float v = xp[c];
-              o[c] = (v > o[c] || v != v) ? v : o[c]; /* NaN propagates, as in torch */
-            }
+            max_row(o, xp, C);
           }
         if (lo != -INFINITY || hi != INFINITY)
           for (int64_t c = 0; c < C; c++) o[c] = clampf(o[c], lo, hi);
@@ -177,7 +198,7 @@ int xnn_exec_avg_pooling2d(px_ctx *ctx, const xnn_node *node, xnn_value *values)
           for (int64_t kj = kj0; kj < kj1; kj++) {
             const float *xp = x + ((n * g.H + oh * g.sh - g.pt + ki * g.dh) * g.W + ow * g.sw -
                                    g.pl + kj * g.dw) * C;
-            for (int64_t c = 0; c < C; c++) o[c] += xp[c];
+            add_row(o, xp, C);
           }
         /* padded elements are not counted; a window wholly in the padding
          * gives 0 */
@@ -245,8 +266,7 @@ int xnn_exec_global_avg_pooling2d(px_ctx *ctx, const xnn_node *node, xnn_value *
     float *o = y + n * C;
     memset(o, 0, sizeof(float) * (size_t)C);
     for (int64_t p = 0; p < HW; p++) {
-      const float *xp = x + (n * HW + p) * C;
-      for (int64_t c = 0; c < C; c++) o[c] += xp[c];
+      add_row(o, x + (n * HW + p) * C, C);
     }
     for (int64_t c = 0; c < C; c++) o[c] = clampf(o[c] * scale, node->output_min, node->output_max);
   }
