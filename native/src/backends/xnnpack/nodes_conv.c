@@ -45,11 +45,6 @@ typedef struct conv_plan {
 
 /* ---- checks and plan ---------------------------------------------------- */
 
-static const char *conv_name(int kind) {
-  return kind == CONV_PLAIN ? "Conv2d" : kind == CONV_DEPTHWISE ? "DepthwiseConv2d"
-                                                                 : "ConvTranspose2d";
-}
-
 /* Output size of one spatial dim; -1 when the dilated kernel does not fit
  * the padded input (plain) or the result is not positive (transposed). */
 static int64_t conv_out_size(const conv_plan *p, int64_t in, bool height) {
@@ -65,7 +60,6 @@ static int64_t conv_out_size(const conv_plan *p, int64_t in, bool height) {
 }
 
 static int conv_prepare(px_ctx *ctx, xnn_node *node, xnn_value *values, int kind) {
-  const char *nm = conv_name(kind);
   const xnn_value *x = &values[node->in[0]], *f = &values[node->in[1]];
   const xnn_value *y = &values[node->out[0]];
   const xnn_value *b = node->in[2] == XNN_INVALID_ID ? NULL : &values[node->in[2]];
@@ -79,65 +73,66 @@ static int conv_prepare(px_ctx *ctx, xnn_node *node, xnn_value *values, int kind
                          node->p.conv.adjustment_width};
   for (size_t k = 0; k < sizeof pr / sizeof pr[0]; k++)
     if (pr[k] > CONV_PARAM_MAX)
-      return px_fail(ctx, "%s: parameter %u exceeds %u", nm, pr[k], CONV_PARAM_MAX);
+      return px_fail(ctx, "parameter %u exceeds %u", pr[k], CONV_PARAM_MAX);
   conv_plan p = {0};
   p.kind = kind;
   p.pt = pr[0], p.pr = pr[1], p.pb = pr[2], p.pl = pr[3];
   p.KH = pr[4], p.KW = pr[5], p.sh = pr[6], p.sw = pr[7], p.dh = pr[8], p.dw = pr[9];
   p.Cin_g = pr[10], p.Cout_g = pr[11], p.G = pr[12], p.ah = pr[13], p.aw = pr[14];
   if (!p.KH || !p.KW || !p.sh || !p.sw || !p.dh || !p.dw)
-    return px_fail(ctx, "%s: kernel %lldx%lld, stride %lldx%lld and dilation %lldx%lld must be "
-                   "positive", nm, (long long)p.KH, (long long)p.KW, (long long)p.sh,
+    return px_fail(ctx, "kernel %lldx%lld, stride %lldx%lld and dilation %lldx%lld must be "
+                   "positive", (long long)p.KH, (long long)p.KW, (long long)p.sh,
                    (long long)p.sw, (long long)p.dh, (long long)p.dw);
   if (!p.G || !p.Cin_g || !p.Cout_g)
-    return px_fail(ctx, "%s: groups (%lld) and channels per group (%lld in, %lld out) must be "
-                   "positive", nm, (long long)p.G, (long long)p.Cin_g, (long long)p.Cout_g);
+    return px_fail(ctx, "groups (%lld) and channels per group (%lld in, %lld out) must be "
+                   "positive", (long long)p.G, (long long)p.Cin_g, (long long)p.Cout_g);
   if (kind != CONV_TRANSPOSED && (p.ah || p.aw))
-    return px_fail(ctx, "%s: adjustment is only for ConvTranspose2d", nm);
+    return px_fail(ctx, "adjustment is only for ConvTranspose2d");
   if (kind == CONV_TRANSPOSED && (p.ah >= p.sh || p.aw >= p.sw))
-    return px_fail(ctx, "%s: adjustment %lldx%lld must be smaller than the stride %lldx%lld", nm,
+    return px_fail(ctx, "adjustment %lldx%lld must be smaller than the stride %lldx%lld",
                    (long long)p.ah, (long long)p.aw, (long long)p.sh, (long long)p.sw);
   if (kind == CONV_DEPTHWISE && p.Cin_g != 1)
-    return px_fail(ctx, "%s: group_input_channels must be 1, got %lld", nm, (long long)p.Cin_g);
+    return px_fail(ctx, "group_input_channels must be 1, got %lld", (long long)p.Cin_g);
   p.Cin = p.G * p.Cin_g;
   p.Cout = p.G * p.Cout_g;
   if (p.Cout > CONV_PARAM_MAX || p.Cin > CONV_PARAM_MAX || p.KH * p.KW > CONV_PARAM_MAX)
-    return px_fail(ctx, "%s: %lld groups x channels or a %lldx%lld kernel is too large", nm,
+    return px_fail(ctx, "%lld groups x channels or a %lldx%lld kernel is too large",
                    (long long)p.G, (long long)p.KH, (long long)p.KW);
   /* values: NHWC input and output, the filter a constant of the layout's dims */
   if (x->num_dims != 4 || y->num_dims != 4)
-    return px_fail(ctx, "%s: input and output must be 4-D (NHWC), got %u and %u dims", nm,
+    return px_fail(ctx, "input and output must be 4-D (NHWC), got %u and %u dims",
                    x->num_dims, y->num_dims);
   if (x->datatype != XNN_DT_FP32 || y->datatype != XNN_DT_FP32 || f->datatype != XNN_DT_FP32 ||
       (b && b->datatype != XNN_DT_FP32))
-    return px_fail(ctx, "%s: only fp32 input, filter, bias and output are supported", nm);
+    return px_fail(ctx, "only fp32 input, filter, bias and output are supported");
   int64_t fd[4] = {p.Cout, p.KH, p.KW, p.Cin_g};
   if (kind == CONV_DEPTHWISE) fd[0] = 1, fd[3] = p.Cout;
   if (f->num_dims != 4 || f->max_dims[0] != fd[0] || f->max_dims[1] != fd[1] ||
       f->max_dims[2] != fd[2] || f->max_dims[3] != fd[3])
-    return px_fail(ctx, "%s: filter must have dims [%lld, %lld, %lld, %lld] for %lld groups of "
-                   "%lld -> %lld channels", nm, (long long)fd[0], (long long)fd[1],
+    return px_fail(ctx, "filter must have dims [%lld, %lld, %lld, %lld] for %lld groups of "
+                   "%lld -> %lld channels", (long long)fd[0], (long long)fd[1],
                    (long long)fd[2], (long long)fd[3], (long long)p.G, (long long)p.Cin_g,
                    (long long)p.Cout_g);
   int64_t fn = fd[0] * fd[1] * fd[2] * fd[3];
   if (!f->constant || f->constant_size < (size_t)fn * sizeof(float))
-    return px_fail(ctx, "%s: the filter must be a constant of %lld floats", nm, (long long)fn);
+    return px_fail(ctx, "the filter must be a constant of %lld floats", (long long)fn);
   int64_t bn = 1;
   if (b)
     for (uint32_t k = 0; k < b->num_dims; k++) bn *= b->max_dims[k];
   if (b && (!b->constant || bn != p.Cout || b->constant_size < (size_t)p.Cout * sizeof(float)))
-    return px_fail(ctx, "%s: the bias must be a constant of %lld floats", nm, (long long)p.Cout);
+    return px_fail(ctx, "the bias must be a constant of %lld floats", (long long)p.Cout);
   if (x->max_dims[3] != p.Cin)
-    return px_fail(ctx, "%s: input has %lld channels, the node expects %lld (%lld groups of %lld)",
-                   nm, (long long)x->max_dims[3], (long long)p.Cin, (long long)p.G,
+    return px_fail(ctx, "input has %lld channels, the node expects %lld (%lld groups of %lld)",
+                   (long long)x->max_dims[3], (long long)p.Cin, (long long)p.G,
                    (long long)p.Cin_g);
   if (y->max_dims[3] != p.Cout)
-    return px_fail(ctx, "%s: output has %lld channels, the node computes %lld", nm,
+    return px_fail(ctx, "output has %lld channels, the node computes %lld",
                    (long long)y->max_dims[3], (long long)p.Cout);
-  int64_t oh = conv_out_size(&p, x->max_dims[1], true), ow = conv_out_size(&p, x->max_dims[2], false);
+  int64_t oh = conv_out_size(&p, x->max_dims[1], true);
+  int64_t ow = conv_out_size(&p, x->max_dims[2], false);
   if (oh < 0 || ow < 0)
-    return px_fail(ctx, "%s: a %lldx%lld kernel (dilation %lldx%lld, padding %lld/%lld/%lld/%lld) "
-                   "gives no output for a %lldx%lld input", nm, (long long)p.KH, (long long)p.KW,
+    return px_fail(ctx, "a %lldx%lld kernel (dilation %lldx%lld, padding %lld/%lld/%lld/%lld) "
+                   "gives no output for a %lldx%lld input", (long long)p.KH, (long long)p.KW,
                    (long long)p.dh, (long long)p.dw, (long long)p.pt, (long long)p.pr,
                    (long long)p.pb, (long long)p.pl, (long long)x->max_dims[1],
                    (long long)x->max_dims[2]);
@@ -160,9 +155,9 @@ static int conv_prepare(px_ctx *ctx, xnn_node *node, xnn_value *values, int kind
   size_t head = (sizeof(conv_plan) + 63) / 64 * 64, bias_b = ((size_t)p.Cout * 4 + 63) / 64 * 64;
   size_t total = head + bias_b + (wfloats * 4 + 63) / 64 * 64;
   if (wfloats > ((size_t)1 << 40) / 4)
-    return px_fail(ctx, "%s: packed weights of %zu floats are too large", nm, wfloats);
+    return px_fail(ctx, "packed weights of %zu floats are too large", wfloats);
   char *mem = aligned_alloc(64, total);
-  if (!mem) return px_fail(ctx, "%s: out of memory packing %zu bytes of weights", nm, total);
+  if (!mem) return px_fail(ctx, "out of memory packing %zu bytes of weights", total);
   conv_plan *plan = (conv_plan *)mem;
   *plan = p;
   plan->bias = (float *)(mem + head);
@@ -182,7 +177,7 @@ static int conv_prepare(px_ctx *ctx, xnn_node *node, xnn_value *values, int kind
     float *tmp = malloc(sizeof(float) * (size_t)(N * p.Cin_g));
     if (!tmp) {
       free(mem);
-      return px_fail(ctx, "%s: out of memory packing weights", nm);
+      return px_fail(ctx, "out of memory packing weights");
     }
     for (int64_t g = 0; g < p.G; g++) {
       for (int64_t oc = 0; oc < p.Cout_g; oc++)
@@ -217,20 +212,19 @@ int xnn_prepare_conv_transpose2d(px_ctx *ctx, xnn_node *node, xnn_value *values)
 static int conv_shape(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
   const conv_plan *p = node->packed;
   if (!p) return px_fail(ctx, "convolution was not prepared");
-  const char *nm = conv_name(p->kind);
   const xnn_value *x = &values[node->in[0]];
   xnn_value *y = &values[node->out[0]];
   if (x->dims[3] != p->Cin)
-    return px_fail(ctx, "%s: input has %lld channels, expected %lld", nm, (long long)x->dims[3],
+    return px_fail(ctx, "input has %lld channels, expected %lld", (long long)x->dims[3],
                    (long long)p->Cin);
   int64_t d[4] = {x->dims[0], conv_out_size(p, x->dims[1], true),
                   conv_out_size(p, x->dims[2], false), p->Cout};
   if (d[1] < 0 || d[2] < 0)
-    return px_fail(ctx, "%s: the kernel does not fit a %lldx%lld input", nm,
+    return px_fail(ctx, "the kernel does not fit a %lldx%lld input",
                    (long long)x->dims[1], (long long)x->dims[2]);
   for (int k = 0; k < 4; k++)
     if (d[k] > y->max_dims[k])
-      return px_fail(ctx, "%s: output dim %d would be %lld, above its bound %lld", nm, k,
+      return px_fail(ctx, "output dim %d would be %lld, above its bound %lld", k,
                      (long long)d[k], (long long)y->max_dims[k]);
   return xnn_set_dims(ctx, node, y, 4, d);
 }
@@ -347,7 +341,8 @@ int xnn_exec_conv2d(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
       int rc;
       if (p->direct) {
         rc = px_gemm_f32_prepacked(ctx, work, rows, Cg, p->K, x + r0 * p->Cin + g * p->Cin_g,
-                                   p->Cin, 1, NULL, NULL, p->w + g * p->wg, 1.0f, yt + g * Cg, Cout);
+                                   p->Cin, 1, NULL, NULL, p->w + g * p->wg, 1.0f, yt + g * Cg,
+                                   Cout);
       } else {
         im2col_src s = {p, x + g * p->Cin_g, H, W, OH, OW, r0};
         rc = px_gemm_f32_prepacked(ctx, work, rows, Cg, p->K, NULL, 0, 0, im2col_pack, &s,

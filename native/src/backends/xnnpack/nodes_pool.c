@@ -17,21 +17,21 @@
 /* Largest pooling size, stride, dilation or padding accepted. */
 #define POOL_PARAM_MAX (1u << 24)
 
-static int require_nhwc(px_ctx *ctx, const char *nm, const xnn_value *x, const xnn_value *y) {
+static int require_nhwc(px_ctx *ctx, const xnn_value *x, const xnn_value *y) {
   if (x->num_dims != 4 || y->num_dims != 4)
-    return px_fail(ctx, "%s: input and output must be 4-D (NHWC), got %u and %u dims", nm,
+    return px_fail(ctx, "input and output must be 4-D (NHWC), got %u and %u dims",
                    x->num_dims, y->num_dims);
   if (x->datatype != XNN_DT_FP32 || y->datatype != XNN_DT_FP32)
-    return px_fail(ctx, "%s: only fp32 values are supported", nm);
+    return px_fail(ctx, "only fp32 values are supported");
   return 0;
 }
 
 /* Sets y's dims to d after checking each against its bound. */
-static int set_out(px_ctx *ctx, const char *nm, const xnn_node *node, xnn_value *y,
+static int set_out(px_ctx *ctx, const xnn_node *node, xnn_value *y,
                    const int64_t *d) {
   for (uint32_t k = 0; k < y->num_dims; k++)
     if (d[k] > y->max_dims[k])
-      return px_fail(ctx, "%s: output dim %u would be %lld, above its bound %lld", nm, k,
+      return px_fail(ctx, "output dim %u would be %lld, above its bound %lld", k,
                      (long long)d[k], (long long)y->max_dims[k]);
   return xnn_set_dims(ctx, node, y, y->num_dims, d);
 }
@@ -75,10 +75,10 @@ typedef struct pool_geom {
 /* Reads the node's window (Avg/MaxPooling2d, or ArgMaxPooling2d with stride =
  * size and dilation 1), checks it and the input, and computes the output
  * size. */
-static int pool_geometry(px_ctx *ctx, const char *nm, const xnn_node *node,
+static int pool_geometry(px_ctx *ctx, const xnn_node *node,
                          const xnn_value *values, pool_geom *g) {
   const xnn_value *x = &values[node->in[0]], *y = &values[node->out[0]];
-  int rc = require_nhwc(ctx, nm, x, y);
+  int rc = require_nhwc(ctx, x, y);
   if (rc) return rc;
   uint32_t pr[10];
   if (node->type == XNN_NODE_argmax_pooling2d) {
@@ -97,46 +97,46 @@ static int pool_geometry(px_ctx *ctx, const char *nm, const xnn_node *node,
   }
   for (int k = 0; k < 10; k++)
     if (pr[k] > POOL_PARAM_MAX)
-      return px_fail(ctx, "%s: parameter %u exceeds %u", nm, pr[k], POOL_PARAM_MAX);
+      return px_fail(ctx, "parameter %u exceeds %u", pr[k], POOL_PARAM_MAX);
   if (!pr[4] || !pr[5] || !pr[6] || !pr[7] || !pr[8] || !pr[9])
-    return px_fail(ctx, "%s: pooling size %ux%u, stride %ux%u and dilation %ux%u must be positive",
-                   nm, pr[4], pr[5], pr[6], pr[7], pr[8], pr[9]);
+    return px_fail(ctx, "pooling size %ux%u, stride %ux%u and dilation %ux%u must be positive",
+                   pr[4], pr[5], pr[6], pr[7], pr[8], pr[9]);
   g->N = x->dims[0], g->H = x->dims[1], g->W = x->dims[2], g->C = x->dims[3];
   g->pt = pr[0], g->pl = pr[3], g->ph = pr[4], g->pw = pr[5];
   g->sh = pr[6], g->sw = pr[7], g->dh = pr[8], g->dw = pr[9];
   int64_t effh = g->dh * (g->ph - 1) + 1, effw = g->dw * (g->pw - 1) + 1;
   int64_t padh = g->H + pr[0] + pr[2], padw = g->W + pr[1] + pr[3];
   if (padh < effh || padw < effw)
-    return px_fail(ctx, "%s: a %lldx%lld window does not fit the %lldx%lld padded input", nm,
+    return px_fail(ctx, "a %lldx%lld window does not fit the %lldx%lld padded input",
                    (long long)effh, (long long)effw, (long long)padh, (long long)padw);
   g->OH = (padh - effh) / g->sh + 1;
   g->OW = (padw - effw) / g->sw + 1;
   return 0;
 }
 
-static int pool_shape(px_ctx *ctx, const char *nm, const xnn_node *node, xnn_value *values) {
+static int pool_shape(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
   pool_geom g;
-  int rc = pool_geometry(ctx, nm, node, values, &g);
+  int rc = pool_geometry(ctx, node, values, &g);
   if (rc) return rc;
   int64_t d[4] = {g.N, g.OH, g.OW, g.C};
-  if ((rc = set_out(ctx, nm, node, &values[node->out[0]], d))) return rc;
+  if ((rc = set_out(ctx, node, &values[node->out[0]], d))) return rc;
   if (node->type == XNN_NODE_argmax_pooling2d) {
     xnn_value *idx = &values[node->out[1]];
     if (idx->num_dims != 4 || idx->datatype != XNN_DT_INT32)
-      return px_fail(ctx, "%s: the index output must be a 4-D int32 value", nm);
-    return set_out(ctx, nm, node, idx, d);
+      return px_fail(ctx, "the index output must be a 4-D int32 value");
+    return set_out(ctx, node, idx, d);
   }
   return 0;
 }
 
 int xnn_shape_avg_pooling2d(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
-  return pool_shape(ctx, "AvgPooling2d", node, values);
+  return pool_shape(ctx, node, values);
 }
 int xnn_shape_max_pooling2d(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
-  return pool_shape(ctx, "MaxPooling2d", node, values);
+  return pool_shape(ctx, node, values);
 }
 int xnn_shape_argmax_pooling2d(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
-  return pool_shape(ctx, "ArgMaxPooling2d", node, values);
+  return pool_shape(ctx, node, values);
 }
 
 /* The taps of output pixel (oh, ow) inside the input: rows [ki0, ki1) and
@@ -154,7 +154,7 @@ static void window(const pool_geom *g, int64_t oh, int64_t ow, int64_t *ki0, int
 
 int xnn_exec_max_pooling2d(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
   pool_geom g;
-  int rc = pool_geometry(ctx, "MaxPooling2d", node, values, &g);
+  int rc = pool_geometry(ctx, node, values, &g);
   if (rc) return rc;
   const float *x = values[node->in[0]].data;
   float *y = values[node->out[0]].data;
@@ -181,7 +181,7 @@ int xnn_exec_max_pooling2d(px_ctx *ctx, const xnn_node *node, xnn_value *values)
 
 int xnn_exec_avg_pooling2d(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
   pool_geom g;
-  int rc = pool_geometry(ctx, "AvgPooling2d", node, values, &g);
+  int rc = pool_geometry(ctx, node, values, &g);
   if (rc) return rc;
   const float *x = values[node->in[0]].data;
   float *y = values[node->out[0]].data;
@@ -211,7 +211,7 @@ int xnn_exec_avg_pooling2d(px_ctx *ctx, const xnn_node *node, xnn_value *values)
 
 int xnn_exec_argmax_pooling2d(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
   pool_geom g;
-  int rc = pool_geometry(ctx, "ArgMaxPooling2d", node, values, &g);
+  int rc = pool_geometry(ctx, node, values, &g);
   if (rc) return rc;
   const float *x = values[node->in[0]].data;
   float *y = values[node->out[0]].data;
@@ -249,10 +249,10 @@ int xnn_exec_argmax_pooling2d(px_ctx *ctx, const xnn_node *node, xnn_value *valu
 int xnn_shape_global_avg_pooling2d(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
   const xnn_value *x = &values[node->in[0]];
   xnn_value *y = &values[node->out[0]];
-  int rc = require_nhwc(ctx, "GlobalAvgPooling2d", x, y);
+  int rc = require_nhwc(ctx, x, y);
   if (rc) return rc;
   int64_t d[4] = {x->dims[0], 1, 1, x->dims[3]};
-  return set_out(ctx, "GlobalAvgPooling2d", node, y, d);
+  return set_out(ctx, node, y, d);
 }
 
 int xnn_exec_global_avg_pooling2d(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
@@ -276,22 +276,21 @@ int xnn_exec_global_avg_pooling2d(px_ctx *ctx, const xnn_node *node, xnn_value *
 /* ---- StaticResizeBilinear2D ------------------------------------------------------ */
 
 int xnn_shape_resize_bilinear2d(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
-  const char *nm = "StaticResizeBilinear2D";
   const xnn_value *x = &values[node->in[0]];
   xnn_value *y = &values[node->out[0]];
-  int rc = require_nhwc(ctx, nm, x, y);
+  int rc = require_nhwc(ctx, x, y);
   if (rc) return rc;
   if (node->flags & ~XNN_FLAG_ALIGN_CORNERS)
-    return px_fail(ctx, "%s: unsupported flags 0x%x", nm, node->flags);
+    return px_fail(ctx, "unsupported flags 0x%x", node->flags);
   uint32_t oh = node->p.resize.new_height, ow = node->p.resize.new_width;
   if (!oh || !ow || oh > POOL_PARAM_MAX || ow > POOL_PARAM_MAX)
-    return px_fail(ctx, "%s: output size %ux%u must be positive and at most %u", nm, oh, ow,
+    return px_fail(ctx, "output size %ux%u must be positive and at most %u", oh, ow,
                    POOL_PARAM_MAX);
   if (x->dims[1] < 1 || x->dims[2] < 1)
-    return px_fail(ctx, "%s: empty %lldx%lld input", nm, (long long)x->dims[1],
+    return px_fail(ctx, "empty %lldx%lld input", (long long)x->dims[1],
                    (long long)x->dims[2]);
   int64_t d[4] = {x->dims[0], oh, ow, x->dims[3]};
-  return set_out(ctx, nm, node, y, d);
+  return set_out(ctx, node, y, d);
 }
 
 /* Source index pair and weight per output coordinate, as XNNPACK computes
@@ -360,7 +359,7 @@ int xnn_shape_prelu(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
   if (sn != 1 && sn != C)
     return px_fail(ctx, "PReLU: slope has %lld elements; expected 1 or the %lld channels of the "
                    "last dim", (long long)sn, (long long)C);
-  return set_out(ctx, "PReLU", node, y, x->dims);
+  return set_out(ctx, node, y, x->dims);
 }
 
 int xnn_exec_prelu(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
