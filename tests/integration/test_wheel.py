@@ -152,8 +152,9 @@ def test_fresh_venv_without_torch_runs_a_model_with_numpy(wheel: Path, tmp_path:
     run(sys.executable, "-m", "venv", venv)
     py = venv / "bin" / "python"
     run(py, "-m", "pip", "install", "-q", wheel)
-    # The bundled library, not one PYEXEC_LIBRARY (which overrides it) names.
-    env = {k: v for k, v in os.environ.items() if k != "PYEXEC_LIBRARY"}
+    # The wheel's package and its bundled library: not a source tree on
+    # PYTHONPATH, nor a library PYEXEC_LIBRARY (which overrides it) names.
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYEXEC_LIBRARY")}
     script = (
         "import importlib.util, pathlib, numpy as np, pyexec\n"
         "assert importlib.util.find_spec('torch') is None\n"
