@@ -1,6 +1,8 @@
 """XNNPACK delegate, spatial nodes (float32, NHWC): Conv2d, DepthwiseConv2d,
 ConvTranspose2d, Avg/Max/GlobalAvgPooling2d, StaticResizeBilinear2D and
-PReLU, in programs lowered by ExecuTorch's own XnnpackPartitioner.
+PReLU, in programs lowered by ExecuTorch's own XnnpackPartitioner, and
+ArgMaxPooling2d, which that partitioner never emits, in a payload written
+with ExecuTorch's own serializer.
 
 Every model runs three ways on the same inputs: pyexec on the .pte,
 ExecuTorch's runtime (with its XNNPACK delegate) on the same .pte, and torch
@@ -13,11 +15,11 @@ XNNPACK's indirect GEMM, with fused multiply-adds), and average pooling
 multiplies by a reciprocal. A sum of K products of values around 1 then
 differs by a few ulps times sqrt(K): about 1e-6 for the single layers here,
 so rtol 1e-4 / atol 1e-5 (the repository's default) leaves two orders of
-margin. Max pooling, PReLU and the resize (the same source coordinates and
-lerp order as XNNPACK) move or scale single values: exact against
-ExecuTorch. Stacks of ten or more layers compound the rounding of every
-layer (and amplify it through the next layers' weights): rtol 1e-3 /
-atol 1e-4.
+margin. Max pooling, ArgMaxPooling2d (values and indices), PReLU and the
+resize (the same source coordinates and lerp order as XNNPACK) move or
+scale single values: exact against ExecuTorch. Stacks of ten or more layers
+compound the rounding of every layer (and amplify it through the next
+layers' weights): rtol 1e-3 / atol 1e-4.
 """
 
 from __future__ import annotations
@@ -188,6 +190,123 @@ def test_max_over_one_spatial_dim_is_a_full_window_max_pooling(dim):
     # partitioner only takes max.dim when the indices are unused, and writes
     # it (values only) as a full-height or full-width MaxPooling2d.
     check(MaxOverDim(dim), (randn(2, 3, 5, 6),), (MAX_POOL,), vs_executorch=EXACT, vs_eager=EXACT)
+
+
+# ---- ArgMaxPooling2d ------------------------------------------------------
+# The 1.5.1 partitioner never emits it (MaxDimConfig refuses a max.dim whose
+# indices are used), so these programs carry a payload written here with
+# executorch's own XNNGraph serializer, lowered through the XnnpackBackend id
+# (its preprocess patched for the export): ExecuTorch's runtime runs it with
+# the real XNNPACK, the reference for the index order and the padding.
+
+
+class WindowArgMax(torch.nn.Module):
+    """Max and argmax over (ph, pw) windows taken with stride (ph, pw) from an
+    NHWC input, padded with -inf; the index of a window element is
+    kj * ph + ki (down each column first), XNNPACK's order. The whole graph
+    is delegated, so the delegate's input is x itself."""
+
+    def __init__(self, window: tuple[int, int], padding: tuple[int, int, int, int]) -> None:
+        super().__init__()
+        self.window, self.padding = window, padding
+
+    def forward(self, x):
+        (ph, pw), (top, right, bottom, left) = self.window, self.padding
+        x = torch.nn.functional.pad(x, (0, 0, left, right, top, bottom), value=float("-inf"))
+        n, h, w, c = x.shape
+        windows = x.reshape(n, h // ph, ph, w // pw, pw, c).permute(0, 1, 3, 5, 4, 2)
+        values, indices = torch.max(windows.reshape(n, h // ph, w // pw, c, ph * pw), -1)
+        return values, indices
+
+
+def _argmax_payload(program, window, padding) -> bytes:
+    """One ArgMaxPooling2d node from the delegate's input (NHWC, external 0)
+    to its two outputs (values fp32, indices int32; externals 1 and 2 in the
+    order the delegate returns them)."""
+    from executorch.backends.xnnpack.serialization import xnnpack_graph_schema as xs
+    from executorch.backends.xnnpack.serialization.xnnpack_graph_serialize import serialize_xnnpack_binary
+
+    x = next(n for n in program.graph.nodes if n.op == "placeholder")
+    outs = next(n for n in program.graph.nodes if n.op == "output").args[0]
+    fp32, int32 = xs.XNNDatatype.xnn_datatype_fp32, xs.XNNDatatype(12)
+
+    def value(vid, datatype, dims, flags):
+        return xs.XValue(xs.XNNTensorValue(datatype, len(dims), list(dims), 0, vid, flags, vid))
+
+    values, ids = [value(0, fp32, x.meta["val"].shape, 1)], {}
+    for k, out in enumerate(outs):
+        which = out.args[1]  # getitem 0: values, 1: indices
+        ids[which] = 1 + k
+        values.append(value(1 + k, fp32 if which == 0 else int32, out.meta["val"].shape, 2))
+    top, right, bottom, left = padding
+    node = xs.XNode(xs.XNNArgMaxPooling2d(top, right, bottom, left, *window, 0, ids[0], ids[1], 0), 0)
+    graph = xs.XNNGraph("0", [node], values, 3, [0], [1, 2], [xs.ConstantDataOffset(0, 0)])
+    return serialize_xnnpack_binary(graph, bytearray())
+
+
+def _lower_argmax(module: WindowArgMax, x: torch.Tensor) -> bytes:
+    import warnings
+    from unittest import mock
+
+    from executorch.backends.xnnpack.xnnpack_preprocess import XnnpackBackend
+    from executorch.exir import to_edge_transform_and_lower
+    from executorch.exir.backend.backend_details import PreprocessResult
+    from executorch.exir.backend.partitioner import DelegationSpec, Partitioner, PartitionResult
+
+    class Everything(Partitioner):
+        def __init__(self) -> None:
+            super().__init__()
+            self.delegation = DelegationSpec("XnnpackBackend", [])
+
+        def partition(self, ep):
+            for n in ep.graph_module.graph.nodes:
+                if n.op == "call_function":
+                    n.meta["delegation_tag"] = "all"
+            return PartitionResult(tagged_exported_program=ep, partition_tags={"all": self.delegation})
+
+    def preprocess(program, compile_specs):
+        return PreprocessResult(_argmax_payload(program, module.window, module.padding))
+
+    with warnings.catch_warnings(), mock.patch.object(XnnpackBackend, "preprocess", staticmethod(preprocess)):
+        warnings.simplefilter("ignore")
+        ep = torch.export.export(module, (x,), strict=False)
+        return bytes(to_edge_transform_and_lower(ep, partitioner=[Everything()]).to_executorch().buffer)
+
+
+@pytest.mark.parametrize(
+    "window, padding, shape",
+    [
+        ((5, 1), (0, 0, 0, 0), (2, 5, 4, 3)),
+        ((1, 4), (0, 0, 0, 0), (2, 5, 4, 3)),
+        ((2, 3), (0, 0, 0, 0), (1, 4, 6, 5)),
+        ((2, 2), (1, 0, 1, 1), (1, 4, 5, 3)),
+    ],
+    ids=["full-height", "full-width", "2x3-windows", "padded"],
+)
+def test_argmax_pooling2d(window, padding, shape):
+    module = WindowArgMax(window, padding)
+    x = randn(*shape)
+    pte = _lower_argmax(module, x)
+    assert 21 in node_types(pte)
+    got = pyexec.load(pte).load_method("forward").execute([x.clone()])
+    reference = run_with_executorch(pte, [x])
+    for k in range(2):  # values and int64 indices: exact
+        assert_close(got[k], reference[k], **EXACT, what=f"output {k} vs ExecuTorch")
+    expected = module(x)
+    assert_close(got[0], expected[0], **EXACT, what="values vs eager")
+    if not any(padding):
+        assert_close(got[1], expected[1], **EXACT, what="indices vs eager")
+    else:
+        # XNNPACK reads the nearest input pixel for a tap in the padding: it
+        # ties with that pixel and, coming first, may give its own index. The
+        # index still names a window element holding the maximum.
+        ph, pw = window
+        n, h, w, c = x.shape
+        padded = torch.nn.functional.pad(x, (0, 0, padding[3], padding[1], padding[0], padding[2]), mode="replicate")
+        windows = padded.reshape(n, -1, ph, padded.shape[2] // pw, pw, c).permute(0, 1, 3, 5, 4, 2)
+        windows = windows.reshape(*got[0].shape, ph * pw)
+        picked = torch.gather(windows, -1, torch.as_tensor(got[1]).unsqueeze(-1)).squeeze(-1)
+        assert_close(picked, expected[0], **EXACT, what="the value at each index")
 
 
 @pytest.mark.parametrize(

@@ -218,28 +218,36 @@ int xnn_exec_argmax_pooling2d(px_ctx *ctx, const xnn_node *node, xnn_value *valu
   int32_t *yi = values[node->out[1]].data;
   const int64_t C = g.C;
   if (g.ph * g.pw > INT32_MAX)
-    return px_fail(ctx, "ArgMaxPooling2d: a %lldx%lld window has indices beyond int32",
-                   (long long)g.ph, (long long)g.pw);
+    return px_fail(ctx, "a %lldx%lld window has indices beyond int32", (long long)g.ph,
+                   (long long)g.pw);
+  if (g.H < 1 || g.W < 1) return 0; /* then there is no output either */
+  /* As XNNPACK: the window is walked down each column first, index
+   * kj * ph + ki; a tap in the padding reads the nearest input pixel (its
+   * coordinates clamped into the input), so it ties with that pixel and,
+   * coming first, may give its own index; the first maximum wins. */
   for (int64_t n = 0; n < g.N; n++)
     for (int64_t oh = 0; oh < g.OH; oh++)
       for (int64_t ow = 0; ow < g.OW; ow++) {
         int64_t off = ((n * g.OH + oh) * g.OW + ow) * C;
         float *o = y + off;
         int32_t *oi = yi + off;
-        int64_t ki0, ki1, kj0, kj1;
-        window(&g, oh, ow, &ki0, &ki1, &kj0, &kj1);
-        for (int64_t c = 0; c < C; c++) o[c] = -INFINITY, oi[c] = 0;
-        bool first = true;
-        /* index = position in the window, row-major; the first maximum wins */
-        for (int64_t ki = ki0; ki < ki1; ki++)
-          for (int64_t kj = kj0; kj < kj1; kj++) {
-            const float *xp = x + ((n * g.H + oh * g.sh - g.pt + ki) * g.W + ow * g.sw - g.pl +
-                                   kj) * C;
-            int32_t k = (int32_t)(ki * g.pw + kj);
+        for (int64_t kj = 0; kj < g.pw; kj++) {
+          int64_t iw = ow * g.pw - g.pl + kj;
+          iw = iw < 0 ? 0 : iw >= g.W ? g.W - 1 : iw;
+          for (int64_t ki = 0; ki < g.ph; ki++) {
+            int64_t ih = oh * g.ph - g.pt + ki;
+            ih = ih < 0 ? 0 : ih >= g.H ? g.H - 1 : ih;
+            const float *xp = x + ((n * g.H + ih) * g.W + iw) * C;
+            int32_t k = (int32_t)(kj * g.ph + ki);
+            if (k == 0) {
+              memcpy(o, xp, sizeof(float) * (size_t)C);
+              memset(oi, 0, sizeof(int32_t) * (size_t)C);
+              continue;
+            }
             for (int64_t c = 0; c < C; c++)
-              if (first || xp[c] > o[c]) o[c] = xp[c], oi[c] = k;
-            first = false;
+              if (xp[c] > o[c]) o[c] = xp[c], oi[c] = k;
           }
+        }
       }
   return 0;
 }
