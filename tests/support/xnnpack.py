@@ -155,7 +155,8 @@ def payloads(pte: bytes) -> list[Payload]:
                 offset, size = seg_base + seg.scalar(0, "Q"), seg.scalar(1, "Q")
             else:
                 offset, size = inline[index].vector(0)
-            fb = offset + struct.unpack_from("<I", pte, offset + 10)[0] if pte[offset + 4 : offset + 8] == b"XH00" else offset
+            has_header = pte[offset + 4 : offset + 8] == b"XH00"
+            fb = offset + struct.unpack_from("<I", pte, offset + 10)[0] if has_header else offset
             out.append(Payload(backend, offset, size, fb))
     return out
 
