@@ -70,9 +70,13 @@ lint() { ruff check . && mypy; }
 # (make dist) and bundles it; the tests import the installed package.
 install_package() { python -m pip install -q --no-deps --force-reinstall .; }
 
+# Both Python runs use every core (pytest-xdist), one test file per worker at
+# a time so that a file's module fixtures are made once.
+PYTEST=(pytest -q -p no:cacheprovider -n "${PYTEST_WORKERS:-auto}" --dist loadfile)
+
 pytest_regular() {
   # pytest (not `python -m pytest`): the tests import the installed package.
-  pytest -q -p no:cacheprovider tests
+  "${PYTEST[@]}" tests
 }
 
 # The Python suite against the ASan library (native/build/asan): the source
@@ -88,7 +92,7 @@ pytest_asan() {
     UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1)
   "${asan_env[@]}" python -c "import pyexec, sys
 sys.exit(0 if 'native/build/asan/libpyexec.so' in open('/proc/self/maps').read() else 'the ASan library is not the one loaded')" &&
-    "${asan_env[@]}" pytest -q -p no:cacheprovider tests --ignore=tests/integration/test_wheel.py --ignore=tests/integration/test_examples.py
+    "${asan_env[@]}" "${PYTEST[@]}" tests --ignore=tests/integration/test_wheel.py --ignore=tests/integration/test_examples.py
 }
 
 # libFuzzer over load + method load + execute: every committed crash input
