@@ -264,6 +264,30 @@ PYEXEC_API pyexec_status pyexec_program_method_operators(
     const pyexec_program *program, const char *name, char *buf, size_t cap,
     size_t *needed, size_t *missing);
 
+/* Number of delegates method `name` calls (its BackendDelegate entries, the
+ * parts of the program the exporter handed to a backend such as XNNPACK),
+ * stored in *count; read from the file without loading the method. */
+PYEXEC_API pyexec_status pyexec_program_delegate_count(
+    const pyexec_program *program, const char *name, size_t *count);
+
+/* Describes delegate `index` (below pyexec_program_delegate_count) of method
+ * `name` without loading the method, so also one that load refuses. Writes
+ * into `buf` (capacity `cap` bytes, always NUL-terminated when cap > 0):
+ *   - first line: the backend id the program names ("XnnpackBackend"),
+ *     starting with "!" when this library has no backend with that id
+ *     (control characters in the id are shown as '?');
+ *   - then, for a backend this library has, the node types the delegate's
+ *     payload uses, one per line, sorted; those starting with "!" are ones
+ *     this library does not run there (a node type it lacks, or a node with
+ *     quantized values). A backend without a description lists none.
+ * *unsupported receives how many lines start with "!" (0: every part is
+ * one this library runs); *needed the length the full text needs, including
+ * the terminator. A malformed payload is PYEXEC_ERR_INVALID_PROGRAM with a
+ * message naming the method, delegate and field; nothing is written then. */
+PYEXEC_API pyexec_status pyexec_program_delegate_describe(
+    const pyexec_program *program, const char *name, size_t index, char *buf,
+    size_t cap, size_t *needed, size_t *unsupported);
+
 /* ------------------------------------------------------------------------ */
 /* Methods                                                                  */
 /* ------------------------------------------------------------------------ */

@@ -55,6 +55,14 @@ PYEXEC_API pyexec_status pyexec_program_method_operators(const pyexec_program *p
                                                          size_t cap, size_t *needed, size_t *missing) {
   return px_program_method_operators(p, name, buf, cap, needed, missing);
 }
+PYEXEC_API pyexec_status pyexec_program_delegate_count(const pyexec_program *p, const char *name, size_t *count) {
+  return px_program_delegate_count(p, name, count);
+}
+PYEXEC_API pyexec_status pyexec_program_delegate_describe(const pyexec_program *p, const char *name, size_t index,
+                                                          char *buf, size_t cap, size_t *needed,
+                                                          size_t *unsupported) {
+  return px_program_delegate_describe(p, name, index, buf, cap, needed, unsupported);
+}
 
 /* ---- methods ----------------------------------------------------------------- */
 

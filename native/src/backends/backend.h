@@ -22,6 +22,9 @@
  *            Output tensors are resized with px_resize (their bound is the
  *            runtime's), never reallocated.
  *   destroy  when the method is freed; NULL is a harmless no-op.
+ *   describe (optional) at program level, with no handle: what a payload
+ *            holds and what of it this backend cannot run, for
+ *            pyexec_program_delegate_describe (loader/program.c).
  */
 #ifndef PX_BACKEND_H
 #define PX_BACKEND_H
@@ -58,10 +61,15 @@ typedef struct px_backend {
   /* True when the delegate writes argument `arg` (an output); the builder
    * uses it to know which values the call writes. */
   bool (*writes_arg)(const void *handle, size_t arg);
-  /* Optional (may be NULL): the node types the delegate runs, one name per
-   * line, sorted, no duplicates, into buf (snprintf rules); returns the
-   * length it needs. */
-  size_t (*describe)(const void *handle, char *buf, size_t cap);
+  /* Optional (may be NULL): describes a payload without initialising it
+   * (so also one init refuses): the node types it uses, one name per line,
+   * sorted, no duplicates, "!" before each this backend does not run, into
+   * buf (snprintf rules, buf may be NULL when cap is 0); *needed the length
+   * with the terminator, *unsupported the "!" lines. Bounds-checked like
+   * init: InvalidProgram with the message set naming the field for a
+   * malformed payload; never crashes on one. */
+  pyexec_status (*describe)(const uint8_t *payload, size_t size, char *buf, size_t cap, size_t *needed,
+                            size_t *unsupported);
 } px_backend;
 
 /* The backend registered under id[0..n), or NULL. */

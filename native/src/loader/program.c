@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "backends/backend.h"
 #include "core/error.h"
 #include "kernels/registry.h"
 
@@ -713,4 +714,65 @@ pyexec_status px_program_method_operators(const pyexec_program *p, const char *n
   for (uint32_t i = 0; i < n; i++) free(names[i]);
   free(names);
   return st;
+}
+
+pyexec_status px_program_delegate_count(const pyexec_program *p, const char *name, size_t *count) {
+  const px_plan *plan = NULL;
+  pyexec_status st = find_plan(p, name, &plan);
+  if (st) return st;
+  if (!count) return px_invalid_argument("count must not be NULL");
+  uint32_t n = 0;
+  if ((st = px_plan_delegate_count(plan, &n))) return px_invalid_program("method '%s': delegates are malformed", name);
+  *count = n;
+  return PYEXEC_OK;
+}
+
+/* The error message of the failing call, prefixed with `what` (and the
+ * same status returned). */
+static pyexec_status prefix_error(pyexec_status st, const char *name, const char *what) {
+  size_t cap;
+  char tmp[1024];
+  snprintf(tmp, sizeof tmp, "%s", px_error_buffer(&cap));
+  return px_error(st, "method '%s': %s%s", name, what, tmp);
+}
+
+pyexec_status px_program_delegate_describe(const pyexec_program *p, const char *name, size_t index, char *buf,
+                                           size_t cap, size_t *needed, size_t *unsupported) {
+  const px_plan *plan = NULL;
+  pyexec_status st = find_plan(p, name, &plan);
+  if (st) return st;
+  size_t count;
+  if ((st = px_program_delegate_count(p, name, &count))) return st;
+  if (index >= count)
+    return px_invalid_argument("method '%s': delegate %zu is out of range (%zu delegates)", name, index, count);
+  px_delegate_desc d;
+  if ((st = px_plan_delegate(p, plan, (uint32_t)index, &d))) return prefix_error(st, name, "");
+  const px_backend *backend = px_backend_find(d.id, d.id_len);
+  const bool describes = backend && backend->describe;
+  /* Describe first, into nothing: a malformed payload fails before any
+   * output is touched. */
+  size_t nodes_len = 1, miss = 0;
+  if (describes && (st = backend->describe(d.data, d.size, NULL, 0, &nodes_len, &miss))) {
+    char what[96];
+    snprintf(what, sizeof what, "delegate %zu (%s): ", index, backend->id);
+    return prefix_error(st, name, what);
+  }
+  /* The id line: the program's bytes (valid UTF-8), "!" first when no
+   * backend has the id, a control character shown as '?' so that the id
+   * stays on one line. */
+  size_t pos = 0;
+#define PUT(c)                               \
+  do {                                       \
+    if (buf && pos + 1 < cap) buf[pos] = (c); \
+    pos++;                                   \
+  } while (0)
+  if (!backend) PUT('!');
+  for (uint32_t k = 0; k < d.id_len; k++) PUT((unsigned char)d.id[k] < 0x20 ? '?' : d.id[k]);
+  PUT('\n');
+#undef PUT
+  if (buf && cap) buf[pos < cap ? pos : cap - 1] = 0;
+  if (describes && buf && pos < cap) backend->describe(d.data, d.size, buf + pos, cap - pos, &nodes_len, &miss);
+  if (needed) *needed = pos + nodes_len;
+  if (unsupported) *unsupported = miss + !backend;
+  return PYEXEC_OK;
 }

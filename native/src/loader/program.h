@@ -167,5 +167,8 @@ pyexec_status px_program_output_info(const pyexec_program *p, const char *name, 
                                      pyexec_value_info *out);
 pyexec_status px_program_method_operators(const pyexec_program *p, const char *name, char *buf, size_t cap,
                                           size_t *needed, size_t *missing);
+pyexec_status px_program_delegate_count(const pyexec_program *p, const char *name, size_t *count);
+pyexec_status px_program_delegate_describe(const pyexec_program *p, const char *name, size_t index, char *buf,
+                                           size_t cap, size_t *needed, size_t *unsupported);
 
 #endif /* PX_PROGRAM_H */

@@ -6,6 +6,7 @@
  * shapes through every node, resizes the outputs, runs the nodes in order
  * and widens int32 indices into int64 outputs.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -58,6 +59,30 @@ static pyexec_status give_storage(xnn_delegate *d) {
   return PYEXEC_OK;
 }
 
+/* Appends to the Unsupported message xnn_parse left (which names the first
+ * thing it refused) every node type pyexec does not run, as
+ * pyexec_program_delegate_describe lists them. */
+static void name_unsupported(const uint8_t *payload, size_t size) {
+  size_t cap, needed, nunsup;
+  char first[512], types[2048], list[1024];
+  snprintf(first, sizeof first, "%s", px_error_buffer(&cap));
+  if (xnn_describe(payload, size, types, sizeof types, &needed, &nunsup) || nunsup == 0) {
+    px_unsupported("%s", first); /* describing failed: the first message stays */
+    return;
+  }
+  /* "Add\n!Convert\n!FullyConnected\n" -> "Convert, FullyConnected" */
+  size_t n = 0;
+  list[0] = 0;
+  for (const char *line = types; *line && n < sizeof list;) {
+    const char *end = strchr(line, '\n');
+    if (!end) break; /* a line cut short by the buffer */
+    if (line[0] == '!')
+      n += (size_t)snprintf(list + n, sizeof list - n, "%s%.*s", n ? ", " : "", (int)(end - line - 1), line + 1);
+    line = end + 1;
+  }
+  px_unsupported("%s; node types pyexec does not run in this payload: %s", first, list);
+}
+
 static pyexec_status xnn_init(px_ctx *ctx, const uint8_t *payload, size_t size, const px_compile_spec *specs,
                               size_t nspecs, const px_named_data *named, void **handle) {
   (void)specs; /* ExecuTorch's XNNPACK runtime reads no compile spec either */
@@ -66,6 +91,7 @@ static pyexec_status xnn_init(px_ctx *ctx, const uint8_t *payload, size_t size, 
   xnn_delegate *d = calloc(1, sizeof *d);
   if (!d) return px_no_memory("XNNPACK delegate");
   pyexec_status st = xnn_parse(payload, size, named, &d->g);
+  if (st == PYEXEC_ERR_UNSUPPORTED) name_unsupported(payload, size);
   if (!st) st = give_storage(d);
   if (!st && !(d->ops = calloc(d->g.nnodes + 1, sizeof *d->ops))) st = px_no_memory("XNNPACK delegate");
   for (uint32_t i = 0; i < d->g.nnodes && !st; i++) {
@@ -193,33 +219,6 @@ static bool xnn_writes_arg(const void *handle, size_t arg) {
   for (uint32_t i = 0; i < d->g.nvalues; i++)
     if ((d->g.values[i].flags & XNN_VALUE_EXTERNAL_OUTPUT) && d->g.values[i].external_id == arg) return true;
   return false;
-}
-
-static size_t xnn_describe(const void *handle, char *buf, size_t cap) {
-  const xnn_delegate *d = handle;
-  bool used[XNN_NODE_MAX + 1] = {false};
-  for (uint32_t i = 0; i < d->g.nnodes; i++) used[d->g.nodes[i].type] = true;
-  /* Sorted by name: repeatedly take the smallest name not yet written. */
-  size_t n = 0;
-  const char *last = "";
-  if (buf && cap) buf[0] = 0;
-  for (;;) {
-    const char *next = NULL;
-    for (int t = 1; t <= XNN_NODE_MAX; t++)
-      if (used[t] && strcmp(xnn_node_type_name(t), last) > 0 &&
-          (!next || strcmp(xnn_node_type_name(t), next) < 0))
-        next = xnn_node_type_name(t);
-    if (!next) break;
-    size_t len = strlen(next);
-    if (buf && n + len + 1 < cap) {
-      memcpy(buf + n, next, len);
-      buf[n + len] = '\n';
-      buf[n + len + 1] = 0;
-    }
-    n += len + 1;
-    last = next;
-  }
-  return n;
 }
 
 const px_backend px_backend_xnnpack = {

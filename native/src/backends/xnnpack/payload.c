@@ -116,6 +116,11 @@ typedef struct parse_state {
   px_fb_vec cdata;   /* XNNGraph.constant_data */
   px_fb_vec cbuffer; /* XNNGraph.constant_buffer (legacy) */
   id_map *ids;
+  /* Describing (xnn_describe) rather than loading: the node types seen, and
+   * those pyexec does not run, by type code; NULL when loading. Describing
+   * records what loading refuses as Unsupported instead of stopping there,
+   * and reads no constant. */
+  bool *used, *unsupported;
 } parse_state;
 
 /* Keeps a 16-byte aligned copy of constant bytes that are not so aligned. */
@@ -240,7 +245,7 @@ static pyexec_status parse_value(parse_state *s, uint32_t vi, const px_fb_table 
   v->num_dims = nd;
   size_t es = xnn_datatype_size(dt);
   if (dt < XNN_DT_FP32 || dt > XNN_DT_BF16) return BAD("xvalues[%u].datatype %d is unknown", vi, dt);
-  if (ut == 2 || (dt != XNN_DT_FP32 && dt != XNN_DT_FP16 && dt != XNN_DT_INT32))
+  if (!s->used && (ut == 2 || (dt != XNN_DT_FP32 && dt != XNN_DT_FP16 && dt != XNN_DT_INT32)))
     return px_unsupported("XNNPACK payload: value %u has datatype %s%s; pyexec runs float32 XNNPACK graphs "
                           "(quantized ones are not supported yet)",
                           vi, xnn_datatype_name(dt), ut == 2 ? " (quantized)" : "");
@@ -270,7 +275,7 @@ static pyexec_status parse_value(parse_state *s, uint32_t vi, const px_fb_table 
   if (id_out == XNN_INVALID_ID) return BAD("xvalues[%u].id_out is invalid", vi);
   s->ids[vi].id = id_out;
   s->ids[vi].index = vi;
-  if (v->constant_idx) {
+  if (v->constant_idx && !s->used) {
     pyexec_status st = resolve_constant(s, vi, v, v->capacity);
     if (st) return st;
     v->data = (void *)v->constant;
@@ -447,7 +452,7 @@ static pyexec_status check_node(parse_state *s, uint32_t ni, xnn_node *nd) {
   for (uint32_t k = 0; k < nd->nout; k++) {
     if ((st = resolve_id(s, ni, nd, &nd->out[k], "output", false))) return st;
     const xnn_value *o = &vals[nd->out[k]];
-    if (o->constant) return BAD("node %u (%s): output value %u is a constant", ni, name, nd->out[k]);
+    if (o->constant_idx) return BAD("node %u (%s): output value %u is a constant", ni, name, nd->out[k]);
     if (o->flags & XNN_VALUE_EXTERNAL_INPUT)
       return BAD("node %u (%s): output value %u is an external input", ni, name, nd->out[k]);
   }
@@ -460,10 +465,14 @@ static pyexec_status check_node(parse_state *s, uint32_t ni, xnn_node *nd) {
     if (nd->type == XNN_NODE_argmax_pooling2d && k == 2) want = XNN_DT_INT32;
     int dt = vals[id].datatype;
     bool ok = dt == want || (nd->type == XNN_NODE_convert && (dt == XNN_DT_FP32 || dt == XNN_DT_FP16));
-    if (!ok)
+    ok = ok && vals[id].quant.kind == XNN_Q_NONE;
+    if (!ok && s->unsupported) {
+      s->unsupported[nd->type] = true;
+    } else if (!ok) {
       return px_unsupported("XNNPACK payload: node %u (%s) %s value %u has datatype %s, which pyexec does not "
                             "run for this node",
                             ni, name, k < nd->nin ? "input" : "output", id, xnn_datatype_name(dt));
+    }
   }
   const xnn_value *in0 = &vals[nd->in[0]];
   const xnn_value *out0 = &vals[nd->out[0]];
@@ -541,6 +550,11 @@ static pyexec_status parse_node(parse_state *s, uint32_t ni, const px_fb_table *
     return BAD("xnodes[%u] is malformed", ni);
   if (type < 1 || type > XNN_NODE_MAX || !present) return BAD("xnodes[%u]: node type %u is unknown", ni, type);
   nd->type = type;
+  if (s->used) s->used[type] = true;
+  if (!xnn_node_ops_for(type) && s->unsupported) {
+    s->unsupported[type] = true; /* its fields are not read: no node function would trust them */
+    return PYEXEC_OK;
+  }
   if (!xnn_node_ops_for(type))
     return px_unsupported("XNNPACK payload: node %u is %s (type %u), which pyexec does not run", ni,
                           xnn_node_type_name(type), type);
@@ -559,7 +573,8 @@ static pyexec_status parse_node(parse_state *s, uint32_t ni, const px_fb_table *
 
 /* ---- the graph ------------------------------------------------------------ */
 
-pyexec_status xnn_parse(const uint8_t *data, size_t size, const px_named_data *named, xnn_graph *g) {
+static pyexec_status parse_graph(const uint8_t *data, size_t size, const px_named_data *named, xnn_graph *g,
+                                 bool *used, bool *unsupported) {
   memset(g, 0, sizeof *g);
   blob bl;
   pyexec_status st = read_header(data, size, &bl);
@@ -568,7 +583,7 @@ pyexec_status xnn_parse(const uint8_t *data, size_t size, const px_named_data *n
     return BAD("flatbuffer identifier is not XN00 or XN01");
   px_fb_table root;
   px_fb_vec xvalues, xnodes;
-  parse_state s = {&bl, named, g, {0}, {0}, NULL};
+  parse_state s = {&bl, named, g, {0}, {0}, NULL, used, unsupported};
   if (!px_fb_root(bl.fb, bl.fb_len, &root)) return BAD("XNNGraph root table is out of bounds");
   if (!px_fb_has(&root, G_XVALUES) || !px_fb_has(&root, G_XNODES))
     return BAD("XNNGraph has no xvalues or no xnodes");
@@ -606,6 +621,39 @@ pyexec_status xnn_parse(const uint8_t *data, size_t size, const px_named_data *n
   }
   free(s.ids);
   return st;
+}
+
+pyexec_status xnn_parse(const uint8_t *data, size_t size, const px_named_data *named, xnn_graph *g) {
+  return parse_graph(data, size, named, g, NULL, NULL);
+}
+
+pyexec_status xnn_describe(const uint8_t *payload, size_t size, char *buf, size_t cap, size_t *needed,
+                           size_t *unsupported) {
+  bool used[XNN_NODE_MAX + 1] = {false}, unsup[XNN_NODE_MAX + 1] = {false};
+  xnn_graph g;
+  pyexec_status st = parse_graph(payload, size, NULL, &g, used, unsup);
+  xnn_graph_free(&g);
+  if (st) return st;
+  /* Sorted by name: repeatedly take the smallest name not yet written. */
+  size_t pos = 0, miss = 0;
+  const char *last = "";
+  if (buf && cap) buf[0] = 0;
+  for (;;) {
+    int next = 0;
+    for (int t = 1; t <= XNN_NODE_MAX; t++)
+      if (used[t] && strcmp(xnn_node_type_name(t), last) > 0 &&
+          (!next || strcmp(xnn_node_type_name(t), xnn_node_type_name(next)) < 0))
+        next = t;
+    if (!next) break;
+    miss += unsup[next];
+    int w = snprintf(buf && pos < cap ? buf + pos : NULL, buf && pos < cap ? cap - pos : 0, "%s%s\n",
+                     unsup[next] ? "!" : "", xnn_node_type_name(next));
+    pos += (size_t)w;
+    last = xnn_node_type_name(next);
+  }
+  *needed = pos + 1;
+  *unsupported = miss;
+  return PYEXEC_OK;
 }
 
 void xnn_graph_free(xnn_graph *g) {

@@ -20,6 +20,14 @@
  * failure g is left for xnn_graph_free. */
 pyexec_status xnn_parse(const uint8_t *blob, size_t size, const px_named_data *named, xnn_graph *g);
 
+/* The backend's describe hook (backend.h): the node types blob[0..size)
+ * uses, sorted, "!" before those pyexec does not run (a type without a node
+ * function, or a node with a quantized or otherwise unsupported value),
+ * checked as xnn_parse checks it except for the constants, which are not
+ * read. InvalidProgram naming the field for a malformed payload. */
+pyexec_status xnn_describe(const uint8_t *blob, size_t size, char *buf, size_t cap, size_t *needed,
+                           size_t *unsupported);
+
 /* Frees what xnn_parse allocated (values, nodes, copies of constants). */
 void xnn_graph_free(xnn_graph *g);
 
