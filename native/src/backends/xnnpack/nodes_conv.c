@@ -241,10 +241,26 @@ int xnn_shape_conv_transpose2d(px_ctx *ctx, const xnn_node *node, xnn_value *val
 
 /* ---- shared epilogue --------------------------------------------------------- */
 
-/* rows x C floats at y: clamp to [lo, hi] (skipped when both are infinite). */
+typedef float v8f __attribute__((vector_size(32)));
+typedef float v8f_u __attribute__((vector_size(32), aligned(4), may_alias));
+typedef float v4f __attribute__((vector_size(16)));
+typedef float v4f_u __attribute__((vector_size(16), aligned(4), may_alias));
+typedef int32_t v8i __attribute__((vector_size(32)));
+typedef int32_t v4i __attribute__((vector_size(16)));
+/* a where m is false, b where m is true (m a comparison's all-ones mask). */
+#define VSEL(VT, VI, m, a, b) ((VT)((((VI)(a)) & ~(m)) | (((VI)(b)) & (m))))
+
+/* y[0..n) clamped to [lo, hi] (skipped when both are infinite); NaN stays. */
 static void clamp_rows(float *y, int64_t n, float lo, float hi) {
   if (lo == -INFINITY && hi == INFINITY) return;
-  for (int64_t i = 0; i < n; i++) {
+  const v4f vlo = (v4f){0} + lo, vhi = (v4f){0} + hi;
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    v4f v = *(v4f_u *)(y + i);
+    v = VSEL(v4f, v4i, v < vlo, v, vlo);
+    *(v4f_u *)(y + i) = VSEL(v4f, v4i, v > vhi, v, vhi);
+  }
+  for (; i < n; i++) {
     float v = y[i];
     v = v < lo ? lo : v;
     y[i] = v > hi ? hi : v;
@@ -287,10 +303,44 @@ static void im2col_pack(const void *src, int64_t ic, int64_t mc, int64_t pc, int
       ih0[i] = rem / s->OW * p->sh - p->pt;
       iw0[i] = rem % s->OW * p->sw - p->pl;
     }
+    /* one kernel row is contiguous in the input when every channel is in
+     * the group and taps are adjacent (no column dilation) */
+    const bool rows_contig = Cg == Cin && p->dw == 1;
     int64_t t = pc / Cg, c = pc % Cg;
-    for (int64_t q = 0; q < kc; t++, c = 0) {
+    for (int64_t q = 0; q < kc;) {
       int64_t len = Cg - c < kc - q ? Cg - c : kc - q;
       int64_t dih = t / p->KW * p->dh, diw = t % p->KW * p->dw;
+      if (rows_contig && m == mr && p->KW - t % p->KW > 1) {
+        /* the rest of kernel row t / KW at once, when every row's span of it
+         * is inside the input */
+        int64_t run = (p->KW - t % p->KW) * Cg - c, L = run < kc - q ? run : kc - q;
+        int64_t last = diw + (c + L - 1) / Cg; /* column offset of the last tap touched */
+        const float *sp[IM2COL_MR_MAX];
+        bool inside = true;
+        for (int i = 0; i < mr && inside; i++) {
+          int64_t ih = ih0[i] + dih;
+          inside = ih >= 0 && ih < H && iw0[i] + diw >= 0 && iw0[i] + last < W;
+          if (inside) sp[i] = xn[i] + (ih * W + iw0[i] + diw) * Cin + c;
+        }
+        if (inside) {
+          float *d = pa + q * mr;
+          if (mr == 6) {
+            const float *s0 = sp[0], *s1 = sp[1], *s2 = sp[2], *s3 = sp[3], *s4 = sp[4];
+            const float *s5 = sp[5];
+            for (int64_t e = 0; e < L; e++, d += 6) {
+              d[0] = s0[e], d[1] = s1[e], d[2] = s2[e];
+              d[3] = s3[e], d[4] = s4[e], d[5] = s5[e];
+            }
+          } else {
+            for (int64_t e = 0; e < L; e++, d += mr)
+              for (int i = 0; i < mr; i++) d[i] = sp[i][e];
+          }
+          q += L;
+          t += (c + L) / Cg;
+          c = (c + L) % Cg;
+          continue;
+        }
+      }
       /* the tap's input pixel for every row (a zero source in the padding,
        * read with step 0) */
       const float *sp[IM2COL_MR_MAX];
@@ -318,6 +368,8 @@ static void im2col_pack(const void *src, int64_t ic, int64_t mc, int64_t pc, int
           for (int i = 0; i < mr; i++) d[i] = sp[i][e * step[i]];
       }
       q += len;
+      c += len;
+      if (c == Cg) t++, c = 0;
     }
   }
 }
@@ -356,15 +408,6 @@ int xnn_exec_conv2d(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
 }
 
 /* ---- DepthwiseConv2d ------------------------------------------------------------ */
-
-typedef float v8f __attribute__((vector_size(32)));
-typedef float v8f_u __attribute__((vector_size(32), aligned(4), may_alias));
-typedef float v4f __attribute__((vector_size(16)));
-typedef float v4f_u __attribute__((vector_size(16), aligned(4), may_alias));
-typedef int32_t v8i __attribute__((vector_size(32)));
-typedef int32_t v4i __attribute__((vector_size(16)));
-/* a where m is false, b where m is true (m a comparison's all-ones mask). */
-#define VSEL(VT, VI, m, a, b) ((VT)((((VI)(a)) & ~(m)) | (((VI)(b)) & (m))))
 
 /* One output pixel of a depthwise convolution with multiplier 1: the taps
  * inside the input are xs[0..nt) (input pixel pointers) with filter rows
