@@ -539,7 +539,9 @@ int xnn_exec_conv_transpose2d(px_ctx *ctx, const xnn_node *node, xnn_value *valu
             if (ow < 0 || ow >= OW) continue;
             float *o = y + ((n * OH + oh) * OW + ow) * Cout + g * Cg;
             const float *src = cr + (ki * p->KW + kj) * Cg;
-            for (int64_t c = 0; c < Cg; c++) o[c] += src[c];
+            int64_t c = 0;
+            for (; c + 4 <= Cg; c += 4) *(v4f_u *)(o + c) += *(const v4f_u *)(src + c);
+            for (; c < Cg; c++) o[c] += src[c];
           }
         }
       }

@@ -380,10 +380,16 @@ int xnn_exec_prelu(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
   for (int64_t r = 0; r < rows; r++) {
     const float *xr = x + r * C;
     float *yr = y + r * C;
-    if (one)
-      for (int64_t c = 0; c < C; c++) yr[c] = xr[c] < 0.0f ? xr[c] * s[0] : xr[c];
-    else
-      for (int64_t c = 0; c < C; c++) yr[c] = xr[c] < 0.0f ? xr[c] * s[c] : xr[c];
+    int64_t c = 0;
+    for (; c + 4 <= C; c += 4) {
+      v4f v = V4(xr + c), k;
+      if (one)
+        k = (v4f){0} + s[0];
+      else
+        k = V4(s + c);
+      V4(yr + c) = vsel(v < 0.0f, v, v * k);
+    }
+    for (; c < C; c++) yr[c] = xr[c] < 0.0f ? xr[c] * s[one ? 0 : c] : xr[c];
   }
   return 0;
 }
