@@ -1,0 +1,301 @@
+/*
+ * sdpa.c - llama::custom_sdpa and llama::sdpa_with_kv_cache: scaled dot-
+ * product attention of q [B, S, Hq, D] over the first keys of k / v
+ * [B, S_kv, Hkv, D] (normally whole KV caches), causal from start_pos.
+ *
+ * Query row s sits at absolute position start_pos + s. With no mask the
+ * keys considered are the filled part of the cache, [0, start_pos + S), and
+ * with is_causal row s stops at key start_pos + s; with a 2-D [S, S_kv] mask
+ * (added after scaling) every S_kv key counts. Query head h reads kv head
+ * h / (Hq / Hkv) (grouped-query attention): the cache is never expanded.
+ *
+ * The work runs per (batch, kv head) over tiles of the query rows that share
+ * that kv head (all S x Hq/Hkv of them, so a decode step's grouped heads form
+ * one tile), walking the keys in blocks with an online softmax: a running
+ * maximum m, a running sum l and an unnormalised accumulator per row, each
+ * block rescaled by exp(m_old - m_new). Nothing is [S, S_kv]: the scratch is
+ * a tile's queries, scores and accumulators and, for float16 / bfloat16, one
+ * block of keys and values converted to float32. QK^T and PV go through the
+ * GEMM engine when a tile has enough rows to fill its micro-kernel, through
+ * vectorised dot products and row updates otherwise (decode).
+ */
+#include <math.h>
+#include <string.h>
+
+#include "kernels/gemm/gemm.h"
+#include "kernels/llm/llm.h"
+
+enum {
+  TILE_ROWS = 64,  /* query rows per tile */
+  KEY_BLOCK = 256, /* keys per block */
+  GEMM_ROWS = 8    /* tiles with fewer rows use the dot-product path */
+};
+
+typedef float v4f __attribute__((vector_size(16)));
+typedef float v4f_u __attribute__((vector_size(16), aligned(4), may_alias));
+#define v4_load(p) (*(const v4f_u *)(p))
+#define v4_store(p, v) (*(v4f_u *)(p) = (v))
+
+/* Sum of a[k] * b[k], k < n, with four partial sums of 4 lanes each. */
+static inline float dot_f32(const float *a, const float *b, int64_t n) {
+  v4f s0 = {0}, s1 = {0}, s2 = {0}, s3 = {0};
+  int64_t k = 0;
+  for (; k + 16 <= n; k += 16) {
+    s0 += v4_load(a + k) * v4_load(b + k);
+    s1 += v4_load(a + k + 4) * v4_load(b + k + 4);
+    s2 += v4_load(a + k + 8) * v4_load(b + k + 8);
+    s3 += v4_load(a + k + 12) * v4_load(b + k + 12);
+  }
+  for (; k + 4 <= n; k += 4) s0 += v4_load(a + k) * v4_load(b + k);
+  v4f s = (s0 + s1) + (s2 + s3);
+  float r = (s[0] + s[1]) + (s[2] + s[3]);
+  for (; k < n; k++) r += a[k] * b[k];
+  return r;
+}
+
+/* y[k] += p * x[k], k < n. */
+static inline void axpy_f32(float *y, float p, const float *x, int64_t n) {
+  int64_t k = 0;
+  for (; k + 4 <= n; k += 4) v4_store(y + k, v4_load(y + k) + p * v4_load(x + k));
+  for (; k < n; k++) y[k] += p * x[k];
+}
+
+/* One attention problem, its arguments checked. */
+typedef struct attn {
+  const px_tensor *q, *k, *v, *mask;
+  px_tensor *out;
+  int64_t B, S, Hq, Hkv, D, Skv;
+  int64_t start_pos;
+  bool causal;
+  float scale;
+} attn;
+
+/* Scratch for one call: the tile's queries, scores, accumulators, running
+ * max / sum and key limits, the converted key / value block, GEMM packing. */
+typedef struct attn_work {
+  float *qt, *sc, *acc, *m, *l, *kf, *vf;
+  int64_t *lim;
+  void *gemm;
+} attn_work;
+
+/* Keys [n0, n0 + nb) of kv head g in batch b as float32 rows: straight from
+ * a float32 tensor (row stride Hkv * D), else converted into buf (stride D). */
+static const float *key_rows(const attn *a, const px_tensor *t, float *buf, int64_t b, int64_t g, int64_t n0,
+                             int64_t nb, int64_t *stride) {
+  int64_t base = ((b * a->Skv + n0) * a->Hkv + g) * a->D;
+  if (t->dtype == PX_F32) {
+    *stride = a->Hkv * a->D;
+    return (const float *)t->data + base;
+  }
+  for (int64_t n = 0; n < nb; n++) llm_load_f32(buf + n * a->D, t->data, t->dtype, base + n * a->Hkv * a->D, a->D);
+  *stride = a->D;
+  return buf;
+}
+
+/* Scores of one block (already in w->sc, scaled) to probabilities: masks,
+ * applies the causal limit, updates each row's running max and sum, and
+ * rescales its accumulator. Entries past a row's limit become 0. */
+static void block_softmax(const attn *a, attn_work *w, int64_t mt, int64_t i0, int64_t n0, int64_t nb) {
+  int64_t r = a->Hq / a->Hkv, D = a->D;
+  for (int64_t i = 0; i < mt; i++) {
+    float *row = w->sc + i * KEY_BLOCK;
+    int64_t valid = w->lim[i] - n0;
+    if (valid > nb) valid = nb;
+    if (valid < 0) valid = 0;
+    if (a->mask) {
+      int64_t s = (i0 + i) / r;
+      int64_t mbase = s * a->Skv + n0;
+      if (a->mask->dtype == PX_F32) {
+        const float *mk = (const float *)a->mask->data + mbase;
+        for (int64_t n = 0; n < valid; n++) row[n] += mk[n];
+      } else {
+        for (int64_t n = 0; n < valid; n++) row[n] += (float)px_load_d(a->mask->data, a->mask->dtype, mbase + n);
+      }
+    }
+    float bm = -INFINITY;
+    for (int64_t n = 0; n < valid; n++) bm = row[n] > bm ? row[n] : bm;
+    float mnew = bm > w->m[i] ? bm : w->m[i];
+    if (mnew == -INFINITY) { /* nothing but -inf so far: no weight */
+      memset(row, 0, sizeof(float) * (size_t)nb);
+      continue;
+    }
+    float sum = 0.0f;
+    for (int64_t n = 0; n < valid; n++) {
+      row[n] = expf(row[n] - mnew);
+      sum += row[n];
+    }
+    for (int64_t n = valid; n < nb; n++) row[n] = 0.0f;
+    float alpha = expf(w->m[i] - mnew); /* 0 for the first weighted block */
+    w->l[i] = w->l[i] * alpha + sum;
+    if (alpha != 1.0f) {
+      float *acc = w->acc + i * D;
+      for (int64_t d = 0; d < D; d++) acc[d] *= alpha;
+    }
+    w->m[i] = mnew;
+  }
+}
+
+/* Rows [i0, i0 + mt) of the (batch b, kv head g) problem: query row i is
+ * sequence position i / r of query head g * r + i % r. */
+static int attend_tile(px_ctx *ctx, const attn *a, attn_work *w, int64_t b, int64_t g, int64_t i0, int64_t mt) {
+  int64_t r = a->Hq / a->Hkv, D = a->D;
+  int64_t kend = 0;
+  for (int64_t i = 0; i < mt; i++) {
+    int64_t s = (i0 + i) / r, h = g * r + (i0 + i) % r;
+    llm_load_f32(w->qt + i * D, a->q->data, a->q->dtype, ((b * a->S + s) * a->Hq + h) * D, D);
+    w->lim[i] = a->mask ? a->Skv : a->causal ? a->start_pos + s + 1 : a->start_pos + a->S;
+    if (w->lim[i] > kend) kend = w->lim[i];
+    w->m[i] = -INFINITY;
+    w->l[i] = 0.0f;
+  }
+  memset(w->acc, 0, sizeof(float) * (size_t)(mt * D));
+  bool gemm = mt >= GEMM_ROWS;
+  for (int64_t n0 = 0; n0 < kend; n0 += KEY_BLOCK) {
+    int64_t nb = kend - n0 < KEY_BLOCK ? kend - n0 : KEY_BLOCK;
+    int64_t ks, vs;
+    const float *kb = key_rows(a, a->k, w->kf, b, g, n0, nb, &ks);
+    /* scores = scale * Q K^T */
+    if (gemm) {
+      int rc = px_gemm_f32(ctx, w->gemm, mt, nb, D, a->scale, w->qt, D, 1, kb, 1, ks, 0.0f, w->sc, KEY_BLOCK);
+      if (rc) return rc;
+    } else {
+      for (int64_t i = 0; i < mt; i++) {
+        int64_t valid = w->lim[i] - n0 < nb ? w->lim[i] - n0 : nb;
+        for (int64_t n = 0; n < valid; n++)
+          w->sc[i * KEY_BLOCK + n] = dot_f32(w->qt + i * D, kb + n * ks, D) * a->scale;
+      }
+    }
+    block_softmax(a, w, mt, i0, n0, nb);
+    /* acc += P V */
+    const float *vb = key_rows(a, a->v, w->vf, b, g, n0, nb, &vs);
+    if (gemm) {
+      int rc = px_gemm_f32(ctx, w->gemm, mt, D, nb, 1.0f, w->sc, KEY_BLOCK, 1, vb, vs, 1, 1.0f, w->acc, D);
+      if (rc) return rc;
+    } else {
+      for (int64_t i = 0; i < mt; i++) {
+        int64_t valid = w->lim[i] - n0 < nb ? w->lim[i] - n0 : nb;
+        const float *p = w->sc + i * KEY_BLOCK;
+        for (int64_t n = 0; n < valid; n++) axpy_f32(w->acc + i * D, p[n], vb + n * vs, D);
+      }
+    }
+  }
+  /* out = acc / l (a row that weighed nothing is 0 * 1/0 = NaN, as ExecuTorch's) */
+  for (int64_t i = 0; i < mt; i++) {
+    int64_t s = (i0 + i) / r, h = g * r + (i0 + i) % r;
+    float inv = 1.0f / w->l[i], *acc = w->acc + i * D;
+    for (int64_t d = 0; d < D; d++) acc[d] *= inv;
+    llm_store_f32(a->out->data, a->out->dtype, ((b * a->S + s) * a->Hq + h) * D, acc, D);
+  }
+  return 0;
+}
+
+static int attend(px_ctx *ctx, const attn *a) {
+  int64_t r = a->Hq / a->Hkv, M = a->S * r, D = a->D;
+  int64_t mt = M < TILE_ROWS ? M : TILE_ROWS;
+  int64_t kmax = a->mask ? a->Skv : a->start_pos + a->S;
+  int64_t nb = kmax < KEY_BLOCK ? (kmax > 0 ? kmax : 1) : KEY_BLOCK;
+  attn_work w = {0};
+  size_t fl = sizeof(float);
+  w.qt = px_scratch(ctx, fl * (size_t)(mt * D));
+  w.sc = px_scratch(ctx, fl * (size_t)(mt * KEY_BLOCK));
+  w.acc = px_scratch(ctx, fl * (size_t)(mt * D));
+  w.m = px_scratch(ctx, fl * (size_t)mt);
+  w.l = px_scratch(ctx, fl * (size_t)mt);
+  w.lim = px_scratch(ctx, sizeof(int64_t) * (size_t)mt);
+  if (!w.qt || !w.sc || !w.acc || !w.m || !w.l || !w.lim) return PYEXEC_ERR_EXECUTION;
+  if (a->k->dtype != PX_F32) {
+    w.kf = px_scratch(ctx, fl * (size_t)(nb * D));
+    w.vf = px_scratch(ctx, fl * (size_t)(nb * D));
+    if (!w.kf || !w.vf) return PYEXEC_ERR_EXECUTION;
+  }
+  if (mt >= GEMM_ROWS) {
+    size_t ws = px_gemm_f32_work_size(mt, nb, D), ws2 = px_gemm_f32_work_size(mt, D, nb);
+    w.gemm = px_scratch(ctx, ws > ws2 ? ws : ws2);
+    if (!w.gemm) return PYEXEC_ERR_EXECUTION;
+  }
+  for (int64_t b = 0; b < a->B; b++)
+    for (int64_t g = 0; g < a->Hkv; g++)
+      for (int64_t i0 = 0; i0 < M; i0 += mt) {
+        int rc = attend_tile(ctx, a, &w, b, g, i0, M - i0 < mt ? M - i0 : mt);
+        if (rc) return rc;
+      }
+  return 0;
+}
+
+/* Checks custom_sdpa's arguments and fills *a; resizes out to q's shape.
+ * args: q, k, v, start_pos, attn_mask, dropout_p, is_causal, scale. */
+static int attn_setup(px_ctx *ctx, px_value *const *args, px_tensor *out, attn *a) {
+  px_tensor *q = args[0]->u.t, *k = args[1]->u.t, *v = args[2]->u.t;
+  px_tensor *mask = args[4]->tag == PX_V_TENSOR ? args[4]->u.t : NULL;
+  int64_t start_pos = args[3]->u.i;
+  bool causal = args[6]->u.b;
+  int rc;
+  if ((rc = llm_require_bshd(ctx, q, "query")) || (rc = llm_require_bshd(ctx, k, "key")) ||
+      (rc = llm_require_bshd(ctx, v, "value")) || (rc = llm_require_attn_dtype(ctx, q, "query")) ||
+      (rc = px_require_same_dtype(ctx, k, "key", q, "query")) ||
+      (rc = px_require_same_dtype(ctx, v, "value", q, "query")) ||
+      (rc = px_require_same_dtype(ctx, out, "out", q, "query")) || (rc = px_require_contiguous(ctx, out, "out")))
+    return rc;
+  for (int d = 0; d < 4; d++)
+    if (k->sizes[d] != v->sizes[d]) return fail_shape(ctx, "value", v, "expected the key's shape");
+  if (k->sizes[0] != q->sizes[0]) return fail_shape(ctx, "key", k, "expected the query's batch size");
+  if (k->sizes[3] != q->sizes[3]) return fail_shape(ctx, "key", k, "expected the query's head_dim");
+  int64_t Hq = q->sizes[2], Hkv = k->sizes[2], S = q->sizes[1], Skv = k->sizes[1];
+  if (Hkv < 1 || Hkv > Hq || Hq % Hkv)
+    return px_fail(ctx, "query has %lld heads and key %lld; the key's heads must divide the query's",
+                   (long long)Hq, (long long)Hkv);
+  if (mask) {
+    if (causal) return px_fail(ctx, "attn_mask and is_causal cannot both be given");
+    if ((rc = llm_require_attn_dtype(ctx, mask, "attn_mask")) ||
+        (rc = px_require_contiguous(ctx, mask, "attn_mask")))
+      return rc;
+    if (mask->dim != 2 || mask->sizes[0] != S || mask->sizes[1] != Skv)
+      return fail_shape(ctx, "attn_mask", mask, "expected [query seq, key seq]");
+  }
+  if (start_pos < 0) return px_fail(ctx, "start_pos is %lld; it must be >= 0", (long long)start_pos);
+  if (!mask && start_pos > Skv - S)
+    return px_fail(ctx, "start_pos %lld + query's %lld positions = %lld exceeds the key's %lld positions",
+                   (long long)start_pos, (long long)S, (long long)(start_pos + S), (long long)Skv);
+  if ((rc = px_resize_like(ctx, out, q))) return rc;
+  double scale = args[7]->tag == PX_V_NONE ? 1.0 / sqrt((double)q->sizes[3]) : arg_d(args[7]);
+  *a = (attn){q, k, v, mask, out, q->sizes[0], S, Hq, Hkv, q->sizes[3], Skv, start_pos, causal, (float)scale};
+  return 0;
+}
+
+/* llama::custom_sdpa.out(Tensor query, Tensor key, Tensor value, SymInt start_pos,
+ *     Tensor? attn_mask=None, float drpout_p=0.0, bool is_causal=False, float? scale=None,
+ *     *, Tensor(a!) out) */
+static int k_custom_sdpa(px_ctx *ctx, px_value *const *args) {
+  attn a;
+  int rc = attn_setup(ctx, args, args[8]->u.t, &a);
+  if (rc || a.q->numel == 0) return rc;
+  return attend(ctx, &a);
+}
+
+/* llama::sdpa_with_kv_cache.out(Tensor query, Tensor key, Tensor value, Tensor(a!) key_cache,
+ *     Tensor(b!) value_cache, SymInt start_pos, SymInt seq_len, Tensor? attn_mask=None,
+ *     float drpout_p=0.0, bool is_causal=False, float? scale=None, *, Tensor(c!) out)
+ * Writes key / value into the caches at start_pos, then attends over them. */
+static int k_sdpa_with_kv_cache(px_ctx *ctx, px_value *const *args) {
+  px_tensor *key_cache = args[3]->u.t, *value_cache = args[4]->u.t;
+  int64_t start_pos = args[5]->u.i, seq_len = args[6]->u.i;
+  int rc;
+  if ((rc = llm_require_bshd(ctx, key_cache, "key_cache"))) return rc;
+  if (seq_len < 0 || start_pos < 0 || start_pos >= key_cache->sizes[1] ||
+      seq_len > key_cache->sizes[1] - start_pos)
+    return px_fail(ctx, "start_pos %lld and seq_len %lld do not fit key_cache's %lld positions",
+                   (long long)start_pos, (long long)seq_len, (long long)key_cache->sizes[1]);
+  if ((rc = px_llm_cache_write(ctx, args[1]->u.t, "key", key_cache, "key_cache", start_pos)) ||
+      (rc = px_llm_cache_write(ctx, args[2]->u.t, "value", value_cache, "value_cache", start_pos)))
+    return rc;
+  px_value *sdpa_args[8] = {args[0], args[3], args[4], args[5], args[7], args[8], args[9], args[10]};
+  attn a;
+  if ((rc = attn_setup(ctx, sdpa_args, args[11]->u.t, &a)) || a.q->numel == 0) return rc;
+  return attend(ctx, &a);
+}
+
+const px_kernel_def px_kernels_llm_sdpa[] = {
+    {"llama::custom_sdpa.out", "@TTTItDBdT|T", k_custom_sdpa},
+    {"llama::sdpa_with_kv_cache.out", "@TTTTTIItDBdT|T", k_sdpa_with_kv_cache},
+    {NULL, NULL, NULL},
+};
