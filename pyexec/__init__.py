@@ -12,7 +12,7 @@ from ._errors import (
     UnsupportedError,
 )
 from ._method import Method
-from ._program import MethodMeta, Program, Runtime, TensorInfo, load
+from ._program import DelegateInfo, MethodMeta, Program, Runtime, TensorInfo, load
 
 __version__: str = _ffi.ffi.string(_ffi.lib.pyexec_version()).decode()
 
@@ -24,6 +24,7 @@ def kernels() -> list[str]:
 
 
 __all__ = [
+    "DelegateInfo",
     "Error",
     "ExecutionError",
     "FileError",

@@ -55,7 +55,27 @@ def inspect(path: str) -> int:
         print(f"  operators ({len(ops)}): {', '.join(ops)}")
         if missing:
             print(f"  MISSING kernels ({len(missing)}): {', '.join(missing)}")
+        _print_delegates(program, name)
     return 0
+
+
+def _print_delegates(program: Program, name: str) -> None:
+    """One line per delegate the method calls: its backend and node types,
+    then what pyexec lacks to run it; a malformed payload is described by
+    its error, and the other methods still are."""
+    try:
+        delegates = program.delegates(name)
+    except InvalidProgramError as exc:
+        print(f"  delegates: MALFORMED: {exc}")
+        return
+    for k, d in enumerate(delegates):
+        if not d.supported:
+            print(f"  delegate {k}: {d.backend}: MISSING backend (pyexec has none with this id)")
+            continue
+        print(f"  delegate {k}: {d.backend}, node types ({len(d.node_types)}): {', '.join(d.node_types)}")
+        if d.unsupported:
+            print(f"  MISSING in delegate {k}, node types pyexec does not run ({len(d.unsupported)}): "
+                  f"{', '.join(d.unsupported)}")
 
 
 def demo(steps: int) -> int:
@@ -449,9 +469,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                        "numpy arrays the program updates in place, its logits a bound output.")
     d.add_argument("--steps", type=int, default=32,
                    help="tokens to generate, from 1 up to the decoder's cache length (default: %(default)s)")
-    i = sub.add_parser("inspect", help="describe a .pte file: methods, inputs, outputs, operators",
+    i = sub.add_parser("inspect", help="describe a .pte file: methods, inputs, outputs, operators, delegates",
                        description="Describe a .pte file: each method's inputs and outputs (dtype, sizes, "
-                       "memory planning, in-place updates) and the operators it uses.")
+                       "memory planning, in-place updates), the operators it uses and the delegates it calls "
+                       "(backend, node types), with what pyexec lacks to run them.")
     i.add_argument("file", help="the .pte program")
     input_help = ("an input: NAME=FILE.npy or NAME=VALUE (a literal int, float, true/false or none for a scalar); "
                   "NAME is input0, input1, ... or the index 0, 1, ...; repeat or list several")

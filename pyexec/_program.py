@@ -107,6 +107,30 @@ def _info(v: Any, output: bool) -> TensorInfo | None:
     )
 
 
+@dataclass(frozen=True)
+class DelegateInfo:
+    """One delegate a method calls (a part of the program the exporter
+    handed to a backend such as XNNPACK), described from the file without
+    loading the method: `Program.delegates(name)`."""
+
+    backend: str
+    """The backend id the program names ("XnnpackBackend")."""
+    supported: bool
+    """pyexec has a backend with this id (it then lists the node types)."""
+    node_types: tuple[str, ...]
+    """The node types the delegate's payload uses, sorted ("Conv2d",
+    "FullyConnected"); empty when pyexec has no such backend."""
+    unsupported: tuple[str, ...]
+    """Those of node_types pyexec does not run here: a node type it lacks, or
+    one whose nodes have quantized values. load_method names them when it
+    refuses the method."""
+
+    @property
+    def runnable(self) -> bool:
+        """pyexec has the backend and runs every node type the payload uses."""
+        return self.supported and not self.unsupported
+
+
 class ProgramHandle:
     """Owns the C program; freed when the last Python reference goes."""
 
@@ -257,7 +281,8 @@ class Program:
 
     def operators(self, name: str = "forward") -> tuple[list[str], list[str]]:
         """(operators method `name` uses, those this library has no kernel
-        for), as "aten::add.out" names.
+        for), as "aten::add.out" names. The parts of the method handed to a
+        backend are not operators: `delegates(name)` lists them.
 
         Raises:
             InvalidArgumentError: the program has no such method, `name` is not
@@ -272,6 +297,44 @@ class Program:
         check(lib.pyexec_program_method_operators(self._ptr(), bname, buf, needed[0], needed, missing))
         lines = ffi.string(buf).decode().splitlines()
         return [ln.lstrip("!") for ln in lines], [ln[1:] for ln in lines if ln.startswith("!")]
+
+    def delegates(self, name: str = "forward") -> list[DelegateInfo]:
+        """The delegates method `name` calls, in the program's order (the
+        order its DelegateCall instructions index), each with its backend id,
+        whether pyexec has that backend, the node types its payload uses and
+        those pyexec does not run. Read without loading the method, so a
+        method load_method refuses can be described.
+
+        Raises:
+            InvalidArgumentError: the program has no such method, `name` is not
+                a str, or the program is closed.
+            InvalidProgramError: the method's delegate table or a delegate's
+                payload is malformed (the message names the delegate and
+                the field).
+            OutOfMemoryError: an allocation failed while reading a payload.
+        """
+        p = self._ptr()
+        bname = self._check_name(name)
+        count = ffi.new("size_t *")
+        check(lib.pyexec_program_delegate_count(p, bname, count))
+        needed = ffi.new("size_t *")
+        unsupported = ffi.new("size_t *")
+        out = []
+        for i in range(count[0]):
+            check(lib.pyexec_program_delegate_describe(p, bname, i, ffi.NULL, 0, needed, unsupported))
+            buf = ffi.new("char[]", needed[0])
+            check(lib.pyexec_program_delegate_describe(p, bname, i, buf, needed[0], needed, unsupported))
+            first, *nodes = ffi.buffer(buf, needed[0] - 1)[:].decode().split("\n")[:-1]
+            supported = not first.startswith("!")
+            out.append(
+                DelegateInfo(
+                    backend=first if supported else first[1:],
+                    supported=supported,
+                    node_types=tuple(n.lstrip("!") for n in nodes),
+                    unsupported=tuple(n[1:] for n in nodes if n.startswith("!")),
+                )
+            )
+        return out
 
     def load_method(self, name: str = "forward", output_type: str = "auto") -> Method:
         """A new, independent Method with its own planned memory, state and
