@@ -1,8 +1,9 @@
 /*
  * pyexec.h - the whole public C API of libpyexec.
  *
- * libpyexec loads ExecuTorch programs (.pte files, portable, non-delegated)
- * and runs them on the CPU. Anything not declared in this header is private.
+ * libpyexec loads ExecuTorch programs (.pte files: portable operators, and
+ * parts delegated to a backend pyexec has, e.g. XNNPACK) and runs them on the
+ * CPU. Anything not declared in this header is private.
  *
  * Conventions
  *   - Every exported name starts with `pyexec_` (functions, types) or
