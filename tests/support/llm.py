@@ -1,0 +1,107 @@
+"""A real ExecuTorch LLM export for the tests: the llama example
+(executorch/examples/models/llama) exported through its own export API, the
+one `python -m executorch.extension.llm.export.export_llm` calls, with a tiny
+params.json and random weights, kept in export.py's on-disk cache."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+import warnings
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from support.export import _CACHE, _file_digest
+
+# dim 64, 2 layers, 4 query heads sharing 2 kv heads (head_dim 16), vocab 128
+TINY_LLAMA = {
+    "dim": 64,
+    "n_layers": 2,
+    "n_heads": 4,
+    "n_kv_heads": 2,
+    "vocab_size": 128,
+    "multiple_of": 32,
+    "norm_eps": 1e-5,
+    "rope_theta": 500000.0,
+    "use_scaled_rope": False,
+}
+
+
+def _random_checkpoint(params: dict[str, Any], max_seq_len: int, seed: int) -> dict[str, torch.Tensor]:
+    """Weights for the example's Transformer: N(0, 1/fan_in) matrices (so
+    activations stay O(1) and the logits are far from ties), norm weights
+    near 1, a N(0, 1) embedding."""
+    from executorch.examples.models.llama.llama_transformer import construct_transformer
+    from executorch.examples.models.llama.model_args import ModelArgs
+
+    model = construct_transformer(ModelArgs(max_seq_len=max_seq_len, max_context_len=max_seq_len, **params))
+    g = torch.Generator().manual_seed(seed)
+    weights = {}
+    for name, p in model.named_parameters():
+        if name == "tok_embeddings.weight":
+            w = torch.randn(p.shape, generator=g)
+        elif p.dim() == 1:
+            w = 1.0 + 0.1 * torch.randn(p.shape, generator=g)
+        else:
+            w = torch.randn(p.shape, generator=g) / p.shape[1] ** 0.5
+        weights[name] = w
+    return weights
+
+
+def _export(params: dict[str, Any], max_seq_len: int, seed: int, sdpa_with_kv_cache: bool) -> bytes:
+    from executorch.examples.models.llama.export_llama_lib import export_llama
+    from executorch.extension.llm.export.config.llm_config import LlmConfig, ModelType
+
+    with tempfile.TemporaryDirectory() as d, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        (Path(d) / "params.json").write_text(json.dumps(params))
+        torch.save(_random_checkpoint(params, max_seq_len, seed), Path(d) / "model.pth")
+        config = LlmConfig()
+        config.base.model_class = ModelType.llama3
+        config.base.params = str(Path(d) / "params.json")
+        config.base.checkpoint = str(Path(d) / "model.pth")
+        config.model.use_kv_cache = True
+        config.model.use_sdpa_with_kv_cache = sdpa_with_kv_cache
+        config.export.max_seq_length = max_seq_len
+        config.export.max_context_length = max_seq_len
+        config.export.output_dir = d
+        return Path(export_llama(config)).read_bytes()
+
+
+def llama_program(
+    params: dict[str, Any] = TINY_LLAMA, *, max_seq_len: int = 32, seed: int = 0, sdpa_with_kv_cache: bool = True
+) -> bytes:
+    """The .pte of ExecuTorch's llama example (use_kv_cache; with
+    use_sdpa_with_kv_cache, which executorch 1.5.1 exports as the custom
+    llama::update_cache and llama::custom_sdpa ops) for
+    `params`, random weights drawn from `seed`: forward(tokens [1, S], input_pos
+    [1]) -> logits of the last position [1, vocab], KV caches held in the
+    program's mutable buffers.
+
+    Cached next to export.py's exports ($PYEXEC_TEST_EXPORT_CACHE; "off"
+    disables it), keyed by the torch and executorch versions, this file and
+    every argument."""
+    import executorch
+
+    options = {"params": params, "max_seq_len": max_seq_len, "seed": seed, "sdpa": sdpa_with_kv_cache}
+    h = hashlib.sha256()
+    h.update(f"{torch.__version__}|{getattr(executorch, '__version__', '?')}".encode())
+    h.update(_file_digest(__file__).encode())
+    h.update(json.dumps(options, sort_keys=True).encode())
+    where = os.environ.get("PYEXEC_TEST_EXPORT_CACHE", str(_CACHE))
+    if where == "off":
+        return _export(params, max_seq_len, seed, sdpa_with_kv_cache)
+    path = Path(where) / f"llama-{h.hexdigest()[:32]}.pte"
+    if path.is_file():
+        return path.read_bytes()
+    pte = _export(params, max_seq_len, seed, sdpa_with_kv_cache)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+    with os.fdopen(fd, "wb") as f:
+        f.write(pte)
+    os.replace(tmp, path)  # atomic: a parallel run never reads half a file
+    return pte
