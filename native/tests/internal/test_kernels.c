@@ -16,6 +16,7 @@
 #include "kernels/gemm/gemm.h"
 #include "kernels/kernel.h"
 #include "kernels/registry.h"
+#include "kernels/shape/transpose.h"
 
 static int failures = 0;
 static int checks = 0;
@@ -272,12 +273,73 @@ static void test_registry(void) {
   CHECK(px_kernel_find("aten::no_such_op.out") == NULL);
 }
 
+/* px_transpose2d: a 2x3 by hand, then every element size over shapes that
+ * are and are not multiples of the 8x8 tile and the 64x64 block, single
+ * rows and columns, and leading dims wider than the matrices (the gap must
+ * stay untouched). Element (r, c) holds r * 1000 + c, so each output element
+ * names where it came from. */
+static void test_transpose2d(void) {
+  const float a[6] = {1, 2, 3, 4, 5, 6};
+  float t[6] = {0};
+  px_transpose2d(4, t, 2, a, 3, 2, 3);
+  CHECK(t[0] == 1 && t[1] == 4 && t[2] == 2 && t[3] == 5 && t[4] == 3 && t[5] == 6);
+  /* bits, not values: a NaN payload and -0.0 survive the AVX2 tiles */
+  uint32_t bits[64], tb[64];
+  for (int k = 0; k < 64; k++) bits[k] = 0x7fc00000u + (uint32_t)k;
+  bits[9] = 0x80000000u;
+  px_transpose2d(4, tb, 8, bits, 8, 8, 8);
+  int bad = 0;
+  for (int r = 0; r < 8; r++)
+    for (int c = 0; c < 8; c++) bad += tb[c * 8 + r] != bits[r * 8 + c];
+  CHECK(bad == 0);
+
+  static const int64_t shapes[][2] = {{1, 1},  {1, 20}, {20, 1}, {7, 9},   {8, 8},   {9, 8},
+                                      {8, 13}, {16, 3}, {3, 96}, {13, 11}, {67, 130}, {96, 200}};
+  static const size_t sizes[] = {1, 2, 4, 8};
+  for (size_t e = 0; e < sizeof sizes / sizeof *sizes; e++) {
+    size_t es = sizes[e];
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
+      int64_t rows = shapes[s][0], cols = shapes[s][1];
+      int64_t sld = cols + 3, dld = rows + 5; /* gaps after each row */
+      unsigned char *src = malloc((size_t)(rows * sld) * es), *dst = malloc((size_t)(cols * dld) * es);
+      CHECK(src && dst);
+      if (!src || !dst) return;
+      memset(dst, 0xab, (size_t)(cols * dld) * es);
+      for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < cols; c++) {
+          uint64_t v = (uint64_t)(r * 1000 + c);
+          memcpy(src + (size_t)(r * sld + c) * es, &v, es); /* little-endian: the low bytes */
+        }
+      px_transpose2d(es, dst, dld, src, sld, rows, cols);
+      int wrong = 0, gap = 0;
+      for (int64_t c = 0; c < cols; c++)
+        for (int64_t r = 0; r < dld; r++) {
+          const unsigned char *p = dst + (size_t)(c * dld + r) * es;
+          if (r >= rows) {
+            for (size_t b = 0; b < es; b++) gap += p[b] != 0xab;
+            continue;
+          }
+          uint64_t v = 0, want = (uint64_t)(r * 1000 + c);
+          memcpy(&v, p, es);
+          if (es < 8) want &= (UINT64_C(1) << (8 * es)) - 1;
+          wrong += v != want;
+        }
+      if (wrong || gap) fprintf(stderr, "transpose %lldx%lld es %zu: %d wrong, %d gap bytes written\n",
+                                (long long)rows, (long long)cols, es, wrong, gap);
+      CHECK(wrong == 0 && gap == 0);
+      free(src);
+      free(dst);
+    }
+  }
+}
+
 int main(void) {
   test_gemm_small();
   test_gemm_blocked();
   test_conv_3x3();
   test_softmax();
   test_argmax_ties();
+  test_transpose2d();
   test_dtype_table();
   test_registry();
   px_scratch_release(&ctx);

@@ -2,25 +2,23 @@
  * nodes_shape.c - the XNNPACK graph's data movement on float32:
  * StaticTranspose, StaticReshape (one 0 = inferred), StaticSlice (offsets
  * and sizes clamped to the current input, as XNNPACK's runtime does),
- * StaticConstantPad and Concatenate2..5. Copies go through the runtime's
- * strided copy.
+ * StaticConstantPad and Concatenate2..5. Transpose, slice and pad describe
+ * their source as a strided view and copy it with the shape kernels'
+ * px_sv_copy (kernels/shape/strided.h): dims contiguous on both sides are
+ * merged, so NCHW <-> NHWC (the transposes the partitioner puts around
+ * every NHWC region) becomes a batch of 2-D transposes done in blocked tiles
+ * (kernels/shape/transpose.c), and slices and pads move whole runs.
  */
 #include <string.h>
 
 #include "backends/xnnpack/nodes.h"
+#include "kernels/shape/strided.h"
 
-/* A float32 view of `v`'s data with its current dims, row-major strides. */
-static void view_of(const xnn_value *v, px_tensor *t) {
-  memset(t, 0, sizeof *t);
-  t->data = v->data;
-  t->dtype = PX_F32;
-  t->dim = (int32_t)v->num_dims;
-  for (uint32_t k = 0; k < v->num_dims; k++) {
-    t->sizes[k] = v->dims[k];
-    t->dim_order[k] = (uint8_t)k;
-  }
-  t->contiguous = 1;
-  px_tensor_update_layout(t);
+/* A contiguous float32 view of `v`'s data with its current dims. */
+static void view_of(const xnn_value *v, px_sv *s) {
+  int64_t d[XNN_MAX_DIMS];
+  for (uint32_t k = 0; k < v->num_dims; k++) d[k] = v->dims[k];
+  px_sv_contig(s, v->data, PX_F32, (int)v->num_dims, d);
 }
 
 /* ---- transpose ------------------------------------------------------------- */
@@ -33,13 +31,13 @@ int xnn_shape_static_transpose(px_ctx *ctx, const xnn_node *node, xnn_value *val
 }
 
 int xnn_exec_static_transpose(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
-  px_tensor src, dst, in;
+  px_sv in, dst, src;
   view_of(&values[node->in[0]], &in);
   view_of(&values[node->out[0]], &dst);
   src = dst;
   src.data = in.data;
   for (int k = 0; k < dst.dim; k++) src.strides[k] = in.strides[node->p.transpose.perm[k]];
-  return px_copy_strided(ctx, &dst, &src);
+  return px_sv_copy(ctx, &dst, &src);
 }
 
 /* ---- reshape -------------------------------------------------------------------- */
@@ -99,7 +97,7 @@ int xnn_shape_static_slice(px_ctx *ctx, const xnn_node *node, xnn_value *values)
 
 int xnn_exec_static_slice(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
   const xnn_value *x = &values[node->in[0]];
-  px_tensor in, dst, src;
+  px_sv in, dst, src;
   view_of(x, &in);
   view_of(&values[node->out[0]], &dst);
   src = dst;
@@ -110,9 +108,9 @@ int xnn_exec_static_slice(px_ctx *ctx, const xnn_node *node, xnn_value *values) 
     off += start * in.strides[k];
     src.strides[k] = in.strides[k];
   }
-  if (!dst.numel) return 0;
-  src.data = (float *)in.data + off;
-  return px_copy_strided(ctx, &dst, &src);
+  if (!xnn_numel(&values[node->out[0]])) return 0;
+  src.data = px_sv_at(&in, off);
+  return px_sv_copy(ctx, &dst, &src);
 }
 
 /* ---- constant pad ------------------------------------------------------------------ */
@@ -127,20 +125,22 @@ int xnn_shape_static_constant_pad(px_ctx *ctx, const xnn_node *node, xnn_value *
 
 int xnn_exec_static_constant_pad(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
   const xnn_value *x = &values[node->in[0]];
-  px_tensor out, src, dst;
-  view_of(&values[node->out[0]], &out);
+  xnn_value *ov = &values[node->out[0]];
+  px_sv out, src, dst;
+  view_of(ov, &out);
   view_of(x, &src);
-  float *o = out.data;
-  for (int64_t k = 0; k < out.numel; k++) o[k] = node->p.pad.value;
-  if (!src.numel) return 0;
+  float *o = ov->data;
+  int64_t n = xnn_numel(ov);
+  for (int64_t k = 0; k < n; k++) o[k] = node->p.pad.value;
+  if (!xnn_numel(x)) return 0;
   dst = src;
   int64_t off = 0;
   for (uint32_t k = 0; k < x->num_dims; k++) {
     off += (int64_t)node->p.pad.pre[k] * out.strides[k];
     dst.strides[k] = out.strides[k];
   }
-  dst.data = o + off;
-  return px_copy_strided(ctx, &dst, &src);
+  dst.data = px_sv_at(&out, off);
+  return px_sv_copy(ctx, &dst, &src);
 }
 
 /* ---- concatenate ------------------------------------------------------------------------ */

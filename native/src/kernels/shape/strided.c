@@ -5,6 +5,8 @@
  */
 #include "kernels/shape/strided.h"
 
+#include "kernels/shape/transpose.h"
+
 #include <stdio.h>
 #include <string.h>
 
@@ -39,33 +41,6 @@ void px_sv_contig(px_sv *v, void *data, int dtype, int dim, const int64_t *sizes
 
 char *px_sv_at(const px_sv *v, int64_t off) {
   return v->data + off * (int64_t)px_elsize(v->dtype);
-}
-
-#define TRANSPOSE_BLOCK 32
-
-#define TRANSPOSE_LOOP(T)                                                      \
-  do {                                                                         \
-    T *d_ = (T *)dp;                                                           \
-    const T *s_ = (const T *)sp;                                               \
-    for (int64_t ib = 0; ib < rows; ib += TRANSPOSE_BLOCK) {                   \
-      int64_t ie = ib + TRANSPOSE_BLOCK < rows ? ib + TRANSPOSE_BLOCK : rows;  \
-      for (int64_t jb = 0; jb < cols; jb += TRANSPOSE_BLOCK) {                 \
-        int64_t je = jb + TRANSPOSE_BLOCK < cols ? jb + TRANSPOSE_BLOCK : cols;\
-        for (int64_t i = ib; i < ie; i++)                                      \
-          for (int64_t j = jb; j < je; j++) d_[i * drow + j] = s_[i + j * scol];\
-      }                                                                        \
-    }                                                                          \
-  } while (0)
-
-/* dst[i * drow + j] = src[i + j * scol]: a blocked 2-D transpose. */
-static void transpose2d(size_t es, char *dp, int64_t drow, const char *sp, int64_t scol,
-                        int64_t rows, int64_t cols) {
-  switch (es) {
-    case 1: TRANSPOSE_LOOP(uint8_t); break;
-    case 2: TRANSPOSE_LOOP(uint16_t); break;
-    case 4: TRANSPOSE_LOOP(uint32_t); break;
-    default: TRANSPOSE_LOOP(uint64_t); break;
-  }
 }
 
 #define STRIDED_LOOP(T)                                                 \
@@ -125,8 +100,9 @@ int px_sv_copy(px_ctx *ctx, const px_sv *dst, const px_sv *src) {
       px_convert(dst->data, dst->dtype, src->data, src->dtype, 1);
     return 0;
   }
-  bool transpose = same && nd >= 2 && ds[nd - 1] == 1 && ss[nd - 2] == 1 &&
-                   ss[nd - 1] != 1 && sz[nd - 1] >= 8 && sz[nd - 2] >= 8;
+  /* a batch of 2-D transposes (NCHW <-> NHWC, .T): contiguous writes along
+   * the last dim, contiguous reads along the one before */
+  bool transpose = same && nd >= 2 && ds[nd - 1] == 1 && ss[nd - 2] == 1 && ss[nd - 1] != 1;
   int od = transpose ? nd - 2 : nd - 1; /* dims walked by the outer loop */
   bool via_int = px_is_integral(dst->dtype, true) && px_is_integral(src->dtype, true);
   int64_t inner = sz[nd - 1], dsi = ds[nd - 1], ssi = ss[nd - 1];
@@ -137,7 +113,7 @@ int px_sv_copy(px_ctx *ctx, const px_sv *dst, const px_sv *src) {
     char *dp = dst->data + doff * (int64_t)esd;
     const char *sp = src->data + soff * (int64_t)ess;
     if (transpose) {
-      transpose2d(esd, dp, ds[nd - 2], sp, ssi, sz[nd - 2], inner);
+      px_transpose2d(esd, dp, ds[nd - 2], sp, ssi, inner, sz[nd - 2]);
     } else if (dsi == 1 && ssi == 1) {
       if (same)
         memmove(dp, sp, (size_t)inner * esd);
