@@ -230,6 +230,32 @@ PYEXEC_API pyexec_status pyexec_program_load_borrowed(const void *data,
                                                       size_t size,
                                                       pyexec_program **out);
 
+/* Attaches a data file (.ptd, ExecuTorch's "flat_tensor" format) to a
+ * program exported with its weights kept apart
+ * (ExecutorchBackendConfig(external_constants=True), or XNNPACK weights
+ * routed to a .ptd). The file at `path` is memory-mapped read-only and
+ * checked whole (header, tables, every entry's bounds and layout, no
+ * duplicate key); methods loaded afterwards resolve their external tensors
+ * there by name (zero-copy for constants, copied into planned memory for
+ * mutable ones; dtype, rank, sizes and dim_order must match exactly) and
+ * their delegates read named data there first, then in the program. The
+ * program owns the mapping and releases it in pyexec_program_free.
+ *
+ * Attach before loading methods and before sharing the program between
+ * threads; methods loaded earlier are unaffected. At most one data file per
+ * program: a second attach is PYEXEC_ERR_INVALID_ARGUMENT.
+ * PYEXEC_ERR_IO when the file cannot be opened or mapped;
+ * PYEXEC_ERR_INVALID_PROGRAM, naming the field, when it is malformed or
+ * holds a key the program's own named data also holds. On failure the
+ * program is unchanged. */
+PYEXEC_API pyexec_status pyexec_program_attach_data_file(pyexec_program *program,
+                                                         const char *path);
+
+/* pyexec_program_attach_data_file over `size` bytes at `data`, copied into
+ * memory the program owns; the caller may free `data` on return. */
+PYEXEC_API pyexec_status pyexec_program_attach_data_buffer(
+    pyexec_program *program, const void *data, size_t size);
+
 /* Destroys a program. Every method loaded from it must be freed first.
  * NULL is a no-op. */
 PYEXEC_API void pyexec_program_free(pyexec_program *program);

@@ -32,6 +32,12 @@ PYEXEC_API pyexec_status pyexec_program_load_buffer(const void *data, size_t siz
 PYEXEC_API pyexec_status pyexec_program_load_borrowed(const void *data, size_t size, pyexec_program **out) {
   return px_program_load_borrowed(data, size, out);
 }
+PYEXEC_API pyexec_status pyexec_program_attach_data_file(pyexec_program *p, const char *path) {
+  return px_program_attach_data_file(p, path);
+}
+PYEXEC_API pyexec_status pyexec_program_attach_data_buffer(pyexec_program *p, const void *data, size_t size) {
+  return px_program_attach_data_buffer(p, data, size);
+}
 PYEXEC_API void pyexec_program_free(pyexec_program *p) { px_program_free(p); }
 PYEXEC_API size_t pyexec_program_method_count(const pyexec_program *p) { return px_program_method_count(p); }
 PYEXEC_API const char *pyexec_program_method_name(const pyexec_program *p, size_t index) {

@@ -8,7 +8,7 @@
  *
  * Life of a delegate:
  *   init     once, when the method is loaded: the processed payload, the
- *            compile specs and the program's named data. It parses and
+ *            compile specs and the named data (px_named_data). It parses and
  *            checks everything once and returns a handle. Every pointer it
  *            receives points into the program, which outlives the method, so
  *            the handle may keep them. Failure: a pyexec status with the
@@ -43,9 +43,11 @@ typedef struct px_compile_spec {
   size_t value_len;
 } px_compile_spec;
 
-/* The program's named data (Program.named_data: key -> segment). get()
- * returns PYEXEC_OK with the bytes (inside the program), or an error status
- * with the message set naming the key when it is absent or out of bounds. */
+/* The named data a delegate sees: the program's attached data file (.ptd)
+ * first, then the program's own Program.named_data (key -> segment). get()
+ * returns PYEXEC_OK with the bytes (inside the data file or the program, both
+ * alive as long as the program), or an error status with the message set
+ * naming the key when it is absent or out of bounds. */
 typedef struct px_named_data {
   const void *owner;
   pyexec_status (*get)(const void *owner, const char *key, size_t key_len, const uint8_t **data,

@@ -178,3 +178,25 @@ double px_fb_vec_f64(const px_fb_vec *v, uint32_t i) {
   memcpy(&x, v->buf + v->pos + 8 * (size_t)i, 8);
   return x;
 }
+
+/* UTF-8 rules: fb.h. */
+bool px_fb_valid_name(const char *str, size_t n) {
+  const uint8_t *s = (const uint8_t *)str;
+  for (size_t i = 0; i < n;) {
+    uint8_t c = s[i];
+    if (c == 0) return false;
+    if (c < 0x80) {
+      i++;
+      continue;
+    }
+    size_t len = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : 2;
+    if (c < 0xC2 || c > 0xF4 || len > n - i) return false;
+    for (size_t k = 1; k < len; k++)
+      if ((s[i + k] & 0xC0) != 0x80) return false;
+    if ((c == 0xE0 && s[i + 1] < 0xA0) || (c == 0xED && s[i + 1] > 0x9F) || (c == 0xF0 && s[i + 1] < 0x90) ||
+        (c == 0xF4 && s[i + 1] > 0x8F))
+      return false;
+    i += len;
+  }
+  return true;
+}

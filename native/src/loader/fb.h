@@ -67,4 +67,9 @@ int64_t px_fb_vec_i64(const px_fb_vec *v, uint32_t i);
 uint64_t px_fb_vec_u64(const px_fb_vec *v, uint32_t i);
 double px_fb_vec_f64(const px_fb_vec *v, uint32_t i);
 
+/* True when s[0..n) is well-formed UTF-8 without NUL (no overlong forms,
+ * surrogates or code points above U+10FFFF): names from a file reach callers
+ * as C strings and Python str. */
+bool px_fb_valid_name(const char *s, size_t n);
+
 #endif /* PX_FB_H */

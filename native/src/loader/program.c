@@ -33,30 +33,6 @@ static uint32_t rd_u32(const uint8_t *p) {
   return v;
 }
 
-/* True when s[0..n) is well-formed UTF-8 without NUL (no overlong forms,
- * surrogates or code points above U+10FFFF): names reach callers as C strings
- * and Python str. */
-static bool valid_name(const char *str, size_t n) {
-  const uint8_t *s = (const uint8_t *)str;
-  for (size_t i = 0; i < n;) {
-    uint8_t c = s[i];
-    if (c == 0) return false;
-    if (c < 0x80) {
-      i++;
-      continue;
-    }
-    size_t len = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : 2;
-    if (c < 0xC2 || c > 0xF4 || len > n - i) return false;
-    for (size_t k = 1; k < len; k++)
-      if ((s[i + k] & 0xC0) != 0x80) return false;
-    if ((c == 0xE0 && s[i + 1] < 0xA0) || (c == 0xED && s[i + 1] > 0x9F) || (c == 0xF0 && s[i + 1] < 0x90) ||
-        (c == 0xF4 && s[i + 1] > 0x8F))
-      return false;
-    i += len;
-  }
-  return true;
-}
-
 /* Bytes [off, off+n) of the file, or an error naming `what`. */
 static pyexec_status file_range(const pyexec_program *p, uint64_t off, uint64_t n,
                                 const char *what, const uint8_t **out) {
@@ -132,7 +108,7 @@ static pyexec_status parse(pyexec_program *p) {
     uint32_t n;
     if (!px_fb_vec_table(&plans, i, &pl->table) || !px_fb_string(&pl->table, PLAN_NAME, &s, &n))
       return BAD("execution plan %u is malformed", i);
-    if (!valid_name(s, n)) return BAD("execution plan %u: name is not valid UTF-8", i);
+    if (!px_fb_valid_name(s, n)) return BAD("execution plan %u: name is not valid UTF-8", i);
     pl->name = malloc((size_t)n + 1);
     if (!pl->name) return px_no_memory("plan name");
     memcpy(pl->name, s, n);
@@ -255,6 +231,7 @@ void px_program_free(pyexec_program *p) {
   if (!p) return;
   for (uint32_t i = 0; i < p->nplans; i++) free(p->plans[i].name);
   free(p->plans);
+  px_data_map_free(p->data_map);
   if (p->map) munmap(p->map, p->map_len);
   free(p->owned);
   free(p);
@@ -364,12 +341,16 @@ pyexec_status px_parse_tensor(const pyexec_program *p, const px_fb_table *t, con
     int8_t loc, dev;
     if (!px_fb_i8(&extra, EXTRA_LOCATION, 0, &loc) || !px_fb_i8(&extra, EXTRA_DEVICE_TYPE, 0, &dev))
       return BAD("%s: extra_tensor_info is malformed", where);
-    if (loc == 1) {
-      const char *fqn;
-      uint32_t n;
-      if (!px_fb_string(&extra, EXTRA_FQN, &fqn, &n)) n = 0;
-      return px_unsupported("%s: tensor '%.*s' lives in external data (.ptd), which is not supported",
-                            where, (int)(n > 200 ? 200 : n), fqn);
+    if (loc == 1) { /* EXTERNAL: the bytes are in a data file, under the tensor's name */
+      if (!px_fb_string(&extra, EXTRA_FQN, &d->fqn, &d->fqn_len))
+        return BAD("%s: extra_tensor_info.fully_qualified_name is malformed", where);
+      if (d->fqn_len == 0)
+        return BAD("%s: tensor is external but has no fully_qualified_name", where);
+      if (!px_fb_valid_name(d->fqn, d->fqn_len))
+        return BAD("%s: extra_tensor_info.fully_qualified_name is not valid UTF-8", where);
+      d->external = true;
+    } else if (loc != 0) {
+      return BAD("%s: extra_tensor_info.location %d is unknown", where, loc);
     }
     if (dev != 0) return px_unsupported("%s: tensor is on a non-CPU device (device type %d)", where, dev);
   }
@@ -428,6 +409,88 @@ pyexec_status px_program_mutable_init(const pyexec_program *p, uint32_t idx, siz
   return PYEXEC_OK;
 }
 
+/* ---- external data (.ptd) ------------------------------------------------ */
+
+/* "float32[8, 4]", with " dim_order (1, 0)" when not row-major. */
+static void format_layout(char *buf, size_t cap, int dtype, int dim, const int64_t *sizes, const uint8_t *order) {
+  size_t n = (size_t)snprintf(buf, cap, "%s[", px_dtype_name(dtype));
+  for (int k = 0; k < dim && n < cap; k++) n += (size_t)snprintf(buf + n, cap - n, "%s%lld", k ? ", " : "", (long long)sizes[k]);
+  if (n < cap) n += (size_t)snprintf(buf + n, cap - n, "]");
+  bool row_major = true;
+  for (int k = 0; k < dim; k++) row_major = row_major && order[k] == k;
+  if (row_major) return;
+  for (int k = 0; k < dim && n < cap; k++) n += (size_t)snprintf(buf + n, cap - n, "%s%u", k ? ", " : " dim_order (", order[k]);
+  if (n < cap) snprintf(buf + n, cap - n, ")");
+}
+
+pyexec_status px_program_external_tensor(const pyexec_program *p, const px_tensor_desc *d, const char *where,
+                                         const uint8_t **out) {
+  char key[96];
+  px_data_key_display(d->fqn, d->fqn_len, key, sizeof key);
+  if (!p->data_map)
+    return BAD("%s: tensor '%s' is stored in a separate data file (.ptd); load the program with its data file",
+               where, key);
+  const px_data_entry *e = px_data_map_find(p->data_map, d->fqn, d->fqn_len);
+  if (!e) return BAD("%s: tensor '%s' is not in the data file (%u entries)", where, key, p->data_map->count);
+  px_data_layout lay;
+  pyexec_status st = px_data_map_layout(p->data_map, e, &lay);
+  if (st) return st;
+  if (!lay.present) return BAD("%s: tensor '%s': the data file's entry has no tensor layout", where, key);
+  bool same = lay.dtype == d->dtype && lay.dim == d->dim;
+  for (int k = 0; same && k < d->dim; k++) same = lay.sizes[k] == d->sizes[k] && lay.dim_order[k] == d->dim_order[k];
+  if (!same) {
+    char want[256], have[256];
+    format_layout(want, sizeof want, d->dtype, d->dim, d->sizes, d->dim_order);
+    format_layout(have, sizeof have, lay.dtype, lay.dim, lay.sizes, lay.dim_order);
+    return BAD("%s: tensor '%s' layout mismatch: the program expects %s, the data file holds %s", where, key, want,
+               have);
+  }
+  if (e->size < d->nbytes)
+    return BAD("%s: tensor '%s' needs %zu bytes, the data file holds %zu", where, key, d->nbytes, e->size);
+  size_t align = px_elsize(d->dtype);
+  if (align > 1 && (uintptr_t)e->data % align)
+    return BAD("%s: tensor '%s' is not aligned to its element size in the data file", where, key);
+  *out = e->data;
+  return PYEXEC_OK;
+}
+
+static pyexec_status attach(pyexec_program *p, px_data_map *dm) {
+  /* The merged map delegates see holds each key once. */
+  for (uint32_t i = 0; i < p->named_data.count; i++) {
+    px_fb_table nd;
+    const char *k;
+    uint32_t kn;
+    if (!px_fb_vec_table(&p->named_data, i, &nd) || !px_fb_string(&nd, NAMED_DATA_KEY, &k, &kn)) {
+      px_data_map_free(dm);
+      return BAD("named_data[%u] is malformed", i);
+    }
+    if (px_data_map_find(dm, k, kn)) {
+      char shown[96];
+      px_data_key_display(k, kn, shown, sizeof shown);
+      px_data_map_free(dm);
+      return BAD("named data key '%s' is both in the data file and in the program", shown);
+    }
+  }
+  p->data_map = dm;
+  return PYEXEC_OK;
+}
+
+pyexec_status px_program_attach_data_file(pyexec_program *p, const char *path) {
+  if (!p || !path) return px_invalid_argument("program and path must not be NULL");
+  if (p->data_map) return px_invalid_argument("the program already has a data file");
+  px_data_map *dm;
+  pyexec_status st = px_data_map_load_file(path, &dm);
+  return st ? st : attach(p, dm);
+}
+
+pyexec_status px_program_attach_data_buffer(pyexec_program *p, const void *data, size_t size) {
+  if (!p || (!data && size)) return px_invalid_argument("program and data must not be NULL");
+  if (p->data_map) return px_invalid_argument("the program already has a data file");
+  px_data_map *dm;
+  pyexec_status st = px_data_map_load_buffer(data, size, &dm);
+  return st ? st : attach(p, dm);
+}
+
 /* ---- delegates and named data -------------------------------------------- */
 
 pyexec_status px_plan_delegate_count(const px_plan *plan, uint32_t *count) {
@@ -447,7 +510,7 @@ pyexec_status px_plan_delegate(const pyexec_program *p, const px_plan *plan, uin
   if (index >= dels.count) return BAD("delegate %u is out of range (%u delegates)", index, dels.count);
   if (!px_fb_vec_table(&dels, index, &d) || !px_fb_string(&d, DELEGATE_ID, &out->id, &out->id_len))
     return BAD("delegate %u is malformed", index);
-  if (!valid_name(out->id, out->id_len)) return BAD("delegate %u: id is not valid UTF-8", index);
+  if (!px_fb_valid_name(out->id, out->id_len)) return BAD("delegate %u: id is not valid UTF-8", index);
   if (!px_fb_vector(&d, DELEGATE_COMPILE_SPECS, 4, &out->specs))
     return BAD("delegate %u: compile_specs are malformed", index);
   if (!px_fb_subtable(&d, DELEGATE_PROCESSED, &ref, &present)) return BAD("delegate %u: processed is malformed", index);
@@ -484,17 +547,10 @@ pyexec_status px_program_compile_spec(const px_delegate_desc *d, uint32_t k, con
   return PYEXEC_OK;
 }
 
-pyexec_status px_program_named_data(const pyexec_program *p, const char *key, size_t n,
-                                    const uint8_t **data, size_t *size) {
-  /* Messages show the key only when it is printable ASCII (it came from a file). */
-  const char *disp = key;
-  int shown = (int)(n > 80 ? 80 : n);
-  for (size_t k = 0; k < (size_t)shown; k++)
-    if (key[k] < 0x20 || key[k] > 0x7e) {
-      disp = "<non-printable key>";
-      shown = (int)strlen(disp);
-      break;
-    }
+/* The program's own named data entry under key[0..n): its index, or -1. */
+static pyexec_status own_named_data(const pyexec_program *p, const char *key, size_t n, int64_t *index,
+                                    uint32_t *segment) {
+  *index = -1;
   for (uint32_t i = 0; i < p->named_data.count; i++) {
     px_fb_table nd;
     const char *k;
@@ -502,12 +558,40 @@ pyexec_status px_program_named_data(const pyexec_program *p, const char *key, si
     if (!px_fb_vec_table(&p->named_data, i, &nd) || !px_fb_string(&nd, NAMED_DATA_KEY, &k, &kn) ||
         !px_fb_u32(&nd, NAMED_DATA_SEGMENT, 0, &seg))
       return BAD("named_data[%u] is malformed", i);
-    if (kn != n || memcmp(k, key, n) != 0) continue;
+    if (kn == n && memcmp(k, key, n) == 0) {
+      *index = i;
+      *segment = seg;
+      return PYEXEC_OK;
+    }
+  }
+  return PYEXEC_OK;
+}
+
+pyexec_status px_program_named_data(const pyexec_program *p, const char *key, size_t n,
+                                    const uint8_t **data, size_t *size) {
+  const px_data_entry *e = px_data_map_find(p->data_map, key, n);
+  if (e) {
+    *data = e->data;
+    *size = e->size;
+    return PYEXEC_OK;
+  }
+  /* Messages show the key only when it is printable ASCII (it came from a file). */
+  char shown[96];
+  px_data_key_display(key, n, shown, sizeof shown);
+  int64_t index;
+  uint32_t seg = 0;
+  pyexec_status st = own_named_data(p, key, n, &index, &seg);
+  if (st) return st;
+  if (index >= 0) {
     char what[128];
-    snprintf(what, sizeof what, "named data '%.*s'", shown, disp);
+    snprintf(what, sizeof what, "named data '%s'", shown);
     return segment_bytes(p, seg, what, data, size);
   }
-  return BAD("named data '%.*s' is not in the program (%u entries)", shown, disp, p->named_data.count);
+  if (p->data_map)
+    return BAD("named data '%s' is in neither the data file (%u entries) nor the program (%u entries)", shown,
+               p->data_map->count, p->named_data.count);
+  return BAD("named data '%s' is not in the program (%u entries), and no data file (.ptd) is attached: a "
+             "program exported with external weights needs its data file", shown, p->named_data.count);
 }
 
 /* ---- plan-level queries ------------------------------------------------ */
@@ -539,7 +623,7 @@ pyexec_status px_plan_operator_name(const px_plan *plan, uint32_t i, char *buf, 
     n += no;
   }
   buf[n] = 0;
-  if (!valid_name(buf, n)) return BAD("operator %u has an invalid name", i);
+  if (!px_fb_valid_name(buf, n)) return BAD("operator %u has an invalid name", i);
   return PYEXEC_OK;
 }
 

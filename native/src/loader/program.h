@@ -6,6 +6,7 @@
 #ifndef PX_PROGRAM_H
 #define PX_PROGRAM_H
 
+#include "loader/data_map.h"
 #include "loader/fb.h"
 #include "core/tensor.h"
 
@@ -75,6 +76,9 @@ struct pyexec_program {
    * blobs in segments (NamedData), for backends. */
   px_fb_vec delegate_data;
   px_fb_vec named_data;
+  /* The attached data file (.ptd), or NULL: external tensors resolve there,
+   * and delegates see its named data before the program's. */
+  px_data_map *data_map;
 };
 
 /* One BackendDelegate of a plan, its bytes located and bounds-checked. */
@@ -96,6 +100,9 @@ typedef struct px_tensor_desc {
   bool dynamic;
   uint32_t data_buffer_idx;
   bool has_alloc;
+  bool external; /* extra_tensor_info.location EXTERNAL: bytes in the data file */
+  const char *fqn; /* its key there (valid UTF-8, not NUL-terminated) */
+  uint32_t fqn_len;
   uint32_t memory_id;
   uint64_t offset;
   size_t nbytes; /* at the upper bound */
@@ -130,9 +137,17 @@ pyexec_status px_plan_delegate(const pyexec_program *p, const px_plan *plan, uin
 pyexec_status px_program_compile_spec(const px_delegate_desc *d, uint32_t k, const char **key,
                                       uint32_t *key_len, const uint8_t **value, size_t *value_len);
 
-/* The program's named data under key[0..n): bytes inside the program's
- * segments. InvalidProgram naming the key when it is absent or out of
- * bounds. */
+/* The bytes of external tensor `d` (d->external) from the attached data
+ * file, its layout checked against d's exactly (dtype, rank, sizes,
+ * dim_order) and its size and alignment checked; inside the data file.
+ * InvalidProgram naming the tensor (`where`) and its key when no data file
+ * is attached, the key is absent, or the layouts differ. */
+pyexec_status px_program_external_tensor(const pyexec_program *p, const px_tensor_desc *d, const char *where,
+                                         const uint8_t **out);
+
+/* The named data under key[0..n) that delegates see: the attached data
+ * file's first, then the program's own (bytes inside the one or the other).
+ * InvalidProgram naming the key when it is in neither or out of bounds. */
 pyexec_status px_program_named_data(const pyexec_program *p, const char *key, size_t n,
                                     const uint8_t **data, size_t *size);
 
@@ -156,6 +171,8 @@ pyexec_status px_plan_operator_name(const px_plan *plan, uint32_t i, char *buf, 
 pyexec_status px_program_load_file(const char *path, pyexec_program **out);
 pyexec_status px_program_load_buffer(const void *data, size_t size, pyexec_program **out);
 pyexec_status px_program_load_borrowed(const void *data, size_t size, pyexec_program **out);
+pyexec_status px_program_attach_data_file(pyexec_program *p, const char *path);
+pyexec_status px_program_attach_data_buffer(pyexec_program *p, const void *data, size_t size);
 void px_program_free(pyexec_program *p);
 size_t px_program_method_count(const pyexec_program *p);
 const char *px_program_method_name(const pyexec_program *p, size_t index);

@@ -58,6 +58,8 @@ static pyexec_status build_tensor(pyexec_method *m, int64_t vidx, const px_fb_ta
   t->capacity = t->nbytes;
   t->cap_numel = t->numel;
   size_t es = px_elsize(d.dtype);
+  const uint8_t *ext = NULL; /* an external tensor's bytes, in the data file */
+  if (d.external && (st = px_program_external_tensor(m->program, &d, where, &ext))) return st;
   if (d.has_alloc) {
     if (d.memory_id == 0 || d.memory_id >= m->narenas)
       return BAD("%s: memory_id %u is out of range (%u planned buffers)", where, d.memory_id,
@@ -70,12 +72,17 @@ static pyexec_status build_tensor(pyexec_method *m, int64_t vidx, const px_fb_ta
                                   (unsigned long long)d.offset);
     t->data = m->arenas[d.memory_id] + d.offset;
     t->mem = PX_MEM_PLANNED;
-    if (d.data_buffer_idx) { /* planned with initial state (mutable buffer) */
+    if (ext) { /* a mutable external tensor starts as the data file's bytes */
+      if (d.nbytes) memcpy(t->data, ext, d.nbytes);
+    } else if (d.data_buffer_idx) { /* planned with initial state (mutable buffer) */
       const uint8_t *init;
       st = px_program_mutable_init(m->program, d.data_buffer_idx, d.nbytes, &init);
       if (st) return st;
       if (d.nbytes) memcpy(t->data, init, d.nbytes);
     }
+  } else if (ext) { /* zero-copy: tensors with one name share the data file's bytes */
+    t->data = (void *)ext;
+    t->mem = PX_MEM_CONST;
   } else if (d.data_buffer_idx) {
     const uint8_t *c;
     st = px_program_constant(m->program, d.data_buffer_idx, d.nbytes, es, &c);
