@@ -31,8 +31,8 @@ def _fmt_info(info: TensorInfo | None) -> str:
     return f"{info.dtype}{list(info.sizes)} " + ", ".join(flags)
 
 
-def inspect(path: str) -> int:
-    program = _load_program(path)
+def inspect(path: str, data: str | None = None) -> int:
+    program = _load_program(path, data)
     for name in program.method_names:
         meta = program.method_meta(name)
         print(f"method {name!r}")
@@ -145,9 +145,11 @@ def _note(message: str) -> None:
     print(f"pyexec {message}", file=sys.stderr, flush=True)
 
 
-def _load_program(path: str) -> Program:
+def _load_program(path: str, data: str | None = None) -> Program:
+    """The program at `path`, with the data file `data` (.ptd) when given;
+    an invalid file's message starts with the program's path."""
     try:
-        return load(path)
+        return load(path, data_path=data)
     except InvalidProgramError as exc:
         raise InvalidProgramError(f"{path}: {exc}") from None
 
@@ -246,9 +248,9 @@ def _format_value(value: Any) -> str:
     return f"{type(value).__name__} {value!r}"
 
 
-def run(path: str, method_name: str, specs: Sequence[str], output_dir: str | None) -> int:
+def run(path: str, method_name: str, specs: Sequence[str], output_dir: str | None, data: str | None = None) -> int:
     """Runs `method_name` once with the given inputs; writes or prints the outputs."""
-    program = _load_program(path)
+    program = _load_program(path, data)
     _check_method(program, method_name)
     given = _parse_inputs(specs, program, method_name)
     meta = program.method_meta(method_name)
@@ -391,7 +393,8 @@ class _QuietStderr:
         os.close(self.saved)
 
 
-def _executorch_runner(path: str, method_name: str, inputs: list[Any]) -> tuple[Callable[[], object] | None, str]:
+def _executorch_runner(path: str, method_name: str, inputs: list[Any],
+                       data: str | None = None) -> tuple[Callable[[], object] | None, str]:
     """A zero-argument callable running the program once with ExecuTorch's
     runtime, or None and the reason it cannot."""
     if "executorch.runtime" not in sys.modules:  # seconds of silence otherwise
@@ -408,7 +411,10 @@ def _executorch_runner(path: str, method_name: str, inputs: list[Any]) -> tuple[
     try:
         et_inputs = [torch.from_numpy(np.array(x)) if isinstance(x, np.ndarray) else x for x in inputs]
         with _QuietStderr():
-            et_method = Runtime.get().load_program(Path(path)).load_method(method_name)
+            runtime = Runtime.get()
+            et_program = (runtime.load_program(Path(path)) if data is None
+                          else runtime.load_program(Path(path), data_path=data))
+            et_method = et_program.load_method(method_name)
             if et_method is None:
                 return None, f"has no method {method_name!r}"
             et_method.execute(et_inputs)
@@ -422,12 +428,12 @@ def _executorch_runner(path: str, method_name: str, inputs: list[Any]) -> tuple[
 
 
 def bench(path: str, method_name: str, specs: Sequence[str], runs: int, warmup: int, seed: int,
-          compare: bool, progress: str) -> int:
+          compare: bool, progress: str, data: str | None = None) -> int:
     """Latency distribution of `runs` executes with random inputs, and the same
     with ExecuTorch's runtime when it is importable."""
     if runs < 1 or warmup < 0:
         raise UsageError("--runs must be at least 1 and --warmup at least 0")
-    program = _load_program(path)
+    program = _load_program(path, data)
     _check_method(program, method_name)
     given = _parse_inputs(specs, program, method_name)
     meta = program.method_meta(method_name)
@@ -444,7 +450,7 @@ def bench(path: str, method_name: str, specs: Sequence[str], runs: int, warmup: 
     results = {"pyexec": _stats(_time_runs("pyexec", call, runs, warmup, progress))}
     note = ""
     if compare:
-        et_call, reason = _executorch_runner(path, method_name, inputs)
+        et_call, reason = _executorch_runner(path, method_name, inputs, data)
         if et_call is not None:
             results["executorch"] = _stats(_time_runs("executorch", et_call, runs, warmup, progress))
         else:
@@ -474,6 +480,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                        "memory planning, in-place updates), the operators it uses and the delegates it calls "
                        "(backend, node types), with what pyexec lacks to run them.")
     i.add_argument("file", help="the .pte program")
+    data_help = "the program's data file (.ptd), for a program exported with its weights kept apart"
+    i.add_argument("--data", metavar="FILE", help=data_help)
     input_help = ("an input: NAME=FILE.npy or NAME=VALUE (a literal int, float, true/false or none for a scalar); "
                   "NAME is input0, input1, ... or the index 0, 1, ...; repeat or list several")
     r = sub.add_parser("run", help="run a method once with inputs from .npy files; write or print the outputs",
@@ -483,6 +491,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     r.add_argument("-i", "--input", action="extend", nargs="+", default=[], metavar="NAME=VALUE", help=input_help)
     r.add_argument("-o", "--output-dir", help="write the outputs here as output0.npy, ... (default: print them)")
     r.add_argument("-m", "--method", default="forward", help="the method to run (default: %(default)s)")
+    r.add_argument("--data", metavar="FILE", help=data_help)
     b = sub.add_parser("bench", help="latency distribution over many runs with random inputs, and ExecuTorch's",
                        description="Time a method over many runs with random inputs made from its metadata "
                        "(--input overrides one), and the same with ExecuTorch's runtime when it is importable.")
@@ -492,6 +501,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     b.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default: %(default)s)")
     b.add_argument("-i", "--input", action="extend", nargs="+", default=[], metavar="NAME=VALUE", help=input_help)
     b.add_argument("-m", "--method", default="forward", help="the method to time (default: %(default)s)")
+    b.add_argument("--data", metavar="FILE", help=data_help)
     b.add_argument("--no-executorch", action="store_true",
                    help="do not compare with ExecuTorch's runtime (whose import takes seconds)")
     b.add_argument("--progress", choices=("auto", "on", "off"), default="auto",
@@ -501,11 +511,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "demo":
             return demo(args.steps)
         if args.command == "run":
-            return run(args.file, args.method, args.input, args.output_dir)
+            return run(args.file, args.method, args.input, args.output_dir, args.data)
         if args.command == "bench":
             return bench(args.file, args.method, args.input, args.runs, args.warmup, args.seed,
-                         not args.no_executorch, args.progress)
-        return inspect(args.file)
+                         not args.no_executorch, args.progress, args.data)
+        return inspect(args.file, args.data)
     except Error as exc:
         print(f"pyexec: {exc}", file=sys.stderr)
         return 1

@@ -151,52 +151,86 @@ class MethodHandle:
         self.ptr = ffi.gc(ptr, lib.pyexec_method_free)
 
 
-def load(source: Source) -> Program:
+def load(source: Source, data_path: Source | None = None) -> Program:
     """Loads an ExecuTorch program (.pte) from a path, which is memory-mapped
     (constant tensors are read from the mapping, not copied), or from bytes,
     bytearray or memoryview (copied: the caller may change or free it).
 
+    `data_path` is the program's data file (.ptd), for a program exported
+    with its weights kept apart (ExecutorchBackendConfig(external_constants=
+    True), or XNNPACK weights routed to a .ptd): a path (memory-mapped) or
+    bytes (copied), like `source`. The whole file is checked here; tensors
+    the program marks external are then looked up in it by name when a
+    method is loaded, and delegates find their named data in it first, then
+    in the program.
+
     Raises:
-        FileError: the file cannot be opened, read or mapped (the message names it).
-        InvalidProgramError: the data is not a valid ExecuTorch program.
+        FileError: a file cannot be opened, read or mapped (the message names it).
+        InvalidProgramError: the data is not a valid ExecuTorch program, or
+            the data file is malformed (the message names the field) or holds
+            a key the program's own named data also holds.
         UnsupportedError: the program holds something pyexec cannot run that
             is seen at load (a dtype, a non-CPU tensor, a file format version);
             missing kernels and delegates are reported by load_method.
-        InvalidArgumentError: `source` is not a path, bytes, bytearray or
-            memoryview, or the path contains a NUL character.
+        InvalidArgumentError: `source` or `data_path` is not a path, bytes,
+            bytearray or memoryview, or a path contains a NUL character.
         OutOfMemoryError: an allocation failed.
     """
-    return Program(source)
+    return Program(source, data_path)
+
+
+def _as_path(source: str | os.PathLike[str]) -> bytes:
+    path = os.fsencode(source)
+    if b"\0" in path:
+        raise InvalidArgumentError(f"path must not contain NUL characters, got {os.fsdecode(path)!r}")
+    return path
+
+
+def _as_buffer(source: bytes | bytearray | memoryview) -> Any:
+    data = source
+    if isinstance(data, memoryview) and not data.c_contiguous:
+        data = data.tobytes()
+    return ffi.from_buffer(data)
 
 
 class Program:
-    """A loaded .pte file: `pyexec.load(source)` (see there for the errors).
+    """A loaded .pte file, with its data file when it has one:
+    `pyexec.load(source, data_path=None)` (see there for the errors).
     Methods loaded from it keep it alive."""
 
     _handle: ProgramHandle | None = None
     _names: tuple[str, ...] = ()
     _source = "?"
+    _data_source: str | None = None
 
-    def __init__(self, source: Source) -> None:
+    def __init__(self, source: Source, data_path: Source | None = None) -> None:
+        if data_path is not None and not isinstance(data_path, (str, os.PathLike, bytes, bytearray, memoryview)):
+            raise InvalidArgumentError(
+                f"data_path must be a path, bytes, bytearray or memoryview, got {type(data_path).__name__}"
+            )
         out = ffi.new("pyexec_program **")
         if isinstance(source, (str, os.PathLike)):
-            path = os.fsencode(source)
-            if b"\0" in path:
-                raise InvalidArgumentError(f"path must not contain NUL characters, got {os.fsdecode(path)!r}")
+            path = _as_path(source)
             check(lib.pyexec_program_load_file(path, out))
             self._source = os.fsdecode(path)
         elif isinstance(source, (bytes, bytearray, memoryview)):
-            data = source
-            if isinstance(data, memoryview) and not data.c_contiguous:
-                data = data.tobytes()
-            buf = ffi.from_buffer(data)
+            buf = _as_buffer(source)
             check(lib.pyexec_program_load_buffer(buf, len(buf), out))
             self._source = f"<{type(source).__name__}, {len(buf)} bytes>"
         else:
             raise InvalidArgumentError(
                 f"load() takes a path, bytes, bytearray or memoryview, got {type(source).__name__}"
             )
-        self._handle = ProgramHandle(out[0])
+        handle = ProgramHandle(out[0])  # frees the program if attaching fails
+        if isinstance(data_path, (str, os.PathLike)):
+            dpath = _as_path(data_path)
+            check(lib.pyexec_program_attach_data_file(handle.ptr, dpath))
+            self._data_source = os.fsdecode(dpath)
+        elif data_path is not None:
+            dbuf = _as_buffer(data_path)
+            check(lib.pyexec_program_attach_data_buffer(handle.ptr, dbuf, len(dbuf)))
+            self._data_source = f"<{type(data_path).__name__}, {len(dbuf)} bytes>"
+        self._handle = handle
         p = self._handle.ptr
         names = []
         for i in range(lib.pyexec_program_method_count(p)):
@@ -213,7 +247,11 @@ class Program:
     def __repr__(self) -> str:
         closed = " closed" if self._handle is None else ""
         source = self._source if self._source.startswith("<") else repr(self._source)
-        return f"<pyexec.Program methods={list(self._names)} source={source}{closed}>"
+        data = ""
+        if self._data_source is not None:
+            shown = self._data_source if self._data_source.startswith("<") else repr(self._data_source)
+            data = f" data={shown}"
+        return f"<pyexec.Program methods={list(self._names)} source={source}{data}{closed}>"
 
     def close(self) -> None:
         """Releases the program. Methods already loaded keep it alive and keep
@@ -353,7 +391,12 @@ class Program:
                 program is closed.
             UnsupportedError: the method calls operators pyexec has no kernel
                 for (all listed at once) or a delegate it cannot run.
-            InvalidProgramError: the method is malformed.
+            InvalidProgramError: the method is malformed; or it has tensors
+                stored in a data file and the program was loaded without one
+                (the message says a data file is needed), the data file lacks
+                one (naming the first missing key) or holds it with another
+                dtype, rank, sizes or dim_order (naming the tensor and both
+                layouts).
             OutOfMemoryError: its planned memory cannot be allocated.
         """
         from ._method import Method  # imports this module: bound at call time
@@ -363,16 +406,18 @@ class Program:
 
 class Runtime:
     """ExecuTorch's entry point, spelled as `executorch.runtime` spells it:
-    `Runtime.get().load_program(data)` is `pyexec.load(data)`."""
+    `Runtime.get().load_program(data, data_path=...)` is
+    `pyexec.load(data, data_path=...)`."""
 
     @staticmethod
     def get() -> Runtime:
         """The one Runtime."""
         return _RUNTIME
 
-    def load_program(self, data: Source) -> Program:
-        """`pyexec.load(data)`: a path or bytes; raises what load raises."""
-        return Program(data)
+    def load_program(self, data: Source, data_path: Source | None = None) -> Program:
+        """`pyexec.load(data, data_path)`: the program and its optional data
+        file (.ptd), each a path or bytes; raises what load raises."""
+        return Program(data, data_path)
 
     def __repr__(self) -> str:
         return "<pyexec.Runtime>"
