@@ -2,11 +2,18 @@
  * nodes_basic.c - the XNNPACK graph's elementwise nodes on float32: the six
  * broadcasting binary nodes with their output clamp, every one-input
  * pointwise node (Copy and Convert included) and Softmax over the last dim.
+ *
+ * Binary rows and Sigmoid / Tanh / Exp / Gelu run the portable kernels'
+ * vectorised float32 loops (kernels/elementwise/flat.h): this file is built
+ * without the kernels' vectoriser flags, and those loops are the ones
+ * aten's sigmoid.out and friends run, so the delegate is never slower than
+ * the same model left to the portable kernels.
  */
 #include <math.h>
 #include <string.h>
 
 #include "backends/xnnpack/nodes.h"
+#include "kernels/elementwise/flat.h"
 
 /* A row-major px_tensor describing v's current dims (data shared). */
 static void view_of(const xnn_value *v, int dtype, px_tensor *t) {
@@ -33,14 +40,14 @@ int xnn_shape_binary(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
   return xnn_set_dims(ctx, node, &values[node->out[0]], (uint32_t)od, os);
 }
 
-static inline float binary_op(int type, float x, float y) {
+static int flat_op(int type) {
   switch (type) {
-    case XNN_NODE_add: return x + y;
-    case XNN_NODE_subtract: return x - y;
-    case XNN_NODE_multiply: return x * y;
-    case XNN_NODE_div: return x / y;
-    case XNN_NODE_minimum: return isnan(x) || isnan(y) ? x + y : (x < y ? x : y);
-    default: return isnan(x) || isnan(y) ? x + y : (x > y ? x : y); /* maximum */
+    case XNN_NODE_add: return PX_F32_ADD;
+    case XNN_NODE_subtract: return PX_F32_SUB;
+    case XNN_NODE_multiply: return PX_F32_MUL;
+    case XNN_NODE_div: return PX_F32_DIV;
+    case XNN_NODE_minimum: return PX_F32_MIN;
+    default: return PX_F32_MAX;
   }
 }
 
@@ -59,7 +66,10 @@ int xnn_exec_binary(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
   float *po = o.data;
   const float lo = node->output_min, hi = node->output_max;
   const bool clamp = !(isinf(lo) && lo < 0 && isinf(hi) && hi > 0);
-  const int type = node->type;
+  const int op = flat_op(node->type);
+  /* The iterator merges the dims that allow it; its inner run is the last
+   * (contiguous) dim, so [N,H,W,C] x [N,1,1,C] is a unit-stride pair per
+   * pixel and a same-shape pair one run over everything. */
   px_iter it;
   px_iter_init(&it, o.dim, o.sizes);
   px_iter_add(&it, &a);
@@ -69,11 +79,8 @@ int xnn_exec_binary(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
   do {
     const float *x = pa + it.off[0], *y = pb + it.off[1];
     float *z = po + it.off[2];
-    int64_t sx = it.inner_stride[0], sy = it.inner_stride[1], sz = it.inner_stride[2];
-    for (int64_t k = 0; k < it.inner; k++) {
-      float r = binary_op(type, x[k * sx], y[k * sy]);
-      z[k * sz] = clamp ? clampf(r, lo, hi) : r;
-    }
+    /* the output is row-major and written in order: its inner stride is 1 */
+    px_f32_binary(op, it.inner, x, it.inner_stride[0], y, it.inner_stride[1], z, clamp, lo, hi);
   } while (px_iter_next(&it));
   return 0;
 }
@@ -125,6 +132,13 @@ int xnn_exec_unary(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
   }
   const float *x = xv->data;
   float *y = ov->data;
+  switch (node->type) {
+    case XNN_NODE_sigmoid: px_f32_sigmoid(n, x, y); return 0;
+    case XNN_NODE_tanh: px_f32_tanh(n, x, y); return 0;
+    case XNN_NODE_exp: px_f32_exp(n, x, y); return 0;
+    case XNN_NODE_gelu: px_f32_gelu(n, x, y); return 0;
+    default: break;
+  }
   for (int64_t k = 0; k < n; k++) y[k] = unary_op(node, x[k]);
   return 0;
 }

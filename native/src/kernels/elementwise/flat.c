@@ -1,0 +1,56 @@
+/*
+ * flat.c - float32 elementwise loops over plain arrays (flat.h): the loops
+ * of activation.c, unary.c and binary.c stamped out again from the same
+ * expressions, with a call that takes pointers instead of tensors.
+ */
+#include "kernels/elementwise/flat.h"
+
+#include "kernels/elementwise/ew.h"
+
+/* ---- unary ------------------------------------------------------------------ */
+
+/* The expressions of activation.c (sigmoid, gelu) and unary.c (tanh, exp). */
+UN(sigmoid_f32, float, uint32_t, float, , (T)1 / ((T)1 + EXPV(-x)))
+UN(tanh_f32, float, uint32_t, float, , TANHV(x))
+UN(exp_f32, float, uint32_t, float, , EXPV(x))
+UN(gelu_f32, float, uint32_t, float, , 0.5f * x * (1.0f + verff(x * 0.70710678118654752440f)))
+
+static void run_un(ew_fn fn, int64_t n, const float *x, float *y) {
+  const char *in[1] = {(const char *)x};
+  const int64_t is[1] = {1};
+  eparam p = {0};
+  if (n > 0) fn(n, in, is, (char *)y, 1, &p);
+}
+
+void px_f32_sigmoid(int64_t n, const float *x, float *y) { run_un(sigmoid_f32, n, x, y); }
+void px_f32_tanh(int64_t n, const float *x, float *y) { run_un(tanh_f32, n, x, y); }
+void px_f32_exp(int64_t n, const float *x, float *y) { run_un(exp_f32, n, x, y); }
+void px_f32_gelu(int64_t n, const float *x, float *y) { run_un(gelu_f32, n, x, y); }
+
+/* ---- binary --------------------------------------------------------------------- */
+
+/* Each operation twice: as is, and clamped to [d[0], d[1]]. */
+#define BIN_CL(OP, E)                                  \
+  BIN(OP##_f32, float, uint32_t, float, , E)           \
+  BIN(OP##_cl_f32, float, uint32_t, float, const T lo = PARAM(0); const T hi = PARAM(1), CLAMPP(E, lo, hi))
+BIN_CL(add, x + y)
+BIN_CL(sub, x - y)
+BIN_CL(mul, x * y)
+BIN_CL(div, x / y)
+BIN_CL(min, MINP(x, y))
+BIN_CL(max, MAXP(x, y))
+
+static const ew_fn bin_loops[6][2] = {
+    [PX_F32_ADD] = {add_f32, add_cl_f32}, [PX_F32_SUB] = {sub_f32, sub_cl_f32},
+    [PX_F32_MUL] = {mul_f32, mul_cl_f32}, [PX_F32_DIV] = {div_f32, div_cl_f32},
+    [PX_F32_MIN] = {min_f32, min_cl_f32}, [PX_F32_MAX] = {max_f32, max_cl_f32},
+};
+
+void px_f32_binary(int op, int64_t n, const float *a, int64_t sa, const float *b, int64_t sb, float *o,
+                   bool clamp, float lo, float hi) {
+  if (n <= 0 || op < 0 || op > PX_F32_MAX) return;
+  const char *in[2] = {(const char *)a, (const char *)b};
+  const int64_t is[2] = {sa, sb};
+  eparam p = {{lo, hi, 0, 0}, {0}, 0};
+  bin_loops[op][clamp](n, in, is, (char *)o, 1, &p);
+}

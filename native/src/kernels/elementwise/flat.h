@@ -1,0 +1,33 @@
+/*
+ * flat.h - float32 elementwise loops over plain arrays (private; flat.c),
+ * for callers that have no px_tensor to hand: the XNNPACK backend's
+ * pointwise and binary nodes.
+ *
+ * They are the portable kernels' loops (ew.h's UN / BIN generators, the
+ * same vectorising exp / tanh / erf, AVX2 clones picked at run time), so a
+ * delegated node computes what aten's sigmoid.out, tanh.out, exp.out or
+ * gelu.out compute on the same values, as fast. Input and output may be the
+ * same array; otherwise they must not overlap.
+ */
+#ifndef PX_EW_FLAT_H
+#define PX_EW_FLAT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* y[k] = f(x[k]) for k < n. gelu is the exact (erf) form. */
+void px_f32_sigmoid(int64_t n, const float *x, float *y);
+void px_f32_tanh(int64_t n, const float *x, float *y);
+void px_f32_exp(int64_t n, const float *x, float *y);
+void px_f32_gelu(int64_t n, const float *x, float *y);
+
+/* The binary operations. minimum / maximum propagate NaN. */
+enum { PX_F32_ADD, PX_F32_SUB, PX_F32_MUL, PX_F32_DIV, PX_F32_MIN, PX_F32_MAX };
+
+/* o[k] = a[k * sa] op b[k * sb] for k < n (sa, sb in elements; 0 repeats
+ * one value, and 1 / 0 pairs take the vectorised loops), then clamped to
+ * [lo, hi] when `clamp` (NaN stays NaN). */
+void px_f32_binary(int op, int64_t n, const float *a, int64_t sa, const float *b, int64_t sb, float *o,
+                   bool clamp, float lo, float hi);
+
+#endif /* PX_EW_FLAT_H */
