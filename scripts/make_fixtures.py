@@ -15,6 +15,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
 from support.export import export_program  # noqa: E402
+from support.external import export_external  # noqa: E402
 
 
 class AddMul(torch.nn.Module):
@@ -26,6 +27,17 @@ class CacheUpdate(torch.nn.Module):
     def forward(self, cache: torch.Tensor, idx: torch.Tensor, val: torch.Tensor) -> torch.Tensor:
         cache.index_copy_(0, idx, val)
         return cache.sum(0, keepdim=True)
+
+
+class AddWeight(torch.nn.Module):
+    """x + w with w = [0.5, 1.5, 2.5, 3.5, 4.5, 5.5] kept in a data file."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.arange(6.0).reshape(2, 3) + 0.5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.w
 
 
 def main() -> None:
@@ -40,7 +52,10 @@ def main() -> None:
     (out / "cache_update_unplanned.pte").write_bytes(
         export_program(CacheUpdate(), cache, alloc_graph_input=False, alloc_graph_output=False, reinplace=True)
     )
-    for f in sorted(out.glob("*.pte")):
+    pte, ptd = export_external(AddWeight(), (torch.randn(2, 3),))
+    (out / "add_weight.pte").write_bytes(pte)
+    (out / "add_weight.ptd").write_bytes(ptd)
+    for f in sorted([*out.glob("*.pte"), *out.glob("*.ptd")]):
         print(f"{f.relative_to(ROOT)}: {f.stat().st_size} bytes")
 
 

@@ -1,7 +1,7 @@
 /*
  * test_runtime.c - exercises libpyexec through its public header only, as a
  * C program with no Python: load, metadata, inputs, binding, aliasing,
- * execution, and malformed files. Usage: test_runtime DATA_DIR
+ * execution, malformed files, and data files (.ptd). Usage: test_runtime DATA_DIR
  * (the .pte fixtures come from scripts/make_fixtures.py).
  */
 #include <math.h>
@@ -425,6 +425,64 @@ static void test_malformed(void) {
   free(good);
 }
 
+/* ---- data files (.ptd) ---------------------------------------------------- */
+
+/* add_weight.pte computes x + w, with w = [[0.5, 1.5, 2.5], [3.5, 4.5, 5.5]]
+ * kept in add_weight.ptd. */
+static void check_add_weight(pyexec_program *p) {
+  pyexec_method *m = NULL;
+  CHECK_OK(pyexec_method_load(p, "forward", &m));
+  if (!m) return;
+  float x[6] = {1, 2, 3, 4, 5, 6};
+  int64_t xs[2] = {2, 3};
+  pyexec_value in = tensor_value(x, xs, 2, sizeof x);
+  CHECK_OK(pyexec_method_set_inputs(m, &in, 1));
+  CHECK_OK(pyexec_method_execute(m));
+  pyexec_value out;
+  CHECK_OK(pyexec_method_get_output(m, 0, &out));
+  const float *y = out.tensor.data;
+  for (int i = 0; i < 6; i++) CHECK(y && y[i] == x[i] + (float)i + 0.5f);
+  pyexec_method_free(m);
+}
+
+static void test_data_file(void) {
+  pyexec_program *p = NULL;
+  pyexec_method *m = NULL;
+  CHECK_OK(pyexec_program_load_file(path_of("add_weight.pte"), &p));
+  if (!p) return;
+  /* Without its data file the method is refused, naming the tensor. */
+  CHECK(pyexec_method_load(p, "forward", &m) == PYEXEC_ERR_INVALID_PROGRAM);
+  CHECK(contains(pyexec_last_error(), "'w'") && contains(pyexec_last_error(), "data file"));
+  CHECK(pyexec_program_attach_data_file(p, path_of("does-not-exist.ptd")) == PYEXEC_ERR_IO);
+  CHECK(pyexec_program_attach_data_file(p, path_of("add_mul.pte")) == PYEXEC_ERR_INVALID_PROGRAM);
+  CHECK(contains(pyexec_last_error(), "FH01"));
+  CHECK(pyexec_program_attach_data_file(NULL, path_of("add_weight.ptd")) == PYEXEC_ERR_INVALID_ARGUMENT);
+  CHECK(pyexec_program_attach_data_buffer(p, NULL, 1) == PYEXEC_ERR_INVALID_ARGUMENT);
+  CHECK_OK(pyexec_program_attach_data_file(p, path_of("add_weight.ptd")));
+  CHECK(pyexec_program_attach_data_file(p, path_of("add_weight.ptd")) == PYEXEC_ERR_INVALID_ARGUMENT);
+  check_add_weight(p);
+  pyexec_program_free(p);
+
+  /* The buffer form copies: the caller's bytes may go at once. */
+  size_t n = 0;
+  unsigned char *ptd = read_file("add_weight.ptd", &n);
+  CHECK(ptd != NULL);
+  if (!ptd) return;
+  p = NULL;
+  CHECK_OK(pyexec_program_load_file(path_of("add_weight.pte"), &p));
+  if (!p) {
+    free(ptd);
+    return;
+  }
+  /* Every truncation is refused and leaves the program without data. */
+  for (size_t len = 0; len < n; len++) CHECK(pyexec_program_attach_data_buffer(p, ptd, len) == PYEXEC_ERR_INVALID_PROGRAM);
+  CHECK_OK(pyexec_program_attach_data_buffer(p, ptd, n));
+  memset(ptd, 0, n);
+  free(ptd);
+  check_add_weight(p);
+  pyexec_program_free(p);
+}
+
 int main(int argc, char **argv) {
   if (argc > 1) data_dir = argv[1];
   test_version();
@@ -434,6 +492,7 @@ int main(int argc, char **argv) {
   test_run();
   test_alias_in_place();
   test_malformed();
+  test_data_file();
   printf("%d checks, %d failed\n", checks, failures);
   printf("%d passed, %d failed\n", checks - failures, failures);
   return failures ? 1 : 0;
