@@ -87,9 +87,24 @@ def randn(*shape: int, seed: int = 0) -> torch.Tensor:
     "conv, act, shape",
     [
         (dict(in_channels=3, out_channels=16, kernel_size=3, padding=1), torch.nn.ReLU(), (2, 3, 17, 15)),
-        (dict(in_channels=8, out_channels=24, kernel_size=(3, 5), stride=(2, 1), padding=(1, 2), dilation=(2, 1), groups=2),
-         torch.nn.Hardtanh(-0.5, 0.75), (2, 8, 13, 11)),
-        (dict(in_channels=12, out_channels=12, kernel_size=3, stride=2, groups=3, bias=False), torch.nn.Identity(), (1, 12, 10, 9)),
+        (
+            dict(
+                in_channels=8,
+                out_channels=24,
+                kernel_size=(3, 5),
+                stride=(2, 1),
+                padding=(1, 2),
+                dilation=(2, 1),
+                groups=2,
+            ),
+            torch.nn.Hardtanh(-0.5, 0.75),
+            (2, 8, 13, 11),
+        ),
+        (
+            dict(in_channels=12, out_channels=12, kernel_size=3, stride=2, groups=3, bias=False),
+            torch.nn.Identity(),
+            (1, 12, 10, 9),
+        ),
         (dict(in_channels=16, out_channels=40, kernel_size=1), torch.nn.ReLU6(), (2, 16, 7, 7)),
         (dict(in_channels=16, out_channels=8, kernel_size=1, stride=2), torch.nn.Identity(), (1, 16, 9, 9)),
         (dict(in_channels=64, out_channels=80, kernel_size=3, padding=2, dilation=2), torch.nn.ReLU(), (1, 64, 12, 12)),
@@ -119,10 +134,25 @@ def test_depthwise_conv2d(channels, mult, kernel, stride, padding, dilation):
 @pytest.mark.parametrize(
     "conv, shape",
     [
-        (dict(in_channels=4, out_channels=6, kernel_size=3, stride=2, padding=1, output_padding=1, groups=2), (1, 4, 5, 6)),
+        (
+            dict(in_channels=4, out_channels=6, kernel_size=3, stride=2, padding=1, output_padding=1, groups=2),
+            (1, 4, 5, 6),
+        ),
         (dict(in_channels=16, out_channels=8, kernel_size=4, stride=2, padding=1), (2, 16, 7, 7)),
-        (dict(in_channels=6, out_channels=9, kernel_size=(3, 2), stride=(3, 2), padding=(0, 1), output_padding=(2, 1),
-              dilation=1, groups=3, bias=False), (1, 6, 4, 5)),
+        (
+            dict(
+                in_channels=6,
+                out_channels=9,
+                kernel_size=(3, 2),
+                stride=(3, 2),
+                padding=(0, 1),
+                output_padding=(2, 1),
+                dilation=1,
+                groups=3,
+                bias=False,
+            ),
+            (1, 6, 4, 5),
+        ),
         (dict(in_channels=8, out_channels=8, kernel_size=3, stride=1, padding=2, dilation=2), (1, 8, 6, 6)),
     ],
     ids=["output-padding-groups", "4x4-stride2", "asymmetric-groups-nobias", "dilated"],
@@ -343,7 +373,8 @@ class Resize(torch.nn.Module):
 
 @pytest.mark.parametrize("align_corners", [True, False], ids=["align-corners", "half-pixel"])
 @pytest.mark.parametrize(
-    "how", [dict(size=(13, 7)), dict(scale_factor=2), dict(size=(3, 2)), dict(size=(1, 1))],
+    "how",
+    [dict(size=(13, 7)), dict(scale_factor=2), dict(size=(3, 2)), dict(size=(1, 1))],
     ids=["up", "x2", "down", "to-1x1"],
 )
 def test_resize_bilinear2d(align_corners, how):
@@ -386,7 +417,9 @@ class BasicBlock(torch.nn.Module):
         self.b2 = torch.nn.BatchNorm2d(cout)
         self.down = None
         if stride != 1 or cin != cout:
-            self.down = torch.nn.Sequential(torch.nn.Conv2d(cin, cout, 1, stride, bias=False), torch.nn.BatchNorm2d(cout))
+            self.down = torch.nn.Sequential(
+                torch.nn.Conv2d(cin, cout, 1, stride, bias=False), torch.nn.BatchNorm2d(cout)
+            )
 
     def forward(self, x):
         y = torch.relu(self.b1(self.c1(x)))
@@ -398,9 +431,14 @@ class ResNetStack(torch.nn.Module):
     def __init__(self) -> None:
         super().__init__()
         self.stem = torch.nn.Sequential(
-            torch.nn.Conv2d(3, 16, 7, 2, 3, bias=False), torch.nn.BatchNorm2d(16), torch.nn.ReLU(), torch.nn.MaxPool2d(3, 2, 1)
+            torch.nn.Conv2d(3, 16, 7, 2, 3, bias=False),
+            torch.nn.BatchNorm2d(16),
+            torch.nn.ReLU(),
+            torch.nn.MaxPool2d(3, 2, 1),
         )
-        self.blocks = torch.nn.Sequential(BasicBlock(16, 16, 1), BasicBlock(16, 32, 2), BasicBlock(32, 32, 1), BasicBlock(32, 64, 2))
+        self.blocks = torch.nn.Sequential(
+            BasicBlock(16, 16, 1), BasicBlock(16, 32, 2), BasicBlock(32, 32, 1), BasicBlock(32, 64, 2)
+        )
         self.fc = torch.nn.Linear(64, 10)
 
     def forward(self, x):
@@ -417,9 +455,14 @@ class InvertedResidual(torch.nn.Module):
         hidden = cin * expand
         self.use_res = stride == 1 and cin == cout
         self.body = torch.nn.Sequential(
-            torch.nn.Conv2d(cin, hidden, 1, bias=False), torch.nn.BatchNorm2d(hidden), act(),
-            torch.nn.Conv2d(hidden, hidden, 3, stride, 1, groups=hidden, bias=False), torch.nn.BatchNorm2d(hidden), act(),
-            torch.nn.Conv2d(hidden, cout, 1, bias=False), torch.nn.BatchNorm2d(cout),
+            torch.nn.Conv2d(cin, hidden, 1, bias=False),
+            torch.nn.BatchNorm2d(hidden),
+            act(),
+            torch.nn.Conv2d(hidden, hidden, 3, stride, 1, groups=hidden, bias=False),
+            torch.nn.BatchNorm2d(hidden),
+            act(),
+            torch.nn.Conv2d(hidden, cout, 1, bias=False),
+            torch.nn.BatchNorm2d(cout),
         )
 
     def forward(self, x):
@@ -430,7 +473,9 @@ class InvertedResidual(torch.nn.Module):
 class MobileNetV2Stack(torch.nn.Module):
     def __init__(self) -> None:
         super().__init__()
-        self.stem = torch.nn.Sequential(torch.nn.Conv2d(3, 16, 3, 2, 1, bias=False), torch.nn.BatchNorm2d(16), torch.nn.ReLU6())
+        self.stem = torch.nn.Sequential(
+            torch.nn.Conv2d(3, 16, 3, 2, 1, bias=False), torch.nn.BatchNorm2d(16), torch.nn.ReLU6()
+        )
         self.blocks = torch.nn.Sequential(
             InvertedResidual(16, 16, 1, 1, torch.nn.ReLU6),
             InvertedResidual(16, 24, 2, 6, torch.nn.ReLU6),
@@ -463,7 +508,9 @@ class MBConv(torch.nn.Module):
         super().__init__()
         hidden = cin * expand
         self.use_res = stride == 1 and cin == cout
-        self.expand = torch.nn.Sequential(torch.nn.Conv2d(cin, hidden, 1, bias=False), torch.nn.BatchNorm2d(hidden), torch.nn.SiLU())
+        self.expand = torch.nn.Sequential(
+            torch.nn.Conv2d(cin, hidden, 1, bias=False), torch.nn.BatchNorm2d(hidden), torch.nn.SiLU()
+        )
         self.dw = torch.nn.Sequential(
             torch.nn.Conv2d(hidden, hidden, kernel, stride, kernel // 2, groups=hidden, bias=False),
             torch.nn.BatchNorm2d(hidden),
@@ -480,8 +527,12 @@ class MBConv(torch.nn.Module):
 class EfficientNetStack(torch.nn.Module):
     def __init__(self) -> None:
         super().__init__()
-        self.stem = torch.nn.Sequential(torch.nn.Conv2d(3, 16, 3, 2, 1, bias=False), torch.nn.BatchNorm2d(16), torch.nn.SiLU())
-        self.blocks = torch.nn.Sequential(MBConv(16, 16, 3, 1, 1), MBConv(16, 24, 3, 2, 4), MBConv(24, 24, 5, 1, 4), MBConv(24, 40, 5, 2, 4))
+        self.stem = torch.nn.Sequential(
+            torch.nn.Conv2d(3, 16, 3, 2, 1, bias=False), torch.nn.BatchNorm2d(16), torch.nn.SiLU()
+        )
+        self.blocks = torch.nn.Sequential(
+            MBConv(16, 16, 3, 1, 1), MBConv(16, 24, 3, 2, 4), MBConv(24, 24, 5, 1, 4), MBConv(24, 40, 5, 2, 4)
+        )
         self.fc = torch.nn.Linear(40, 10)
 
     def forward(self, x):
