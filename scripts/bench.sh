@@ -16,3 +16,4 @@ python -m pip install -q --no-deps --force-reinstall .
 python benchmarks/bench_io.py "$@"
 python benchmarks/bench_zoo.py "$@"
 python benchmarks/bench_load.py "$@"
+python benchmarks/bench_xnnpack.py "$@"

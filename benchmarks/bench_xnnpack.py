@@ -1,0 +1,355 @@
+"""XNNPACK-lowered programs, single-threaded: pyexec's own XNNPACK backend
+against ExecuTorch 1.5.1's runtime with its XNNPACK delegate (thread pool
+reset to one thread) on the same lowered .pte, measured in one run beside
+torch eager, ExecuTorch's portable kernels and pyexec on the portable export
+of the same model.
+
+    python benchmarks/bench_xnnpack.py [--quick] [--only NAME ...] [--no-load]
+
+Before anything is timed, pyexec's result on the lowered file is checked
+against ExecuTorch's XNNPACK result (and pyexec's portable result against
+torch eager), with a loose tolerance scaled by the output's magnitude, so
+that a wrong result cannot look fast. Ratios are times (pyexec's time / the
+other's): below 1 means pyexec is faster.
+
+The last table loads a lowered program in a fresh process per runtime and
+reports the time and resident memory each step adds (as bench_load.py)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from _common import fmt_us, interleaved_us, print_table
+from support.export import export_program  # tests/, put on the path by _common
+from support.xnnpack import export_xnnpack
+from support.zoo import InvertedResidual, TransformerLayer
+from torch import nn
+
+# ---- models (random weights; torchvision's layouts rebuilt by hand) --------------
+
+
+class MLP(nn.Module):
+    def __init__(self, d: int = 256, hidden: int = 1024) -> None:
+        super().__init__()
+        self.fc1, self.fc2, self.fc3 = nn.Linear(d, hidden), nn.Linear(hidden, hidden), nn.Linear(hidden, d)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc3(F.gelu(self.fc2(F.gelu(self.fc1(x)))))
+
+
+def _conv_bn(cin: int, cout: int, k: int, stride: int = 1, groups: int = 1, act: bool = True) -> list[nn.Module]:
+    layers: list[nn.Module] = [
+        nn.Conv2d(cin, cout, k, stride, (k - 1) // 2, groups=groups, bias=False), nn.BatchNorm2d(cout)
+    ]
+    return layers + [nn.ReLU6()] if act else layers
+
+
+class MBV2Block(nn.Module):
+    """torchvision's MobileNetV2 inverted residual: 1x1 expand (skipped at
+    expansion 1), 3x3 depthwise with the stride, 1x1 linear projection, and
+    the skip connection when the shape is kept."""
+
+    def __init__(self, cin: int, cout: int, stride: int, expand: int) -> None:
+        super().__init__()
+        hidden = cin * expand
+        layers = _conv_bn(cin, hidden, 1) if expand != 1 else []
+        layers += _conv_bn(hidden, hidden, 3, stride, groups=hidden) + _conv_bn(hidden, cout, 1, act=False)
+        self.body = nn.Sequential(*layers)
+        self.residual = stride == 1 and cin == cout
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.body(x)
+        return x + y if self.residual else y
+
+
+class MobileNetV2(nn.Module):
+    """mobilenet_v2 (width 1.0): stem, the 17 blocks of its (t, c, n, s)
+    table, 1x1 conv to 1280, global average pool, 1000-way classifier."""
+
+    CONFIG = [(1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1), (6, 160, 3, 2),
+              (6, 320, 1, 1)]
+
+    def __init__(self) -> None:
+        super().__init__()
+        layers = _conv_bn(3, 32, 3, 2)
+        cin = 32
+        for t, c, n, s in self.CONFIG:
+            for i in range(n):
+                layers.append(MBV2Block(cin, c, s if i == 0 else 1, t))
+                cin = c
+        layers += _conv_bn(cin, 1280, 1)
+        self.features = nn.Sequential(*layers)
+        self.classifier = nn.Linear(1280, 1000)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.classifier(self.features(x).mean((2, 3)))
+
+
+class BasicBlock(nn.Module):
+    """torchvision's ResNet basic block: two 3x3 conv-bn, a 1x1 conv-bn
+    downsample on the skip path when the stride or width changes."""
+
+    def __init__(self, cin: int, cout: int, stride: int) -> None:
+        super().__init__()
+        self.c1, self.b1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False), nn.BatchNorm2d(cout)
+        self.c2, self.b2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False), nn.BatchNorm2d(cout)
+        self.down = (
+            nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+            if stride != 1 or cin != cout else nn.Identity()
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = F.relu(self.b1(self.c1(x)))
+        return F.relu(self.b2(self.c2(y)) + self.down(x))
+
+
+class ResNet18(nn.Module):
+    """resnet18: 7x7/2 stem, 3x3/2 max pool, four stages of two basic blocks
+    (64, 128, 256, 512; stride 2 from the second), average pool, fc 1000."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = nn.Sequential(
+            nn.Conv2d(3, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64), nn.ReLU(), nn.MaxPool2d(3, 2, 1)
+        )
+        blocks: list[nn.Module] = []
+        cin = 64
+        for i, c in enumerate([64, 128, 256, 512]):
+            blocks += [BasicBlock(cin, c, 1 if i == 0 else 2), BasicBlock(c, c, 1)]
+            cin = c
+        self.layers = nn.Sequential(*blocks)
+        self.fc = nn.Linear(512, 1000)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(self.layers(self.stem(x)).mean((2, 3)))
+
+
+MODELS: dict[str, Callable[[], tuple[nn.Module, tuple[torch.Tensor, ...]]]] = {
+    "mobile_block": lambda: (InvertedResidual(32, 4), (torch.randn(1, 32, 56, 56),)),
+    "transformer_layer": lambda: (TransformerLayer(256, 4, 1024), (torch.randn(1, 128, 256),)),
+    "mlp_batch8": lambda: (MLP(), (torch.randn(8, 256),)),
+    "mobilenet_v2": lambda: (MobileNetV2(), (torch.randn(1, 3, 224, 224),)),
+    "resnet18": lambda: (ResNet18(), (torch.randn(1, 3, 224, 224),)),
+}
+LOAD_MODELS = ("mobilenet_v2", "resnet18")  # the load / memory table
+
+
+def _prepare(module: nn.Module) -> nn.Module:
+    module.eval().requires_grad_(False)
+    for m in module.modules():  # non-trivial batch-norm statistics
+        if isinstance(m, nn.BatchNorm2d):
+            m.running_mean.uniform_(-0.5, 0.5)
+            m.running_var.uniform_(0.5, 1.5)
+    return module
+
+
+def build(name: str) -> tuple[nn.Module, tuple[torch.Tensor, ...], bytes, bytes]:
+    """(module, inputs, portable .pte, XNNPACK-lowered .pte), exports cached."""
+    torch.manual_seed(0)
+    module, inputs = MODELS[name]()
+    module = _prepare(module)
+    return module, inputs, export_program(module, inputs), export_xnnpack(module, inputs)
+
+
+def set_et_threads(n: int) -> None:
+    """ExecuTorch's XNNPACK delegate runs on the pybindings' shared thread pool
+    (as many threads as cores by default)."""
+    from executorch.extension.pybindings.portable_lib import _threadpool_get_thread_count, _unsafe_reset_threadpool
+
+    _unsafe_reset_threadpool(n)
+    assert _threadpool_get_thread_count() == n
+
+
+def mismatch(got: Sequence[torch.Tensor], want: Sequence[torch.Tensor], rel: float) -> str | None:
+    """None when every output is within rel * max|want| (+ 1e-5) of `want`,
+    otherwise the first difference, described."""
+    if len(got) != len(want):
+        return f"{len(got)} outputs, expected {len(want)}"
+    for i, (g, w) in enumerate(zip(got, want)):
+        if g.shape != w.shape:
+            return f"output {i}: shape {tuple(g.shape)}, expected {tuple(w.shape)}"
+        scale = w.abs().max().item()
+        diff = (g.double() - w.double()).abs().max().item()
+        if not diff <= rel * scale + 1e-5:  # also catches nan
+            return f"output {i} {tuple(w.shape)}: max |difference| {diff:.3g}, max |expected| {scale:.3g}"
+    return None
+
+
+def bench_model(name: str, budget_s: float, rounds: int) -> tuple[list[float], str | None]:
+    """([eager, ET portable, ET XNNPACK, pyexec lowered, pyexec portable] µs
+    per call, None) or ([], what was wrong)."""
+    from executorch.runtime import Runtime
+
+    import pyexec
+
+    module, inputs, portable, lowered = build(name)
+    program = pyexec.load(lowered)
+    delegates = program.delegates("forward")
+    outside = program.operators("forward")[0]
+    print(f"{name}: {len(delegates)} XNNPACK delegate(s), node types "
+          f"{sorted({t for d in delegates for t in d.node_types})}; outside them: {outside}", file=sys.stderr)
+    ours_x = program.load_method("forward")
+    ours_p = pyexec.load(portable).load_method("forward")
+    runtime = Runtime.get()
+    et_px, et_pp = runtime.load_program(lowered), runtime.load_program(portable)  # Methods do not keep these
+    et_x, et_p = et_px.load_method("forward"), et_pp.load_method("forward")
+
+    with torch.no_grad():
+        expected = module(*inputs)
+    want_x = [t.clone() for t in et_x.execute(inputs)]
+    for what, got, want, rel in [
+        ("pyexec lowered vs ExecuTorch XNNPACK", ours_x.execute(inputs), want_x, 1e-3),
+        ("ExecuTorch XNNPACK vs torch eager", want_x, [expected], 1e-3),
+        ("pyexec portable vs torch eager", ours_p.execute(inputs), [expected], 1e-3),
+    ]:
+        wrong = mismatch(list(got), want, rel)
+        if wrong:
+            return [], f"{what}: {wrong}"
+
+    def eager() -> object:
+        with torch.no_grad():
+            return module(*inputs)
+
+    fns = [eager, lambda: et_p.execute(inputs), lambda: et_x.execute(inputs), lambda: ours_x.execute(inputs),
+           lambda: ours_p.execute(inputs)]
+    return interleaved_us(fns, budget_s=budget_s, rounds=rounds), None
+
+
+# ---- load time and resident memory of a lowered program ------------------------
+
+
+def rss_mib() -> tuple[float, float]:
+    """(resident, of which anonymous) MiB: the rest is file pages, here
+    mostly the mapped .pte, which the page cache shares."""
+    with open("/proc/self/status") as f:
+        kib = {k: int(v.split()[0]) for k, v in (line.split(":", 1) for line in f) if k in ("VmRSS", "RssAnon")}
+    return kib["VmRSS"] / 1024, kib["RssAnon"] / 1024
+
+
+def _grown(now: tuple[float, float], base: tuple[float, float]) -> list[float]:
+    return [now[0] - base[0], now[1] - base[1]]
+
+
+def child(runtime: str, path: str, shape: list[int]) -> None:
+    """Runs in a fresh process: load, load the method, run twice."""
+    x = torch.randn(*shape)
+    if runtime == "pyexec":
+        import pyexec
+
+        load = pyexec.load
+    else:
+        from executorch.runtime import Runtime
+
+        set_et_threads(1)
+        load = Runtime.get().load_program
+    base = rss_mib()  # after the imports (and the thread pool): only what this file adds
+    t0 = time.perf_counter()
+    program = load(path)
+    t1 = time.perf_counter()
+    rss_load = rss_mib()
+    method = program.load_method("forward")
+    t2 = time.perf_counter()
+    rss_method = rss_mib()
+    method.execute([x])
+    t3 = time.perf_counter()
+    rss_run = rss_mib()
+    method.execute([x])
+    t4 = time.perf_counter()
+    print(json.dumps({
+        "load_ms": (t1 - t0) * 1e3, "method_ms": (t2 - t1) * 1e3, "first_ms": (t3 - t2) * 1e3,
+        "second_ms": (t4 - t3) * 1e3, "rss_load": _grown(rss_load, base), "rss_method": _grown(rss_method, base),
+        "rss_run": _grown(rss_run, base),
+    }))
+
+
+def measure_load(runtime: str, path: Path, shape: Sequence[int]) -> dict[str, float]:
+    path.read_bytes()  # into the page cache
+    out = subprocess.run(
+        [sys.executable, __file__, "--child", runtime, str(path), json.dumps(list(shape))],
+        check=True, capture_output=True, text=True,
+    ).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def load_table(names: Sequence[str], repeats: int) -> None:
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in names:
+            _, inputs, _, lowered = build(name)
+            path = Path(tmp) / f"{name}_xnnpack.pte"
+            path.write_bytes(lowered)
+            for runtime in ("pyexec", "ExecuTorch"):
+                # Best time of a few fresh processes; memory is the same in each.
+                runs = [measure_load(runtime, path, inputs[0].shape) for _ in range(repeats)]
+                best = {k: min(r[k] for r in runs) for k in runs[0]}  # (memory: the first element's minimum)
+                rows.append([
+                    f"{name} ({len(lowered) / 1e6:.1f} MB)", runtime, f"{best['load_ms']:.2f} ms",
+                    f"{best['method_ms']:.2f} ms", f"{best['load_ms'] + best['method_ms']:.2f} ms",
+                    "{:.1f} MiB ({:.1f})".format(*best["rss_method"]), f"{best['first_ms']:.1f} ms",
+                    "{:.1f} MiB ({:.1f})".format(*best["rss_run"]),
+                    f"{best['second_ms']:.1f} ms",
+                ])
+    print_table(
+        "Loading a lowered program from a path: time and resident memory added (fresh process each, one thread)",
+        ["lowered program", "runtime", "load", "load_method", "together", "RSS (anon) after load_method",
+         "first run", "RSS (anon) after first run", "second run"],
+        rows,
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true", help="shorter measurements")
+    parser.add_argument("--only", nargs="*", choices=list(MODELS), help="models to run")
+    parser.add_argument("--no-load", action="store_true", help="skip the load / memory table")
+    parser.add_argument("--child", nargs=3, metavar=("RUNTIME", "PATH", "SHAPE"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(args.child[0], args.child[1], json.loads(args.child[2]))
+        return
+    torch.set_num_threads(1)
+    set_et_threads(1)
+    budget, rounds = (0.05, 3) if args.quick else (0.25, 5)
+    rows, ratios, failures = [], [], []
+    for name in MODELS:
+        if args.only and name not in args.only:
+            continue
+        times, wrong = bench_model(name, budget, rounds)
+        if wrong:
+            failures.append(f"{name}: {wrong}")
+            rows.append([name, "wrong result, not timed", "", "", "", "", "", ""])
+            print(f"{name}: WRONG: {wrong}", file=sys.stderr)
+            continue
+        eager, et_p, et_x, ours_x, ours_p = times
+        ratios.append(ours_x / et_x)
+        rows.append([name, *map(fmt_us, times), f"{ours_x / et_x:.2f}x", f"{ours_x / ours_p:.2f}x"])
+        print(f"{name}: " + ", ".join(fmt_us(t) for t in times), file=sys.stderr)
+    if ratios:
+        geo = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
+        rows.append(["geometric mean", "", "", "", "", "", f"{geo:.2f}x", ""])
+    print_table(
+        "XNNPACK-lowered programs, one thread, per call (ratios are times: below 1, pyexec is faster)",
+        ["model", "torch eager", "ExecuTorch portable", "ExecuTorch XNNPACK", "pyexec lowered", "pyexec portable",
+         "pyexec lowered / ET XNNPACK", "pyexec lowered / portable"],
+        rows,
+    )
+    if not args.no_load:
+        names = [n for n in LOAD_MODELS if not args.only or n in args.only]
+        if names:
+            load_table(names, 1 if args.quick else 3)
+    if failures:
+        sys.exit("wrong results:\n  " + "\n  ".join(failures))
+
+
+if __name__ == "__main__":
+    main()
