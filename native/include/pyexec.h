@@ -454,6 +454,49 @@ PYEXEC_API pyexec_status pyexec_method_run(pyexec_run *run);
 PYEXEC_API size_t pyexec_method_planned_nbytes(const pyexec_method *method);
 
 /* ------------------------------------------------------------------------ */
+/* Profiling                                                                */
+/* ------------------------------------------------------------------------ */
+
+/* One timed event. While profiling is enabled, every instruction an execute
+ * runs appends one (depth 0), in execution order: only the instructions
+ * actually run, so a conditional program lists the branch it took. A
+ * delegate call is named "delegate:<backend id>"; the nodes the backend runs
+ * inside it follow it at depth 1 (XNNPACK: one per node, named by node
+ * type), their time included in the call's. */
+typedef struct pyexec_profile_event {
+  const char *name;    /* "aten::add.out", "delegate:XnnpackBackend", "FullyConnected" */
+  const char *shapes;  /* input shapes, "[1,3,8,8] [16]"; a tensor list as "{[2] [2]}" */
+  int64_t start_ns;    /* CLOCK_MONOTONIC */
+  int64_t duration_ns;
+  int32_t depth;       /* 0: an instruction; 1: a node inside the delegate call before it */
+  int32_t chain;       /* the instruction's chain */
+  int32_t index;       /* depth 0: its index in the chain; depth 1: the node's index */
+  int32_t run;         /* which execute since the last reset, from 0 */
+} pyexec_profile_event;
+
+/* Turns collection on (enabled != 0) or off for the method's later
+ * executes. Off by default, and then free: the executor runs a loop with no
+ * profiling in it. Turning it on or off keeps the events recorded so far.
+ * Events are kept in memory the method owns, up to 2^21 of them (more are
+ * dropped). Fails only for a NULL method. */
+PYEXEC_API pyexec_status pyexec_method_profile_enable(pyexec_method *method,
+                                                      int enabled);
+
+/* Number of events recorded since the last reset (0 for NULL). */
+PYEXEC_API size_t pyexec_method_profile_event_count(pyexec_method *method);
+
+/* Describes event `index` (below pyexec_method_profile_event_count). `name`
+ * and `shapes` point into memory the method owns, valid until the next
+ * execute, reset or free of the method. */
+PYEXEC_API pyexec_status pyexec_method_profile_event(pyexec_method *method,
+                                                     size_t index,
+                                                     pyexec_profile_event *out);
+
+/* Forgets every recorded event (collection stays as it was). Fails only for
+ * a NULL method. */
+PYEXEC_API pyexec_status pyexec_method_profile_reset(pyexec_method *method);
+
+/* ------------------------------------------------------------------------ */
 /* Kernels                                                                  */
 /* ------------------------------------------------------------------------ */
 

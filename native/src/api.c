@@ -8,6 +8,7 @@
 #include "kernels/registry.h"
 #include "loader/program.h"
 #include "runtime/method.h"
+#include "runtime/profile.h"
 
 /* ---- errors and version --------------------------------------------------- */
 
@@ -111,6 +112,17 @@ PYEXEC_API pyexec_status pyexec_method_get_outputs(pyexec_method *m, pyexec_valu
 }
 PYEXEC_API pyexec_status pyexec_method_run(pyexec_run *run) { return px_method_run(run); }
 PYEXEC_API pyexec_status pyexec_method_execute(pyexec_method *m) { return px_method_execute(m); }
+
+/* ---- profiling --------------------------------------------------------------- */
+
+PYEXEC_API pyexec_status pyexec_method_profile_enable(pyexec_method *m, int enabled) {
+  return px_method_profile_enable(m, enabled);
+}
+PYEXEC_API size_t pyexec_method_profile_event_count(pyexec_method *m) { return px_method_profile_event_count(m); }
+PYEXEC_API pyexec_status pyexec_method_profile_event(pyexec_method *m, size_t index, pyexec_profile_event *out) {
+  return px_method_profile_event(m, index, out);
+}
+PYEXEC_API pyexec_status pyexec_method_profile_reset(pyexec_method *m) { return px_method_profile_reset(m); }
 
 /* ---- kernels ----------------------------------------------------------------- */
 

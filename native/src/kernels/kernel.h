@@ -80,6 +80,7 @@ struct px_ctx {
   struct px_scratch_block *scratch; /* per-method temporary memory */
   struct px_scratch_block *scratch_cur;
   size_t scratch_used;
+  struct px_profile *prof; /* non-NULL while the method is profiled (runtime/profile.h) */
 };
 
 /* Records "<op>: <message>" in the context and returns PYEXEC_ERR_EXECUTION. */

@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "runtime/memory.h"
+#include "runtime/profile.h"
 
 #ifndef PX_MAX_STEPS /* the fuzzing build lowers it (sanitize.mk) */
 #define PX_MAX_STEPS 10000000L
@@ -87,6 +88,102 @@ static int call_relayout(pyexec_method *m, const px_instr *in) {
   return 0;
 }
 
+/* Opens the event of instruction `pc` of chain `c`: its name and the
+ * shapes of the values it reads (schema arguments of a kernel, the
+ * arguments a delegate does not write), then the start time. */
+static long profile_begin(pyexec_method *m, uint32_t c, uint32_t pc, const px_instr *in) {
+  px_profile *p = m->ctx.prof;
+  p->chain = (int32_t)c;
+  if (in->kind == INSTR_DELEGATE) {
+    const px_delegate *del = &m->delegates[in->a];
+    long ev = px_profile_begin(p, "delegate:", del->id, 0, (int)pc);
+    for (uint32_t j = 0; j < in->nargs; j++)
+      if (!del->backend->writes_arg(del->handle, j)) px_profile_value(p, ev, in->args[j]);
+    px_profile_start(p, ev);
+    return ev;
+  }
+  if (in->kind != INSTR_KERNEL && in->kind != INSTR_MOVE && in->kind != INSTR_JUMP_FALSE)
+    return -1; /* folded at load: nothing runs */
+  long ev = px_profile_begin(p, "",
+                             in->kind == INSTR_KERNEL ? in->op
+                             : in->kind == INSTR_MOVE ? "(move)"
+                                                      : "(jump_false)",
+                             0, (int)pc);
+  if (in->kind == INSTR_KERNEL) {
+    const char *sig = in->sig ? in->sig : "";
+    if (*sig == '@') sig++;
+    const char *bar = strchr(sig, '|');
+    uint32_t nin = bar ? (uint32_t)(bar - sig) : in->nargs;
+    for (uint32_t j = 0; j < nin && j < in->nargs; j++) {
+      bool written = false; /* an out= argument: also among the returns */
+      for (uint32_t k = nin; k < in->nargs; k++) written |= in->args[k] == in->args[j];
+      if (!written) px_profile_value(p, ev, in->args[j]);
+    }
+  }
+  px_profile_start(p, ev);
+  return ev;
+}
+
+/* The instruction loop. `profiled` is a constant at each of the two call
+ * sites, so the loop without profiling has no profiling code in it. */
+static inline __attribute__((always_inline)) pyexec_status run_chains(pyexec_method *m, const bool profiled) {
+  long steps = 0;
+  for (uint32_t c = 0; c < m->nchains; c++) {
+    const px_chain *ch = &m->chains[c];
+    uint32_t pc = 0;
+    while (pc < ch->n) {
+      if (++steps > PX_MAX_STEPS)
+        return px_error(PYEXEC_ERR_EXECUTION, "method '%s' ran more than %ld instructions; stopped",
+                        m->plan->name, PX_MAX_STEPS);
+      const px_instr *in = &ch->instrs[pc];
+      long ev = profiled ? profile_begin(m, c, pc, in) : -1;
+      switch (in->kind) {
+        case INSTR_KERNEL: {
+          m->ctx.op = in->op;
+          m->ctx.scratch_cur = m->ctx.scratch;
+          m->ctx.scratch_used = 0;
+          m->msg[0] = 0;
+          int rc = in->relayout ? call_relayout(m, in) : in->fn(&m->ctx, in->args);
+          if (profiled) px_profile_end(m->ctx.prof, ev);
+          if (rc != 0)
+            return px_error(PYEXEC_ERR_EXECUTION, "method '%s' instruction %u: %s", m->plan->name, pc,
+                            m->msg[0] ? m->msg : in->op);
+          pc++;
+          break;
+        }
+        case INSTR_DELEGATE: {
+          const px_delegate *del = &m->delegates[in->a];
+          m->ctx.op = in->op;
+          m->ctx.scratch_cur = m->ctx.scratch;
+          m->ctx.scratch_used = 0;
+          m->msg[0] = 0;
+          int rc = del->backend->execute(&m->ctx, del->handle, in->args, in->nargs);
+          if (profiled) px_profile_end(m->ctx.prof, ev);
+          if (rc != 0)
+            return px_error(PYEXEC_ERR_EXECUTION, "method '%s' instruction %u: delegate %s: %s", m->plan->name,
+                            pc, del->id, m->msg[0] ? m->msg : "failed");
+          pc++;
+          break;
+        }
+        case INSTR_MOVE:
+          m->values[in->b] = m->values[in->a];
+          if (profiled) px_profile_end(m->ctx.prof, ev);
+          pc++;
+          break;
+        case INSTR_JUMP_FALSE:
+          pc = condition_true(&m->values[in->a]) ? pc + 1 : (uint32_t)in->b;
+          if (profiled) px_profile_end(m->ctx.prof, ev);
+          break;
+        default: /* NOP (folded at load), or FREE: only emitted for unbounded tensors, refused at load */
+          if (profiled) px_profile_end(m->ctx.prof, ev);
+          pc++;
+          break;
+      }
+    }
+  }
+  return PYEXEC_OK;
+}
+
 pyexec_status px_executor_run(pyexec_method *m) {
   for (uint32_t j = 0; j < m->nin; j++)
     if (!m->input_set[j]) return px_invalid_argument("input %u has not been set", j);
@@ -101,52 +198,13 @@ pyexec_status px_executor_run(pyexec_method *m) {
   m->inputs_fresh = false;
   pyexec_status st = prepare_outputs(m);
   if (st) return st;
-  long steps = 0;
-  for (uint32_t c = 0; c < m->nchains; c++) {
-    const px_chain *ch = &m->chains[c];
-    uint32_t pc = 0;
-    while (pc < ch->n) {
-      if (++steps > PX_MAX_STEPS)
-        return px_error(PYEXEC_ERR_EXECUTION, "method '%s' ran more than %ld instructions; stopped",
-                        m->plan->name, PX_MAX_STEPS);
-      const px_instr *in = &ch->instrs[pc];
-      switch (in->kind) {
-        case INSTR_KERNEL: {
-          m->ctx.op = in->op;
-          m->ctx.scratch_cur = m->ctx.scratch;
-          m->ctx.scratch_used = 0;
-          m->msg[0] = 0;
-          if ((in->relayout ? call_relayout(m, in) : in->fn(&m->ctx, in->args)) != 0)
-            return px_error(PYEXEC_ERR_EXECUTION, "method '%s' instruction %u: %s", m->plan->name, pc,
-                            m->msg[0] ? m->msg : in->op);
-          pc++;
-          break;
-        }
-        case INSTR_DELEGATE: {
-          const px_delegate *del = &m->delegates[in->a];
-          m->ctx.op = in->op;
-          m->ctx.scratch_cur = m->ctx.scratch;
-          m->ctx.scratch_used = 0;
-          m->msg[0] = 0;
-          if (del->backend->execute(&m->ctx, del->handle, in->args, in->nargs) != 0)
-            return px_error(PYEXEC_ERR_EXECUTION, "method '%s' instruction %u: delegate %s: %s", m->plan->name,
-                            pc, del->id, m->msg[0] ? m->msg : "failed");
-          pc++;
-          break;
-        }
-        case INSTR_MOVE:
-          m->values[in->b] = m->values[in->a];
-          pc++;
-          break;
-        case INSTR_JUMP_FALSE:
-          pc = condition_true(&m->values[in->a]) ? pc + 1 : (uint32_t)in->b;
-          break;
-        default: /* NOP (folded at load), or FREE: only emitted for unbounded tensors, refused at load */
-          pc++;
-          break;
-      }
-    }
+  if (m->ctx.prof) {
+    m->ctx.prof->runs++;
+    st = run_chains(m, true);
+  } else {
+    st = run_chains(m, false);
   }
+  if (st) return st;
   /* A bound output whose tensor was redirected (a view of another tensor)
    * still gets its data in the caller's buffer. */
   for (uint32_t i = 0; i < m->nout; i++) {

@@ -94,6 +94,7 @@ struct pyexec_method {
 
   px_ctx ctx;
   char msg[1024];
+  struct px_profile *prof_store; /* the events, once profiling was first enabled; ctx.prof while on */
 };
 
 /* Load-time rewrites that leave results unchanged (fold.c): drops the

@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "kernels/registry.h"
 #include "runtime/memory.h"
+#include "runtime/profile.h"
 
 #define BAD(...) px_invalid_program(__VA_ARGS__)
 
@@ -629,6 +630,7 @@ static void method_destroy(pyexec_method *m) {
   for (uint32_t j = 0; j < m->nin; j++) free(m->in_stage[j]);
   for (uint32_t i = 1; i < m->narenas; i++) px_big_free(m->arenas[i], m->arena_sizes[i], m->arena_mapped[i]);
   px_scratch_release(&m->ctx);
+  px_profile_free(m->prof_store);
   for (px_alloc *a = m->allocs; a;) {
     px_alloc *n = a->next;
     free(a);

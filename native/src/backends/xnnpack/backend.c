@@ -15,6 +15,7 @@
 #include "backends/xnnpack/payload.h"
 #include "core/error.h"
 #include "runtime/memory.h"
+#include "runtime/profile.h"
 
 typedef struct xnn_delegate {
   xnn_graph g;
@@ -193,6 +194,27 @@ static void widen_outputs(xnn_delegate *d, px_value *const *args) {
   }
 }
 
+/* The node loop of a profiled method: one event per node (its type and
+ * input shapes), nested in the DelegateCall's (runtime/profile.h). */
+static int exec_profiled(px_ctx *ctx, xnn_delegate *d) {
+  int rc = 0;
+  for (uint32_t i = 0; i < d->g.nnodes && !rc; i++) {
+    const xnn_node *nd = &d->g.nodes[i];
+    ctx->op = xnn_node_type_name(nd->type);
+    long ev = px_profile_begin(ctx->prof, "", ctx->op, 1, (int)i);
+    for (uint32_t k = 0; k < nd->nin; k++) {
+      const xnn_value *v = &d->g.values[nd->in[k]];
+      px_profile_shape(ctx->prof, ev, (int)v->num_dims, v->dims);
+    }
+    px_profile_start(ctx->prof, ev);
+    ctx->scratch_cur = ctx->scratch;
+    ctx->scratch_used = 0;
+    rc = d->ops[i]->exec(ctx, &d->g.nodes[i], d->g.values);
+    px_profile_end(ctx->prof, ev);
+  }
+  return rc;
+}
+
 static int xnn_execute(px_ctx *ctx, void *handle, px_value *const *args, size_t nargs) {
   xnn_delegate *d = handle;
   const char *op = ctx->op;
@@ -203,11 +225,15 @@ static int xnn_execute(px_ctx *ctx, void *handle, px_value *const *args, size_t 
   }
   ctx->op = op;
   if (!rc) rc = resize_outputs(ctx, d, args);
-  for (uint32_t i = 0; i < d->g.nnodes && !rc; i++) {
-    ctx->op = xnn_node_type_name(d->g.nodes[i].type);
-    ctx->scratch_cur = ctx->scratch;
-    ctx->scratch_used = 0;
-    rc = d->ops[i]->exec(ctx, &d->g.nodes[i], d->g.values);
+  if (!rc && ctx->prof) {
+    rc = exec_profiled(ctx, d);
+  } else {
+    for (uint32_t i = 0; i < d->g.nnodes && !rc; i++) {
+      ctx->op = xnn_node_type_name(d->g.nodes[i].type);
+      ctx->scratch_cur = ctx->scratch;
+      ctx->scratch_used = 0;
+      rc = d->ops[i]->exec(ctx, &d->g.nodes[i], d->g.values);
+    }
   }
   ctx->op = op;
   if (!rc) widen_outputs(d, args);
