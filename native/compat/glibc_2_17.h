@@ -14,48 +14,60 @@
 
 #include <sys/stat.h> /* also defines __GLIBC__ */
 
-/* x86-64 only: there the oldest version of every symbol is GLIBC_2.2.5. */
+/* The oldest version of every symbol is GLIBC_2.2.5 on x86-64 and GLIBC_2.17
+ * on aarch64 (glibc's first release for it); PX_STAT_VER is <sys/stat.h>'s
+ * old _STAT_VER there (see fstat below). */
 #if defined(__x86_64__) && defined(__GLIBC__)
+#define PX_GLIBC_BASE "GLIBC_2.2.5"
+#define PX_STAT_VER 1
+#elif defined(__aarch64__) && defined(__GLIBC__)
+#define PX_GLIBC_BASE "GLIBC_2.17"
+#define PX_STAT_VER 0
+#endif
+
+#ifdef PX_GLIBC_BASE
+#define PX_SYMVER(sym) __asm__(".symver " #sym "," #sym "@" PX_GLIBC_BASE)
 
 /* libm: new implementations got new versions in glibc 2.27 / 2.29; the old
  * versions compute the same results and also set errno. */
-__asm__(".symver exp,exp@GLIBC_2.2.5");
-__asm__(".symver exp2,exp2@GLIBC_2.2.5");
-__asm__(".symver log,log@GLIBC_2.2.5");
-__asm__(".symver log2,log2@GLIBC_2.2.5");
-__asm__(".symver pow,pow@GLIBC_2.2.5");
-__asm__(".symver expf,expf@GLIBC_2.2.5");
-__asm__(".symver exp2f,exp2f@GLIBC_2.2.5");
-__asm__(".symver logf,logf@GLIBC_2.2.5");
-__asm__(".symver log2f,log2f@GLIBC_2.2.5");
-__asm__(".symver powf,powf@GLIBC_2.2.5");
-__asm__(".symver hypot,hypot@GLIBC_2.2.5");
-__asm__(".symver hypotf,hypotf@GLIBC_2.2.5");
-__asm__(".symver lgamma,lgamma@GLIBC_2.2.5");
-__asm__(".symver lgammaf,lgammaf@GLIBC_2.2.5");
+PX_SYMVER(exp);
+PX_SYMVER(exp2);
+PX_SYMVER(log);
+PX_SYMVER(log2);
+PX_SYMVER(pow);
+PX_SYMVER(expf);
+PX_SYMVER(exp2f);
+PX_SYMVER(logf);
+PX_SYMVER(log2f);
+PX_SYMVER(powf);
+PX_SYMVER(hypot);
+PX_SYMVER(hypotf);
+PX_SYMVER(lgamma);
+PX_SYMVER(lgammaf);
 
-/* libc: memcpy got a new version in 2.14; libpthread's functions moved into
+/* libc: memcpy got a new version in 2.14 on x86-64; libpthread's functions moved into
  * libc in 2.34 (the old versions stay available in both). */
-__asm__(".symver memcpy,memcpy@GLIBC_2.2.5");
-__asm__(".symver pthread_once,pthread_once@GLIBC_2.2.5");
-__asm__(".symver pthread_create,pthread_create@GLIBC_2.2.5");
-__asm__(".symver pthread_join,pthread_join@GLIBC_2.2.5");
-__asm__(".symver pthread_detach,pthread_detach@GLIBC_2.2.5");
-__asm__(".symver pthread_key_create,pthread_key_create@GLIBC_2.2.5");
-__asm__(".symver pthread_key_delete,pthread_key_delete@GLIBC_2.2.5");
-__asm__(".symver pthread_getspecific,pthread_getspecific@GLIBC_2.2.5");
-__asm__(".symver pthread_setspecific,pthread_setspecific@GLIBC_2.2.5");
-__asm__(".symver pthread_mutex_trylock,pthread_mutex_trylock@GLIBC_2.2.5");
-__asm__(".symver pthread_mutexattr_init,pthread_mutexattr_init@GLIBC_2.2.5");
-__asm__(".symver pthread_mutexattr_settype,pthread_mutexattr_settype@GLIBC_2.2.5");
-__asm__(".symver pthread_mutexattr_destroy,pthread_mutexattr_destroy@GLIBC_2.2.5");
-__asm__(".symver pthread_attr_setstacksize,pthread_attr_setstacksize@GLIBC_2.2.5");
+PX_SYMVER(memcpy);
+PX_SYMVER(pthread_once);
+PX_SYMVER(pthread_create);
+PX_SYMVER(pthread_join);
+PX_SYMVER(pthread_detach);
+PX_SYMVER(pthread_key_create);
+PX_SYMVER(pthread_key_delete);
+PX_SYMVER(pthread_getspecific);
+PX_SYMVER(pthread_setspecific);
+PX_SYMVER(pthread_mutex_trylock);
+PX_SYMVER(pthread_mutexattr_init);
+PX_SYMVER(pthread_mutexattr_settype);
+PX_SYMVER(pthread_mutexattr_destroy);
+PX_SYMVER(pthread_attr_setstacksize);
 
 /* fstat became a libc symbol in 2.33; before, <sys/stat.h> turned it into
- * __fxstat(_STAT_VER, ...), _STAT_VER being 1 on x86-64. */
+ * __fxstat(_STAT_VER, ...), _STAT_VER being 1 on x86-64 and 0 on aarch64
+ * (whose struct stat is the kernel's). */
 extern int __fxstat(int ver, int fd, struct stat *buf);
-__asm__(".symver __fxstat,__fxstat@GLIBC_2.2.5");
-#define fstat(fd, buf) __fxstat(1, (fd), (buf))
+PX_SYMVER(__fxstat);
+#define fstat(fd, buf) __fxstat(PX_STAT_VER, (fd), (buf))
 
 #endif
 #endif /* PYEXEC_COMPAT_GLIBC_2_17_H */
