@@ -12,6 +12,7 @@ from ._errors import (
     UnsupportedError,
 )
 from ._method import Method
+from ._profile import Profile, ProfileEvent
 from ._program import DelegateInfo, MethodMeta, Program, Runtime, TensorInfo, load
 
 __version__: str = _ffi.ffi.string(_ffi.lib.pyexec_version()).decode()
@@ -33,6 +34,8 @@ __all__ = [
     "Method",
     "MethodMeta",
     "OutOfMemoryError",
+    "Profile",
+    "ProfileEvent",
     "Program",
     "Runtime",
     "TensorInfo",

@@ -427,6 +427,38 @@ def _executorch_runner(path: str, method_name: str, inputs: list[Any],
     return call, ""
 
 
+def _timing_inputs(program: Program, method_name: str, specs: Sequence[str], seed: int) -> list[Any]:
+    """The inputs `bench` and `profile` run on: random ones made from the
+    method's metadata, each --input replacing one."""
+    _check_method(program, method_name)
+    given = _parse_inputs(specs, program, method_name)
+    meta = program.method_meta(method_name)
+    rng = np.random.default_rng(seed)
+    return [given[j] if j in given else _random_input(j, info, rng) for j, info in enumerate(meta.inputs)]
+
+
+def profile(path: str, method_name: str, specs: Sequence[str], runs: int, warmup: int, seed: int,
+            data: str | None = None, trace: str | None = None) -> int:
+    """Times every instruction over `runs` executes (after `warmup` untimed
+    ones) and prints the table; writes a Chrome trace when asked."""
+    if runs < 1 or warmup < 0:
+        raise UsageError("--runs must be at least 1 and --warmup at least 0")
+    program = _load_program(path, data)
+    inputs = _timing_inputs(program, method_name, specs, seed)
+    method: Method = program.load_method(method_name, output_type="numpy")
+    for _ in range(warmup):
+        method.execute(inputs)
+    with method.profile() as p:
+        for _ in range(runs):
+            method.execute(inputs)
+    print(f"{path}: method {method_name!r}, {runs} profiled runs after {warmup} warm-up")
+    print(p.table())
+    if trace is not None:
+        p.chrome_trace(trace)
+        print(f"trace: {trace} (open it in https://ui.perfetto.dev or chrome://tracing)")
+    return 0
+
+
 def bench(path: str, method_name: str, specs: Sequence[str], runs: int, warmup: int, seed: int,
           compare: bool, progress: str, data: str | None = None) -> int:
     """Latency distribution of `runs` executes with random inputs, and the same
@@ -434,11 +466,7 @@ def bench(path: str, method_name: str, specs: Sequence[str], runs: int, warmup: 
     if runs < 1 or warmup < 0:
         raise UsageError("--runs must be at least 1 and --warmup at least 0")
     program = _load_program(path, data)
-    _check_method(program, method_name)
-    given = _parse_inputs(specs, program, method_name)
-    meta = program.method_meta(method_name)
-    rng = np.random.default_rng(seed)
-    inputs = [given[j] if j in given else _random_input(j, info, rng) for j, info in enumerate(meta.inputs)]
+    inputs = _timing_inputs(program, method_name, specs, seed)
     method: Method = program.load_method(method_name, output_type="numpy")
     method.execute(inputs)  # fails here, with its message, before any timing
 
@@ -506,12 +534,27 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="do not compare with ExecuTorch's runtime (whose import takes seconds)")
     b.add_argument("--progress", choices=("auto", "on", "off"), default="auto",
                    help="progress bar on stderr (auto: when the runs take more than a second) (default: %(default)s)")
+    f = sub.add_parser("profile", help="time every instruction (operator, delegate node) over a few runs",
+                       description="Run a method with random inputs made from its metadata (--input overrides "
+                       "one) and print where the time goes: one row per operator (and per node type inside "
+                       "a delegate), sorted by total time; --trace also writes a Chrome trace.")
+    f.add_argument("file", help="the .pte program")
+    f.add_argument("-m", "--method", default="forward", help="the method to profile (default: %(default)s)")
+    f.add_argument("-n", "--runs", type=int, default=10, help="profiled runs, at least 1 (default: %(default)s)")
+    f.add_argument("--warmup", type=int, default=2, help="unprofiled runs before them (default: %(default)s)")
+    f.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default: %(default)s)")
+    f.add_argument("-i", "--input", action="extend", nargs="+", default=[], metavar="NAME=VALUE", help=input_help)
+    f.add_argument("--data", metavar="FILE", help=data_help)
+    f.add_argument("--trace", metavar="OUT.json", help="write Chrome trace-event JSON (Perfetto, chrome://tracing)")
     args = parser.parse_args(argv)
     try:
         if args.command == "demo":
             return demo(args.steps)
         if args.command == "run":
             return run(args.file, args.method, args.input, args.output_dir, args.data)
+        if args.command == "profile":
+            return profile(args.file, args.method, args.input, args.runs, args.warmup, args.seed, args.data,
+                           args.trace)
         if args.command == "bench":
             return bench(args.file, args.method, args.input, args.runs, args.warmup, args.seed,
                          not args.no_executorch, args.progress, args.data)

@@ -15,6 +15,7 @@ from ._errors import InvalidArgumentError, check, raise_status
 from ._ffi import ffi, lib
 from ._inputs import Inputs
 from ._outputs import Binding, Outputs
+from ._profile import Profile, ProfileEvent, read_events
 from ._program import MethodHandle, MethodMeta, Program
 
 _OUTPUT_TYPES = ("auto", "torch", "numpy")
@@ -284,6 +285,33 @@ class Method:
                     and last.uncloned is not None and not last.aliased):
                 return last.uncloned.copy()  # Outputs.collect's first case, inlined: a loop's steady state
             return outputs.collect(run.outputs_changed, clone_outputs, kind, slots.caller)
+
+    def profile(self) -> Profile:
+        """A context manager timing every execute inside its `with` block:
+
+            with method.profile() as p:
+                method.execute(inputs)
+            print(p.table())
+
+        Collection is on only inside the block (outside it costs nothing); at
+        its exit `p.events` holds one ProfileEvent per executed instruction,
+        and per node a delegate ran, over every execute in the block.
+
+        Raises:
+            InvalidArgumentError: the method is closed (on entering the block).
+        """
+        return Profile(self)
+
+    def _profile_switch(self, on: bool) -> list[ProfileEvent]:
+        """Starts collection on empty events, or stops it and returns them."""
+        with self._lock:
+            self._check_open()
+            events: list[ProfileEvent] = []
+            if not on:
+                events = read_events(self._m)
+            check(lib.pyexec_method_profile_reset(self._m))
+            check(lib.pyexec_method_profile_enable(self._m, 1 if on else 0))
+            return events
 
     def get_outputs(self, clone_outputs: bool = True) -> list[Any]:
         """The outputs of the last execute again, as execute returns them
