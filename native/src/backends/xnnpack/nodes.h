@@ -63,6 +63,9 @@ int xnn_shape_fully_connected(px_ctx *ctx, const xnn_node *node, xnn_value *valu
 int xnn_exec_fully_connected(px_ctx *ctx, const xnn_node *node, xnn_value *values);
 int xnn_shape_batch_matrix_multiply(px_ctx *ctx, const xnn_node *node, xnn_value *values);
 int xnn_exec_batch_matrix_multiply(px_ctx *ctx, const xnn_node *node, xnn_value *values);
+/* Packing of a constant filter / B operand at init (the prepare hooks). */
+int xnn_prepare_fully_connected(px_ctx *ctx, xnn_node *node, xnn_value *values);
+int xnn_prepare_batch_matrix_multiply(px_ctx *ctx, xnn_node *node, xnn_value *values);
 
 /* ---- data movement (nodes_shape.c) ---------------------------------------- */
 

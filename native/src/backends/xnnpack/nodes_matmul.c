@@ -3,8 +3,17 @@
  * FullyConnected (leading dims kept, optional bias, filter [OC, IC] or, with
  * XNN_FLAG_TRANSPOSE_WEIGHTS, [IC, OC]; then the output clamp) and
  * BatchMatrixMultiply ([..., M, K] @ [..., K, N], equal batch dims).
+ *
+ * A constant filter (FullyConnected) or constant B operand (BatchMatrixMultiply)
+ * is packed once at init by the prepare hook into the GEMM engine's panel
+ * order (node->packed); a run then multiplies without repacking it, with the
+ * bias add and the output clamp applied to each output tile as it is stored
+ * (the engine's epilogue). The packed copy costs about the constant's own
+ * size again: K x ceil(N / 16) * 16 floats per matrix (AVX2; 8-wide panels
+ * elsewhere), the program's bytes being kept as they are.
  */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "backends/xnnpack/nodes.h"
@@ -38,6 +47,32 @@ int xnn_shape_fully_connected(px_ctx *ctx, const xnn_node *node, xnn_value *valu
   return xnn_set_dims(ctx, node, &values[node->out[0]], x->num_dims, d);
 }
 
+/* Packs matrices [0, count) of K x N, each at B + i * stride with element
+ * (k, j) at [k * rsb + j * csb], into node->packed, one after the other. */
+static int pack_constant(px_ctx *ctx, xnn_node *node, int64_t count, int64_t N, int64_t K,
+                         const float *B, int64_t stride, int64_t rsb, int64_t csb) {
+  size_t one = px_gemm_f32_prepack_size(N, K);
+  if (count <= 0 || N <= 0 || K <= 0) return 0;
+  if ((size_t)count > SIZE_MAX / one) return px_fail(ctx, "packed weights are too large");
+  float *pb = malloc(one * (size_t)count);
+  if (!pb) return px_fail(ctx, "out of memory packing %zu bytes of weights", one * (size_t)count);
+  for (int64_t i = 0; i < count; i++)
+    px_gemm_f32_prepack_b(N, K, B + i * stride, rsb, csb, pb + (size_t)i * (one / sizeof(float)));
+  free(node->packed);
+  node->packed = pb;
+  node->packed_size = one * (size_t)count;
+  return 0;
+}
+
+int xnn_prepare_fully_connected(px_ctx *ctx, xnn_node *node, xnn_value *values) {
+  const xnn_value *w = &values[node->in[1]];
+  if (!w->constant || w->num_dims != 2) return 0; /* a run-time filter: packed per call */
+  int64_t oc, ic;
+  fc_dims(node, w, &oc, &ic);
+  bool tr = node->flags & XNN_FLAG_TRANSPOSE_WEIGHTS;
+  return pack_constant(ctx, node, 1, oc, ic, w->data, 0, tr ? oc : 1, tr ? 1 : ic);
+}
+
 int xnn_exec_fully_connected(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
   const xnn_value *x = &values[node->in[0]], *w = &values[node->in[1]];
   xnn_value *o = &values[node->out[0]];
@@ -46,6 +81,12 @@ int xnn_exec_fully_connected(px_ctx *ctx, const xnn_node *node, xnn_value *value
   int64_t m = ic ? xnn_numel(x) / ic : xnn_numel(o) / (oc ? oc : 1);
   float *y = o->data;
   if (!m || !oc) return 0;
+  if (node->packed) {
+    px_gemm_epilogue ep = {node->in[2] != XNN_INVALID_ID ? values[node->in[2]].data : NULL,
+                           node->output_min, node->output_max};
+    return px_gemm_f32_prepacked_ep(ctx, NULL, m, oc, ic, x->data, ic, 1, NULL, NULL, node->packed, 0.0f, y,
+                                    oc, &ep);
+  }
   float beta = 0.0f;
   if (node->in[2] != XNN_INVALID_ID) {
     const float *b = values[node->in[2]].data;
@@ -74,6 +115,15 @@ int xnn_shape_batch_matrix_multiply(px_ctx *ctx, const xnn_node *node, xnn_value
   return xnn_set_dims(ctx, node, &values[node->out[0]], r, d);
 }
 
+int xnn_prepare_batch_matrix_multiply(px_ctx *ctx, xnn_node *node, xnn_value *values) {
+  const xnn_value *b = &values[node->in[1]];
+  uint32_t r = b->num_dims;
+  if (!b->constant || r < 2) return 0;
+  int64_t K = b->dims[r - 2], N = b->dims[r - 1], batch = 1;
+  for (uint32_t k = 0; k + 2 < r; k++) batch *= b->dims[k];
+  return pack_constant(ctx, node, batch, N, K, b->data, K * N, N, 1);
+}
+
 int xnn_exec_batch_matrix_multiply(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
   const xnn_value *a = &values[node->in[0]], *b = &values[node->in[1]];
   xnn_value *o = &values[node->out[0]];
@@ -86,6 +136,16 @@ int xnn_exec_batch_matrix_multiply(px_ctx *ctx, const xnn_node *node, xnn_value 
   if (!work) return PYEXEC_ERR_EXECUTION;
   const float *pa = a->data, *pb = b->data;
   float *po = o->data;
+  if (node->packed) {
+    const float *packed = node->packed;
+    const int64_t one = (int64_t)(px_gemm_f32_prepack_size(N, K) / sizeof(float));
+    for (int64_t i = 0; i < batch; i++) {
+      int rc = px_gemm_f32_prepacked(ctx, work, M, N, K, pa + i * M * K, K, 1, NULL, NULL, packed + i * one, 0.0f,
+                                     po + i * M * N, N);
+      if (rc) return rc;
+    }
+    return 0;
+  }
   for (int64_t i = 0; i < batch; i++) {
     int rc = px_gemm_f32(ctx, work, M, N, K, 1.0f, pa + i * M * K, K, 1, pb + i * K * N, N, 1, 0.0f, po + i * M * N, N);
     if (rc) return rc;

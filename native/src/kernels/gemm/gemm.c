@@ -11,6 +11,7 @@
  */
 #include "kernels/gemm/gemm.h"
 
+#include <math.h>
 #include <string.h>
 
 /* AVX2/FMA variants, chosen at run time; define PX_PORTABLE_KERNELS to build
@@ -572,12 +573,70 @@ void px_gemm_f32_prepack_b(int64_t N, int64_t K, const float *B, int64_t rsb, in
   }
 }
 
+/* The epilogue on an m x n tile at c: bias add, then the clamp
+ * (clamp false: none). max(lo, v) keeps a NaN v, as XNNPACK's kernels do. */
+static void tile_epilogue(float *c, int64_t ldc, int m, int n, const float *bias, bool clamp,
+                          float lo, float hi) {
+  for (int i = 0; i < m; i++, c += ldc) {
+    if (bias)
+      for (int j = 0; j < n; j++) c[j] += bias[j];
+    if (clamp)
+      for (int j = 0; j < n; j++) {
+        float v = c[j] < lo ? lo : c[j];
+        c[j] = v > hi ? hi : v;
+      }
+  }
+}
+
+#if PX_X86_KERNELS
+__attribute__((target("avx2,fma"))) static void tile_epilogue_avx2(float *c, int64_t ldc, int m, int n,
+                                                                   const float *bias, bool clamp,
+                                                                   float lo, float hi) {
+  if (n != 16) {
+    tile_epilogue(c, ldc, m, n, bias, clamp, lo, hi);
+    return;
+  }
+  const __m256 vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
+  const __m256 b0 = bias ? _mm256_loadu_ps(bias) : _mm256_setzero_ps();
+  const __m256 b1 = bias ? _mm256_loadu_ps(bias + 8) : _mm256_setzero_ps();
+  for (int i = 0; i < m; i++, c += ldc) {
+    __m256 v0 = _mm256_loadu_ps(c), v1 = _mm256_loadu_ps(c + 8);
+    if (bias) {
+      v0 = _mm256_add_ps(v0, b0);
+      v1 = _mm256_add_ps(v1, b1);
+    }
+    if (clamp) { /* max_ps / min_ps return the second operand when either is NaN */
+      v0 = _mm256_min_ps(vhi, _mm256_max_ps(vlo, v0));
+      v1 = _mm256_min_ps(vhi, _mm256_max_ps(vlo, v1));
+    }
+    _mm256_storeu_ps(c, v0);
+    _mm256_storeu_ps(c + 8, v1);
+  }
+}
+#endif
+
 int px_gemm_f32_prepacked(px_ctx *ctx, void *work, int64_t M, int64_t N, int64_t K,
                           const float *A, int64_t rsa, int64_t csa, px_gemm_pack_a_fn pack_rows,
                           const void *asrc, const float *pb, float beta, float *C, int64_t ldc) {
+  return px_gemm_f32_prepacked_ep(ctx, work, M, N, K, A, rsa, csa, pack_rows, asrc, pb, beta, C, ldc,
+                                  NULL);
+}
+
+int px_gemm_f32_prepacked_ep(px_ctx *ctx, void *work, int64_t M, int64_t N, int64_t K,
+                             const float *A, int64_t rsa, int64_t csa, px_gemm_pack_a_fn pack_rows,
+                             const void *asrc, const float *pb, float beta, float *C, int64_t ldc,
+                             const px_gemm_epilogue *ep) {
   if (M <= 0 || N <= 0) return 0;
+  const bool clamp = ep && !(ep->lo == -INFINITY && ep->hi == INFINITY);
+  const float *bias = ep ? ep->bias : NULL;
+  const bool epi = bias || clamp;
   if (K <= 0) {
     scale_rows(M, N, beta, C, ldc);
+    if (epi)
+      for (int64_t i = 0; i < M; i++)
+        for (int64_t j = 0; j < N; j += 16)
+          tile_epilogue(C + i * ldc + j, ldc, 1, (int)(N - j < 16 ? N - j : 16), bias ? bias + j : NULL,
+                        clamp, ep->lo, ep->hi);
     return 0;
   }
   gemm_arch g = gemm_select();
@@ -594,6 +653,7 @@ int px_gemm_f32_prepacked(px_ctx *ctx, void *work, int64_t M, int64_t N, int64_t
     for (int64_t pc = 0; pc < K; pc += kstep) {
       int64_t kc = K - pc < kstep ? K - pc : kstep;
       float beta_blk = pc == 0 ? beta : 1.0f;
+      const bool last = pc + kc == K;
       for (int64_t ic = 0; ic < M; ic += GEMM_MC) {
         int64_t mc = M - ic < GEMM_MC ? M - ic : GEMM_MC;
         if (pack_rows)
@@ -605,8 +665,17 @@ int px_gemm_f32_prepacked(px_ctx *ctx, void *work, int64_t M, int64_t N, int64_t
           const float *bp = pb + (jr / nr) * nr * kc;
           for (int64_t ir = 0; ir < mc; ir += mr) {
             int m = (int)(mc - ir < mr ? mc - ir : mr);
-            g.ukr(kc, pa + (ir / mr) * mr * kc, bp, C + (ic + ir) * ldc + jc + jr, ldc, 1.0f,
-                  beta_blk, m, n);
+            float *ct = C + (ic + ir) * ldc + jc + jr;
+            g.ukr(kc, pa + (ir / mr) * mr * kc, bp, ct, ldc, 1.0f, beta_blk, m, n);
+            if (epi && last) {
+#if PX_X86_KERNELS
+              if (g.avx2) {
+                tile_epilogue_avx2(ct, ldc, m, n, bias ? bias + jc + jr : NULL, clamp, ep->lo, ep->hi);
+                continue;
+              }
+#endif
+              tile_epilogue(ct, ldc, m, n, bias ? bias + jc + jr : NULL, clamp, ep->lo, ep->hi);
+            }
           }
         }
       }
