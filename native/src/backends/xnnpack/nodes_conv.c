@@ -18,7 +18,8 @@
  *     packed; a run is col = x @ B per row tile, then each column block is
  *     added into the output pixel it lands on.
  * Bias (zeros when absent) and the node's output_min/output_max clamp are
- * applied to each row tile while it is in cache.
+ * applied while the output is in cache: Conv2d's by the GEMM engine's
+ * epilogue on each micro-tile as it is stored, the others' per row tile.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -388,21 +389,21 @@ int xnn_exec_conv2d(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
   for (int64_t r0 = 0; r0 < M; r0 += T) {
     int64_t rows = M - r0 < T ? M - r0 : T;
     float *yt = y + r0 * Cout;
-    for (int64_t r = 0; r < rows; r++) memcpy(yt + r * Cout, p->bias, sizeof(float) * (size_t)Cout);
     for (int64_t g = 0; g < p->G; g++) {
+      /* bias and clamp on each tile as the engine stores it */
+      px_gemm_epilogue ep = {p->bias + g * Cg, node->output_min, node->output_max};
       int rc;
       if (p->direct) {
-        rc = px_gemm_f32_prepacked(ctx, work, rows, Cg, p->K, x + r0 * p->Cin + g * p->Cin_g,
-                                   p->Cin, 1, NULL, NULL, p->w + g * p->wg, 1.0f, yt + g * Cg,
-                                   Cout);
+        rc = px_gemm_f32_prepacked_ep(ctx, work, rows, Cg, p->K, x + r0 * p->Cin + g * p->Cin_g,
+                                      p->Cin, 1, NULL, NULL, p->w + g * p->wg, 0.0f, yt + g * Cg,
+                                      Cout, &ep);
       } else {
         im2col_src s = {p, x + g * p->Cin_g, H, W, OH, OW, r0};
-        rc = px_gemm_f32_prepacked(ctx, work, rows, Cg, p->K, NULL, 0, 0, im2col_pack, &s,
-                                   p->w + g * p->wg, 1.0f, yt + g * Cg, Cout);
+        rc = px_gemm_f32_prepacked_ep(ctx, work, rows, Cg, p->K, NULL, 0, 0, im2col_pack, &s,
+                                      p->w + g * p->wg, 0.0f, yt + g * Cg, Cout, &ep);
       }
       if (rc) return rc;
     }
-    clamp_rows(yt, rows * Cout, node->output_min, node->output_max);
   }
   return 0;
 }
