@@ -64,6 +64,24 @@ setup_clang() {  # clang and compiler-rt (sanitizer and libFuzzer runtimes), fro
     "libclang-rt-$(clang -dumpversion | cut -d. -f1)-dev" || true
 }
 
+# aarch64: the cross toolchain, its libc and qemu-user, from Debian; then
+# the library and the wheel's library cross-built into native/build/aarch64/
+# and the C tests plus the model fixtures (tests/data/models) run under qemu.
+setup_cross() {
+  command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 && command -v qemu-aarch64 >/dev/null 2>&1 &&
+    [ -f /usr/aarch64-linux-gnu/lib/libc.so.6 ] && return 0
+  local sudo
+  sudo=$([ "$(id -u)" -eq 0 ] || echo sudo)
+  $sudo apt-get update -qq &&
+    $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gcc-aarch64-linux-gnu qemu-user libc6-dev-arm64-cross
+}
+
+aarch64_emulated() {
+  setup_cross &&
+    make -s -C native -j2 CROSS=aarch64-linux-gnu- all dist &&
+    make -s -C native CROSS=aarch64-linux-gnu- test
+}
+
 lint() { ruff check . && mypy; }
 
 # The package as a user gets it: `pip install .` builds the wheel's library
@@ -112,6 +130,7 @@ require "build: libFuzzer harness" make -C native -j2 fuzz
 require "build: install the package (wheel library)" install_package
 run_stage "C tests" make -C native test
 run_stage "C tests under ASan+UBSan" make -C native asan-test
+run_stage "aarch64: cross build, C tests and model fixtures under qemu" aarch64_emulated
 run_stage "fuzz: committed regression inputs" make -C native fuzz-regress
 run_stage "pytest" pytest_regular
 run_stage "pytest against the ASan library" pytest_asan
