@@ -29,8 +29,7 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from support.export import export_program  # noqa: E402
-from support.export import run_with_executorch  # noqa: E402
+from support.export import export_program, run_with_executorch  # noqa: E402
 from support.external import export_external  # noqa: E402
 from support.models import cnn, mlp, transformer  # noqa: E402
 from support.quant import export_quantized  # noqa: E402
