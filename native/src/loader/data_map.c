@@ -11,16 +11,13 @@
  */
 #include "loader/data_map.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "core/error.h"
+#include "loader/file_map.h"
 
 #define BAD(...) px_invalid_program("data file: " __VA_ARGS__)
 
@@ -184,29 +181,10 @@ static pyexec_status finish(px_data_map *dm, px_data_map **out) {
 }
 
 pyexec_status px_data_map_load_file(const char *path, px_data_map **out) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return px_error(PYEXEC_ERR_IO, "cannot open data file '%s': %s", path, strerror(errno));
-  struct stat sb;
-  if (fstat(fd, &sb) != 0) {
-    int e = errno;
-    close(fd);
-    return px_error(PYEXEC_ERR_IO, "cannot stat data file '%s': %s", path, strerror(e));
-  }
-  if (!S_ISREG(sb.st_mode)) {
-    close(fd);
-    return px_error(PYEXEC_ERR_IO, "data file '%s' is not a regular file", path);
-  }
-  size_t size = (size_t)sb.st_size;
-  void *map = NULL;
-  if (size > 0) {
-    map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
-    int e = errno;
-    if (map == MAP_FAILED) {
-      close(fd);
-      return px_error(PYEXEC_ERR_IO, "cannot map data file '%s': %s", path, strerror(e));
-    }
-  }
-  close(fd);
+  void *map;
+  size_t size;
+  pyexec_status st = px_map_file(path, "data file", &map, &size);
+  if (st) return st;
   px_data_map *dm = calloc(1, sizeof *dm);
   if (!dm) {
     if (map) munmap(map, size);

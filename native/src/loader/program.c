@@ -6,17 +6,14 @@
  */
 #include "loader/program.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "backends/backend.h"
 #include "core/error.h"
+#include "loader/file_map.h"
 #include "kernels/registry.h"
 
 #define BAD(...) px_invalid_program(__VA_ARGS__)
@@ -168,27 +165,14 @@ static pyexec_status finish_load(pyexec_program *p, pyexec_program **out) {
 
 pyexec_status px_program_load_file(const char *path, pyexec_program **out) {
   if (!path || !out) return px_invalid_argument("path and out must not be NULL");
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return px_error(PYEXEC_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
-  struct stat sb;
-  if (fstat(fd, &sb) != 0) {
-    int e = errno;
-    close(fd);
-    return px_error(PYEXEC_ERR_IO, "cannot stat '%s': %s", path, strerror(e));
-  }
-  if (!S_ISREG(sb.st_mode)) {
-    close(fd);
-    return px_error(PYEXEC_ERR_IO, "'%s' is not a regular file", path);
-  }
-  size_t size = (size_t)sb.st_size;
+  void *map;
+  size_t size;
+  pyexec_status st = px_map_file(path, NULL, &map, &size);
+  if (st) return st;
   if (size < 8) {
-    close(fd);
+    if (map) munmap(map, size);
     return BAD("'%s' is %zu bytes, too small for an ExecuTorch program", path, size);
   }
-  void *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
-  int e = errno;
-  close(fd);
-  if (map == MAP_FAILED) return px_error(PYEXEC_ERR_IO, "cannot map '%s': %s", path, strerror(e));
   pyexec_program *p = calloc(1, sizeof *p);
   if (!p) {
     munmap(map, size);
