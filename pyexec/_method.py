@@ -6,7 +6,9 @@ execute path."""
 from __future__ import annotations
 
 import importlib
+import os
 import threading
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -16,7 +18,7 @@ from ._ffi import ffi, lib
 from ._inputs import Inputs
 from ._outputs import Binding, Outputs
 from ._profile import Profile, ProfileEvent, read_events
-from ._program import MethodHandle, MethodMeta, Program
+from ._program import MethodHandle, MethodMeta, Program, _unpickle_program, pickle_state
 
 _OUTPUT_TYPES = ("auto", "torch", "numpy")
 _run = lib.pyexec_method_run
@@ -35,6 +37,40 @@ def _check_output_type(output_type: Any) -> None:
             ) from None
 
 
+# Every live Method, for the fork hooks below.
+_live: weakref.WeakSet[Method] = weakref.WeakSet()
+_live_lock = threading.Lock()
+_held: list[Method] = []
+
+
+def _before_fork() -> None:
+    """Takes every live Method's lock, so that no other thread is inside a
+    library call on one when the process forks: the child then gets each
+    method whole (its state from a finished call) and with its locks (this
+    one and the library's own mutex) free. A fork waits for the calls in
+    flight to end."""
+    _live_lock.acquire()
+    _held[:] = list(_live)
+    for m in _held:
+        m._lock.acquire()
+
+
+def _after_fork() -> None:
+    """Releases what _before_fork took, in the parent and in the child."""
+    for m in _held:
+        m._lock.release()
+    _held.clear()
+    _live_lock.release()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=_before_fork, after_in_parent=_after_fork, after_in_child=_after_fork)
+
+
+def _unpickle_method(program: tuple[Any, Any], name: str, output_type: str) -> Method:
+    return _unpickle_program(*program).load_method(name, output_type)
+
+
 def _check_clone(clone_outputs: Any) -> None:
     if clone_outputs is not True and clone_outputs is not False:
         raise InvalidArgumentError(f"clone_outputs must be True or False, got {clone_outputs!r}")
@@ -44,7 +80,19 @@ class Method:
     """An executable instance of one method of a program, made by
     `Program.load_method(name, output_type)` (see there for `output_type` and
     the errors). One call runs at a time on a Method; different Methods run in
-    parallel on different threads."""
+    parallel on different threads.
+
+    A Method pickles as its program (see Program: the bytes, or the path and
+    its sha256), its name and its output_type; unpickling loads the program
+    and the method again, with fresh state: no inputs installed, no outputs
+    bound, and the program's state (mutable buffers) as a new load_method
+    has it, not as this Method's calls left it. A closed Method refuses to
+    pickle (InvalidArgumentError); one whose Program was closed still
+    pickles.
+
+    Forking (multiprocessing's "fork") is safe while other threads use
+    Methods: the fork waits for calls in flight, so the child gets every
+    Method whole and unlocked (os.register_at_fork hooks)."""
 
     _handle: MethodHandle | None = None
 
@@ -60,7 +108,10 @@ class Method:
         self._handle = MethodHandle(out[0], program._handle)
         self._m = self._handle.ptr
         self._output_type = output_type
+        self._origins = program._origins
         self._lock = threading.Lock()
+        with _live_lock:
+            _live.add(self)
         self._inputs = Inputs(name, self.meta.inputs)
         alias = [self._query_alias(i) for i in range(len(self.meta.outputs))]
         self._outputs = Outputs(self.meta.outputs, alias, self._handle)
@@ -84,6 +135,10 @@ class Method:
             self._run_inputs.method = ffi.NULL
             self._inputs.forget()
             self._outputs.forget()
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        self._check_open()
+        return (_unpickle_method, (pickle_state(self._origins), self.meta.name, self._output_type))
 
     def __enter__(self) -> Method:
         return self

@@ -4,12 +4,13 @@ in _method.py)."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Union
 
 from . import _dtypes
-from ._errors import InvalidArgumentError, check
+from ._errors import FileError, InvalidArgumentError, check
 from ._ffi import ffi, lib
 
 if TYPE_CHECKING:
@@ -193,15 +194,118 @@ def _as_buffer(source: bytes | bytearray | memoryview) -> Any:
     return ffi.from_buffer(data)
 
 
+def _file_key(path: str) -> tuple[int, int, int, int]:
+    """What says a file is still the one that was loaded: device, inode,
+    size and modification time."""
+    st = os.stat(path)
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def _sha256(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+class _Origin:
+    """Where a program or data file came from, as pickling needs it: the
+    bytes themselves (a `bytes` source is kept, not copied; a bytearray or
+    memoryview is snapshot, since the caller may change it), or the absolute
+    path with what identified the file at load (device, inode, size, mtime).
+    The file's sha256 is computed on the first pickle and kept. Shared by a
+    Program and its Methods, so that a Method still pickles after its
+    Program is closed."""
+
+    __slots__ = ("what", "data", "path", "key", "digest")
+
+    def __init__(self, what: str, data: bytes | None, path: str | None) -> None:
+        self.what = what  # "program" or "data file", for messages
+        self.data = data
+        self.path = path
+        self.key = _file_key(path) if path is not None else None
+        self.digest: str | None = None
+
+    def state(self) -> tuple[str, Any, str | None]:
+        """("bytes", data, None) or ("path", path, sha256). A file that is no
+        longer the one loaded (replaced, resized or touched since) is refused:
+        its hash would not describe what this process runs."""
+        if self.path is None:
+            return ("bytes", self.data, None)
+        try:
+            key = _file_key(self.path)
+        except OSError as e:
+            raise FileError(f"cannot pickle the {self.what} '{self.path}': {e.strerror or e}") from None
+        if key != self.key:
+            raise FileError(
+                f"cannot pickle the {self.what} '{self.path}': the file changed since it was loaded "
+                f"(its content no longer is what this process runs)"
+            )
+        if self.digest is None:
+            self.digest = _sha256(self.path)
+        return ("path", self.path, self.digest)
+
+
+def _verified(what: str, state: tuple[str, Any, str | None]) -> Any:
+    """The source to load for a pickled origin: the bytes, or the path once
+    the file there hashes to what was pickled."""
+    kind, value, digest = state
+    if kind == "bytes":
+        return value
+    try:
+        before = _file_key(value)
+        actual = _sha256(value)
+        after = _file_key(value)
+    except OSError as e:
+        raise FileError(
+            f"cannot unpickle the {what} '{value}': the file is missing or unreadable "
+            f"({e.strerror or e}); its content changed since it was pickled"
+        ) from None
+    if actual != digest or before != after:
+        raise FileError(
+            f"cannot unpickle the {what} '{value}': its content changed since it was pickled "
+            f"(sha256 {actual}, pickled with {digest})"
+        )
+    return value
+
+
+def pickle_state(origins: tuple[_Origin, _Origin | None]) -> tuple[Any, Any]:
+    """(source, data file) of a program, as _unpickle_program takes them."""
+    origin, data = origins
+    return (origin.state(), None if data is None else data.state())
+
+
+def _unpickle_program(source: tuple[str, Any, str | None], data: tuple[str, Any, str | None] | None) -> Program:
+    return Program(_verified("program", source), None if data is None else _verified("data file", data))
+
+
+def _origin(what: str, source: Source, path: bytes | None) -> _Origin:
+    if path is not None:
+        return _Origin(what, None, os.path.abspath(os.fsdecode(path)))
+    return _Origin(what, source if type(source) is bytes else bytes(source), None)  # type: ignore[arg-type]
+
+
 class Program:
     """A loaded .pte file, with its data file when it has one:
     `pyexec.load(source, data_path=None)` (see there for the errors).
-    Methods loaded from it keep it alive."""
+    Methods loaded from it keep it alive.
+
+    A Program pickles as its source, and unpickling loads it again: bytes
+    as the bytes (a `bytes` source is kept by the Program, not copied; a
+    bytearray or memoryview is snapshot as bytes at load), a path as its
+    absolute path plus the file's sha256. The data file goes the same way.
+    Pickling a path-loaded program refuses (FileError) a file replaced or
+    modified since the load; unpickling hashes the file again and refuses
+    (FileError, naming the path) one that is missing or whose content
+    changed, so the other process never runs another model than this one.
+    Pickling a closed Program raises InvalidArgumentError."""
 
     _handle: ProgramHandle | None = None
     _names: tuple[str, ...] = ()
     _source = "?"
     _data_source: str | None = None
+    _origins: tuple[_Origin, _Origin | None]
 
     def __init__(self, source: Source, data_path: Source | None = None) -> None:
         if data_path is not None and not isinstance(data_path, (str, os.PathLike, bytes, bytearray, memoryview)):
@@ -209,6 +313,7 @@ class Program:
                 f"data_path must be a path, bytes, bytearray or memoryview, got {type(data_path).__name__}"
             )
         out = ffi.new("pyexec_program **")
+        path: bytes | None = None
         if isinstance(source, (str, os.PathLike)):
             path = _as_path(source)
             check(lib.pyexec_program_load_file(path, out))
@@ -222,14 +327,19 @@ class Program:
                 f"load() takes a path, bytes, bytearray or memoryview, got {type(source).__name__}"
             )
         handle = ProgramHandle(out[0])  # frees the program if attaching fails
+        origin = _origin("program", source, path)
+        data_origin = None
         if isinstance(data_path, (str, os.PathLike)):
             dpath = _as_path(data_path)
             check(lib.pyexec_program_attach_data_file(handle.ptr, dpath))
             self._data_source = os.fsdecode(dpath)
+            data_origin = _origin("data file", data_path, dpath)
         elif data_path is not None:
             dbuf = _as_buffer(data_path)
             check(lib.pyexec_program_attach_data_buffer(handle.ptr, dbuf, len(dbuf)))
             self._data_source = f"<{type(data_path).__name__}, {len(dbuf)} bytes>"
+            data_origin = _origin("data file", data_path, None)
+        self._origins = (origin, data_origin)
         self._handle = handle
         p = self._handle.ptr
         names = []
@@ -252,6 +362,10 @@ class Program:
             shown = self._data_source if self._data_source.startswith("<") else repr(self._data_source)
             data = f" data={shown}"
         return f"<pyexec.Program methods={list(self._names)} source={source}{data}{closed}>"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        self._ptr()  # a closed program refuses
+        return (_unpickle_program, pickle_state(self._origins))
 
     def close(self) -> None:
         """Releases the program. Methods already loaded keep it alive and keep
