@@ -133,12 +133,15 @@ class DelegateInfo:
 
 
 class ProgramHandle:
-    """Owns the C program; freed when the last Python reference goes."""
+    """Owns the C program; freed when the last Python reference goes.
+    `borrowed` holds the bytes a program was loaded from in place, for as
+    long as the C program (and so every Method) lives."""
 
-    __slots__ = ("ptr", "__weakref__")
+    __slots__ = ("ptr", "borrowed", "__weakref__")
 
-    def __init__(self, ptr: Any) -> None:
+    def __init__(self, ptr: Any, borrowed: bytes | None = None) -> None:
         self.ptr = ffi.gc(ptr, lib.pyexec_program_free)
+        self.borrowed = borrowed
 
 
 class MethodHandle:
@@ -185,6 +188,12 @@ def _as_path(source: str | os.PathLike[str]) -> bytes:
     if b"\0" in path:
         raise InvalidArgumentError(f"path must not contain NUL characters, got {os.fsdecode(path)!r}")
     return path
+
+
+def _as_bytes(source: bytes | bytearray | memoryview) -> bytes:
+    if type(source) is bytes:
+        return source
+    return source.tobytes() if isinstance(source, memoryview) else bytes(source)
 
 
 def _as_buffer(source: bytes | bytearray | memoryview) -> Any:
@@ -314,19 +323,30 @@ class Program:
             )
         out = ffi.new("pyexec_program **")
         path: bytes | None = None
+        borrowed: bytes | None = None
         if isinstance(source, (str, os.PathLike)):
             path = _as_path(source)
             check(lib.pyexec_program_load_file(path, out))
             self._source = os.fsdecode(path)
         elif isinstance(source, (bytes, bytearray, memoryview)):
-            buf = _as_buffer(source)
-            check(lib.pyexec_program_load_buffer(buf, len(buf), out))
-            self._source = f"<{type(source).__name__}, {len(buf)} bytes>"
+            # Kept for pickling anyway: immutable bytes (a snapshot of a
+            # bytearray or memoryview) that the library reads in place when
+            # they are 16-byte aligned (CPython's usually are), so the
+            # program is held once, not twice; otherwise it takes a copy.
+            kept = _as_bytes(source)
+            buf = ffi.from_buffer(kept)
+            if int(ffi.cast("uintptr_t", buf)) % 16 == 0:
+                check(lib.pyexec_program_load_borrowed(buf, len(kept), out))
+                borrowed = kept
+            else:
+                check(lib.pyexec_program_load_buffer(buf, len(kept), out))
+            self._source = f"<{type(source).__name__}, {len(kept)} bytes>"
+            source = kept
         else:
             raise InvalidArgumentError(
                 f"load() takes a path, bytes, bytearray or memoryview, got {type(source).__name__}"
             )
-        handle = ProgramHandle(out[0])  # frees the program if attaching fails
+        handle = ProgramHandle(out[0], borrowed)  # frees the program if attaching fails
         origin = _origin("program", source, path)
         data_origin = None
         if isinstance(data_path, (str, os.PathLike)):

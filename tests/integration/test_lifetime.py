@@ -156,6 +156,28 @@ def test_method_outlives_program(addmul: bytes) -> None:
             assert_close(got, e)
 
 
+def test_program_bytes_are_read_in_place_for_as_long_as_methods_live(addmul: bytes) -> None:
+    """A program given as bytes is read in place (its weights too), so the
+    bytes must live as long as the C program, past the Program object."""
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(8, 4).eval()
+    pte = export_program(lin, (torch.randn(2, 8),))
+    source = bytes(bytearray(pte))  # a fresh object no one else holds
+    program = pyexec.load(source)
+    if program._handle.borrowed is None:
+        pytest.skip("this bytes object is not 16-byte aligned: the library took a copy")
+    assert program._handle.borrowed is source, "the library reads the caller's bytes, no copy"
+    m = program.load_method()
+    w = weakref.ref(program)
+    del program, source
+    gc.collect()
+    assert w() is None
+    churn(addmul)  # reuses freed memory: a dangling read would see other values
+    x = torch.randn(2, 8)
+    with torch.no_grad():
+        assert_close(m.execute([x])[0], lin(x))
+
+
 def test_cloned_outputs_do_not_hold_the_method(addmul: bytes) -> None:
     m = pyexec.load(addmul).load_method()
     x, y = xy("numpy", 1)
