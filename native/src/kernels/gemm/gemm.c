@@ -18,6 +18,8 @@
  * only the portable code (to test it on an AVX2 machine). */
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__)) && !defined(PX_PORTABLE_KERNELS)
 #include <immintrin.h>
+
+#include "kernels/shape/tile8x8.h"
 #define PX_X86_KERNELS 1
 #else
 #define PX_X86_KERNELS 0
@@ -224,33 +226,8 @@ __attribute__((target("avx2,fma"))) static int64_t pack_b_trans16_avx2(const flo
     for (int half = 0; half < 2; half++) {
       const float *col = B + (j0 + half * 8) * csb;
       float *dst = pb + half * 8;
-      for (int64_t p = 0; p < k8; p += 8) {
-        __m256 r0 = _mm256_loadu_ps(col + p), r1 = _mm256_loadu_ps(col + csb + p);
-        __m256 r2 = _mm256_loadu_ps(col + 2 * csb + p), r3 = _mm256_loadu_ps(col + 3 * csb + p);
-        __m256 r4 = _mm256_loadu_ps(col + 4 * csb + p), r5 = _mm256_loadu_ps(col + 5 * csb + p);
-        __m256 r6 = _mm256_loadu_ps(col + 6 * csb + p), r7 = _mm256_loadu_ps(col + 7 * csb + p);
-        __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
-        __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
-        __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
-        __m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
-        __m256 s0 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(1, 0, 1, 0));
-        __m256 s1 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(3, 2, 3, 2));
-        __m256 s2 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(1, 0, 1, 0));
-        __m256 s3 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(3, 2, 3, 2));
-        __m256 s4 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(1, 0, 1, 0));
-        __m256 s5 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(3, 2, 3, 2));
-        __m256 s6 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(1, 0, 1, 0));
-        __m256 s7 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(3, 2, 3, 2));
-        /* depth p + q of the 8 columns */
-        _mm256_storeu_ps(dst + (p + 0) * 16, _mm256_permute2f128_ps(s0, s4, 0x20));
-        _mm256_storeu_ps(dst + (p + 1) * 16, _mm256_permute2f128_ps(s1, s5, 0x20));
-        _mm256_storeu_ps(dst + (p + 2) * 16, _mm256_permute2f128_ps(s2, s6, 0x20));
-        _mm256_storeu_ps(dst + (p + 3) * 16, _mm256_permute2f128_ps(s3, s7, 0x20));
-        _mm256_storeu_ps(dst + (p + 4) * 16, _mm256_permute2f128_ps(s0, s4, 0x31));
-        _mm256_storeu_ps(dst + (p + 5) * 16, _mm256_permute2f128_ps(s1, s5, 0x31));
-        _mm256_storeu_ps(dst + (p + 6) * 16, _mm256_permute2f128_ps(s2, s6, 0x31));
-        _mm256_storeu_ps(dst + (p + 7) * 16, _mm256_permute2f128_ps(s3, s7, 0x31));
-      }
+      for (int64_t p = 0; p < k8; p += 8) /* depth p..p+7 of the 8 columns */
+        px_tile8x8_f32(dst + p * 16, 16, col + p, csb);
       for (int64_t p = k8; p < kc; p++)
         for (int j = 0; j < 8; j++) dst[p * 16 + j] = col[j * csb + p];
     }

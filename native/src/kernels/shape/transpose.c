@@ -53,41 +53,8 @@ static void transpose_plain(size_t es, void *dst, int64_t dst_ld, const void *sr
 /* ---- AVX2 8x8 tiles --------------------------------------------------------- */
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(PX_NO_CPU_DISPATCH)
-#include <immintrin.h>
+#include "kernels/shape/tile8x8.h"
 #define HAVE_AVX2_TILES 1
-
-/* One 8x8 tile of 4-byte elements: rows a..h of src become the columns of
- * dst. */
-__attribute__((target("avx2"), always_inline)) static inline void tile8x8(float *d, int64_t dst_ld, const float *s,
-                                                                           int64_t src_ld) {
-  __m256 a = _mm256_loadu_ps(s), b = _mm256_loadu_ps(s + src_ld);
-  __m256 c = _mm256_loadu_ps(s + 2 * src_ld), e = _mm256_loadu_ps(s + 3 * src_ld);
-  __m256 f = _mm256_loadu_ps(s + 4 * src_ld), g = _mm256_loadu_ps(s + 5 * src_ld);
-  __m256 h = _mm256_loadu_ps(s + 6 * src_ld), k = _mm256_loadu_ps(s + 7 * src_ld);
-  /* pairs: a0 b0 a1 b1 | a4 b4 a5 b5 and a2 b2 a3 b3 | a6 b6 a7 b7, ... */
-  __m256 ab0 = _mm256_unpacklo_ps(a, b), ab1 = _mm256_unpackhi_ps(a, b);
-  __m256 ce0 = _mm256_unpacklo_ps(c, e), ce1 = _mm256_unpackhi_ps(c, e);
-  __m256 fg0 = _mm256_unpacklo_ps(f, g), fg1 = _mm256_unpackhi_ps(f, g);
-  __m256 hk0 = _mm256_unpacklo_ps(h, k), hk1 = _mm256_unpackhi_ps(h, k);
-  /* quads: column j of rows a..e in the low lane, column j + 4 in the high */
-  __m256 q0 = _mm256_shuffle_ps(ab0, ce0, _MM_SHUFFLE(1, 0, 1, 0));
-  __m256 q1 = _mm256_shuffle_ps(ab0, ce0, _MM_SHUFFLE(3, 2, 3, 2));
-  __m256 q2 = _mm256_shuffle_ps(ab1, ce1, _MM_SHUFFLE(1, 0, 1, 0));
-  __m256 q3 = _mm256_shuffle_ps(ab1, ce1, _MM_SHUFFLE(3, 2, 3, 2));
-  __m256 q4 = _mm256_shuffle_ps(fg0, hk0, _MM_SHUFFLE(1, 0, 1, 0));
-  __m256 q5 = _mm256_shuffle_ps(fg0, hk0, _MM_SHUFFLE(3, 2, 3, 2));
-  __m256 q6 = _mm256_shuffle_ps(fg1, hk1, _MM_SHUFFLE(1, 0, 1, 0));
-  __m256 q7 = _mm256_shuffle_ps(fg1, hk1, _MM_SHUFFLE(3, 2, 3, 2));
-  /* whole columns: the low lanes of a..e and f..k, then the high lanes */
-  _mm256_storeu_ps(d, _mm256_permute2f128_ps(q0, q4, 0x20));
-  _mm256_storeu_ps(d + dst_ld, _mm256_permute2f128_ps(q1, q5, 0x20));
-  _mm256_storeu_ps(d + 2 * dst_ld, _mm256_permute2f128_ps(q2, q6, 0x20));
-  _mm256_storeu_ps(d + 3 * dst_ld, _mm256_permute2f128_ps(q3, q7, 0x20));
-  _mm256_storeu_ps(d + 4 * dst_ld, _mm256_permute2f128_ps(q0, q4, 0x31));
-  _mm256_storeu_ps(d + 5 * dst_ld, _mm256_permute2f128_ps(q1, q5, 0x31));
-  _mm256_storeu_ps(d + 6 * dst_ld, _mm256_permute2f128_ps(q2, q6, 0x31));
-  _mm256_storeu_ps(d + 7 * dst_ld, _mm256_permute2f128_ps(q3, q7, 0x31));
-}
 
 /* The whole 8-multiple part through tiles, block by block; the ragged
  * bottom rows and right columns through plain C. */
@@ -99,7 +66,7 @@ __attribute__((target("avx2"))) static void transpose4_avx2(float *dst, int64_t 
     for (int64_t cb = 0; cb < c8; cb += BLK) {
       int64_t ce = min64(cb + BLK, c8);
       for (int64_t r = rb; r < re; r += 8)
-        for (int64_t c = cb; c < ce; c += 8) tile8x8(dst + c * dst_ld + r, dst_ld, src + r * src_ld + c, src_ld);
+        for (int64_t c = cb; c < ce; c += 8) px_tile8x8_f32(dst + c * dst_ld + r, dst_ld, src + r * src_ld + c, src_ld);
     }
   }
   if (c8 < cols) transpose_plain(4, dst + c8 * dst_ld, dst_ld, src + c8, src_ld, r8, cols - c8);
