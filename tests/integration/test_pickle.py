@@ -124,11 +124,14 @@ def test_changed_or_missing_file_is_refused(addmul: bytes, accumulate: bytes, tm
 
 def test_data_file_pickles_likewise(tmp_path: Path) -> None:
     torch.manual_seed(0)
-    pte, ptd = export_external(MLP(), (torch.randn(1, 16),))
+    mlp = MLP().eval()
+    pte, ptd = export_external(mlp, (torch.randn(1, 16),))
     (tmp_path / "m.pte").write_bytes(pte)
     (tmp_path / "m.ptd").write_bytes(ptd)
     x = np.linspace(-1, 1, 16, dtype=np.float32).reshape(1, 16)
     expected = pyexec.load(pte, data_path=ptd).load_method().execute([x])[0]
+    with torch.no_grad():  # the local run is right before the round trip is compared with it
+        np.testing.assert_allclose(expected, mlp(torch.from_numpy(x)).numpy(), rtol=1e-5, atol=1e-6)
     for p in (pyexec.load(pte, data_path=ptd), pyexec.load(tmp_path / "m.pte", data_path=tmp_path / "m.ptd")):
         np.testing.assert_array_equal(roundtrip(p).load_method().execute([x])[0], expected)  # type: ignore[attr-defined]
     data = pickle.dumps(pyexec.load(tmp_path / "m.pte", data_path=tmp_path / "m.ptd"))
@@ -182,6 +185,9 @@ def test_pool_runs_methods_in_children(addmul: bytes, tmp_path: Path, context: s
     methods = [pyexec.load(addmul).load_method(), pyexec.load(path).load_method()]
     jobs = [(methods[i % 2], xy(i)) for i in range(4)]
     expected = [m.execute(b) for m, b in jobs]
+    for (_, (x, y)), e in zip(jobs, expected):  # the local run is right, then children must equal it
+        np.testing.assert_array_equal(e[0], x + y)
+        np.testing.assert_array_equal(e[1], x * y)
     with multiprocessing.get_context(context).Pool(2) as pool:
         pending = [pool.apply_async(operator.methodcaller("execute", b), (m,)) for m, b in jobs]
         got = [r.get(timeout=60) for r in pending]
