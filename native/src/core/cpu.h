@@ -1,0 +1,28 @@
+/*
+ * cpu.h - the CPU features the kernels choose their SIMD paths by, read once
+ * per process (private). One place for every run-time choice: a kernel asks
+ * px_cpu()->avx2 (or ->dotprod ...) instead of querying the CPU itself.
+ */
+#ifndef PX_CPU_H
+#define PX_CPU_H
+
+#include <stdbool.h>
+
+typedef struct px_cpu_features {
+  /* x86-64 (__builtin_cpu_supports: CPUID plus the OS's saved register state) */
+  bool avx2, fma;
+  bool avx512f, avx512bw, avx512vl, avx512vnni;
+  bool avxvnni; /* the VEX-encoded VNNI of Alder Lake and later */
+  /* AArch64 (getauxval(AT_HWCAP / AT_HWCAP2), what the kernel reports) */
+  bool asimd;   /* Advanced SIMD (NEON): part of every AArch64 CPU */
+  bool dotprod; /* SDOT / UDOT (HWCAP_ASIMDDP, Armv8.2 optional, 8.4 mandatory) */
+  bool fp16;    /* half-precision arithmetic in scalar and vector (FPHP + ASIMDHP) */
+  bool i8mm;    /* SMMLA / USDOT int8 matrix multiply (HWCAP2_I8MM) */
+  bool sve;     /* Scalable Vector Extension */
+} px_cpu_features;
+
+/* This machine's features, computed on the first call (thread-safe) and
+ * constant afterwards. Every flag is false on other architectures. */
+const px_cpu_features *px_cpu(void);
+
+#endif /* PX_CPU_H */
