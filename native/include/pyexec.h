@@ -478,7 +478,7 @@ typedef struct pyexec_profile_event {
  * executes. Off by default, and then free: the executor runs a loop with no
  * profiling in it. Turning it on or off keeps the events recorded so far.
  * Events are kept in memory the method owns, up to 2^21 of them (more are
- * dropped). Fails only for a NULL method. */
+ * dropped; see pyexec_method_profile_set_limit). Fails only for a NULL method. */
 PYEXEC_API pyexec_status pyexec_method_profile_enable(pyexec_method *method,
                                                       int enabled);
 
@@ -495,6 +495,27 @@ PYEXEC_API pyexec_status pyexec_method_profile_event(pyexec_method *method,
 /* Forgets every recorded event (collection stays as it was). Fails only for
  * a NULL method. */
 PYEXEC_API pyexec_status pyexec_method_profile_reset(pyexec_method *method);
+
+/* Events not recorded since the last reset because the limit was reached
+ * (or memory ran out); 0 for NULL. A profile with drops is missing its
+ * latest events, not earlier ones. */
+PYEXEC_API size_t pyexec_method_profile_dropped(pyexec_method *method);
+
+/* The most events kept until the next reset (those beyond are counted by
+ * pyexec_method_profile_dropped); 0 restores the default, 2^21 (about
+ * 100 MB). Fails only for a NULL method or when memory runs out. */
+PYEXEC_API pyexec_status pyexec_method_profile_set_limit(pyexec_method *method,
+                                                         size_t max_events);
+
+/* Executes recorded while enabled since the last reset (0 for NULL); event
+ * `run` numbers index them. */
+PYEXEC_API size_t pyexec_method_profile_run_count(pyexec_method *method);
+
+/* The CLOCK_MONOTONIC start and the duration of execute `run`'s
+ * instruction loop (below pyexec_method_profile_run_count): the span its
+ * depth-0 events lie in. */
+PYEXEC_API pyexec_status pyexec_method_profile_run(pyexec_method *method, size_t run,
+                                                   int64_t *start_ns, int64_t *duration_ns);
 
 /* ------------------------------------------------------------------------ */
 /* Kernels                                                                  */

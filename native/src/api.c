@@ -8,6 +8,7 @@
 #include "kernels/registry.h"
 #include "loader/program.h"
 #include "runtime/method.h"
+#include "runtime/parallel.h"
 #include "runtime/profile.h"
 
 /* ---- errors and version --------------------------------------------------- */
@@ -123,6 +124,15 @@ PYEXEC_API pyexec_status pyexec_method_profile_event(pyexec_method *m, size_t in
   return px_method_profile_event(m, index, out);
 }
 PYEXEC_API pyexec_status pyexec_method_profile_reset(pyexec_method *m) { return px_method_profile_reset(m); }
+PYEXEC_API size_t pyexec_method_profile_dropped(pyexec_method *m) { return px_method_profile_dropped(m); }
+PYEXEC_API pyexec_status pyexec_method_profile_set_limit(pyexec_method *m, size_t max_events) {
+  return px_method_profile_set_limit(m, max_events);
+}
+PYEXEC_API size_t pyexec_method_profile_run_count(pyexec_method *m) { return px_method_profile_run_count(m); }
+PYEXEC_API pyexec_status pyexec_method_profile_run(pyexec_method *m, size_t run, int64_t *start_ns,
+                                                   int64_t *duration_ns) {
+  return px_method_profile_run(m, run, start_ns, duration_ns);
+}
 
 /* ---- kernels ----------------------------------------------------------------- */
 

@@ -199,8 +199,9 @@ pyexec_status px_executor_run(pyexec_method *m) {
   pyexec_status st = prepare_outputs(m);
   if (st) return st;
   if (m->ctx.prof) {
-    m->ctx.prof->runs++;
+    px_profile_run_begin(m->ctx.prof);
     st = run_chains(m, true);
+    px_profile_run_end(m->ctx.prof);
   } else {
     st = run_chains(m, false);
   }

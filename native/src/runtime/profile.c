@@ -43,7 +43,7 @@ static void append_more(px_profile *p, const char *s, size_t n) {
 }
 
 long px_profile_begin(px_profile *p, const char *prefix, const char *name, int depth, int index) {
-  if (p->n >= PX_PROFILE_MAX_EVENTS) {
+  if (p->n >= (p->limit ? p->limit : PX_PROFILE_MAX_EVENTS)) {
     p->dropped++;
     return -1;
   }
@@ -128,17 +128,38 @@ void px_profile_end(px_profile *p, long ev) {
   if (ev >= 0) p->ev[ev].duration_ns = px_profile_now() - p->ev[ev].start_ns;
 }
 
+void px_profile_run_begin(px_profile *p) {
+  p->runs++;
+  if (p->nrt == p->rtcap) {
+    size_t cap = p->rtcap ? p->rtcap * 2 : 16;
+    px_profile_run *rt = realloc(p->rt, cap * sizeof *rt);
+    if (!rt) return; /* this run's times are not kept */
+    p->rt = rt;
+    p->rtcap = cap;
+  }
+  if (p->nrt != (size_t)p->runs - 1) return; /* an earlier run's were not: keep the numbering */
+  p->rt[p->nrt].start_ns = px_profile_now();
+  p->rt[p->nrt].end_ns = p->rt[p->nrt].start_ns;
+  p->nrt++;
+}
+
+void px_profile_run_end(px_profile *p) {
+  if (p->nrt == (size_t)p->runs) p->rt[p->nrt - 1].end_ns = px_profile_now();
+}
+
 void px_profile_reset(px_profile *p) {
   p->n = 0;
   p->tlen = 0;
   p->runs = 0;
   p->dropped = 0;
+  p->nrt = 0;
 }
 
 void px_profile_free(px_profile *p) {
   if (!p) return;
   free(p->ev);
   free(p->text);
+  free(p->rt);
   free(p);
 }
 
@@ -157,12 +178,16 @@ void px_profile_describe(const px_profile *p, size_t index, pyexec_profile_event
 
 /* ---- the public entry points (pyexec.h) ------------------------------------ */
 
+/* The method's profile store, made on first use (call with the lock held). */
+static pyexec_status ensure_store(pyexec_method *m) {
+  if (!m->prof_store && !(m->prof_store = calloc(1, sizeof *m->prof_store))) return px_no_memory("profile");
+  return PYEXEC_OK;
+}
+
 pyexec_status px_method_profile_enable(pyexec_method *m, int enabled) {
   if (!m) return px_invalid_argument("method is NULL");
   pthread_mutex_lock(&m->lock);
-  pyexec_status st = PYEXEC_OK;
-  if (enabled && !m->prof_store && !(m->prof_store = calloc(1, sizeof *m->prof_store)))
-    st = px_no_memory("profile");
+  pyexec_status st = enabled ? ensure_store(m) : PYEXEC_OK;
   if (!st) m->ctx.prof = enabled ? m->prof_store : NULL;
   pthread_mutex_unlock(&m->lock);
   return st;
@@ -191,5 +216,43 @@ pyexec_status px_method_profile_reset(pyexec_method *m) {
   pthread_mutex_lock(&m->lock);
   if (m->prof_store) px_profile_reset(m->prof_store);
   pthread_mutex_unlock(&m->lock);
+  return PYEXEC_OK;
+}
+
+size_t px_method_profile_dropped(pyexec_method *m) {
+  if (!m) return 0;
+  pthread_mutex_lock(&m->lock);
+  size_t n = m->prof_store ? m->prof_store->dropped : 0;
+  pthread_mutex_unlock(&m->lock);
+  return n;
+}
+
+pyexec_status px_method_profile_set_limit(pyexec_method *m, size_t max_events) {
+  if (!m) return px_invalid_argument("method is NULL");
+  pthread_mutex_lock(&m->lock);
+  pyexec_status st = ensure_store(m);
+  if (!st) m->prof_store->limit = max_events;
+  pthread_mutex_unlock(&m->lock);
+  return st;
+}
+
+size_t px_method_profile_run_count(pyexec_method *m) {
+  if (!m) return 0;
+  pthread_mutex_lock(&m->lock);
+  size_t n = m->prof_store ? m->prof_store->nrt : 0;
+  pthread_mutex_unlock(&m->lock);
+  return n;
+}
+
+pyexec_status px_method_profile_run(pyexec_method *m, size_t run, int64_t *start_ns, int64_t *duration_ns) {
+  if (!m || !start_ns || !duration_ns) return px_invalid_argument("method, start_ns or duration_ns is NULL");
+  pthread_mutex_lock(&m->lock);
+  size_t n = m->prof_store ? m->prof_store->nrt : 0;
+  if (run < n) {
+    *start_ns = m->prof_store->rt[run].start_ns;
+    *duration_ns = m->prof_store->rt[run].end_ns - m->prof_store->rt[run].start_ns;
+  }
+  pthread_mutex_unlock(&m->lock);
+  if (run >= n) return px_invalid_argument("profile run %zu out of range (%zu runs)", run, n);
   return PYEXEC_OK;
 }

@@ -16,8 +16,9 @@
 #include "core/tensor.h"
 #include "pyexec.h"
 
-/* More events than this are counted as dropped, not kept (a runaway loop
- * must not take the machine's memory). */
+/* More events than this (unless pyexec_method_profile_set_limit says
+ * otherwise) are counted as dropped, not kept (a runaway loop must not take
+ * the machine's memory). */
 #define PX_PROFILE_MAX_EVENTS (1u << 21)
 
 typedef struct px_profile_event {
@@ -27,14 +28,22 @@ typedef struct px_profile_event {
   int32_t depth, chain, index, run;
 } px_profile_event;
 
+/* The span of one execute's instruction loop. */
+typedef struct px_profile_run {
+  int64_t start_ns, end_ns;
+} px_profile_run;
+
 typedef struct px_profile {
   px_profile_event *ev;
   size_t n, cap;
   char *text;
   size_t tlen, tcap;
   int32_t runs;     /* runs begun since the reset */
-  size_t dropped;   /* events not kept: the cap, or memory ran out */
+  size_t dropped;   /* events not kept: the limit, or memory ran out */
+  size_t limit;     /* the most events kept; 0: PX_PROFILE_MAX_EVENTS */
   int32_t chain;    /* the instruction being run, for nested events */
+  px_profile_run *rt; /* one per run begun, while memory lasts */
+  size_t nrt, rtcap;
 } px_profile;
 
 /* A monotonic clock in nanoseconds. */
@@ -53,6 +62,11 @@ void px_profile_start(px_profile *p, long ev);
 /* Stamps ev's duration (ev -1 is ignored). */
 void px_profile_end(px_profile *p, long ev);
 
+/* Brackets one execute's instruction loop: counts the run (events begun
+ * after it carry its number) and records its start and end times. */
+void px_profile_run_begin(px_profile *p);
+void px_profile_run_end(px_profile *p);
+
 /* Empties the events (keeps the memory). */
 void px_profile_reset(px_profile *p);
 void px_profile_free(px_profile *p);
@@ -66,5 +80,9 @@ pyexec_status px_method_profile_enable(pyexec_method *m, int enabled);
 size_t px_method_profile_event_count(pyexec_method *m);
 pyexec_status px_method_profile_event(pyexec_method *m, size_t index, pyexec_profile_event *out);
 pyexec_status px_method_profile_reset(pyexec_method *m);
+size_t px_method_profile_dropped(pyexec_method *m);
+pyexec_status px_method_profile_set_limit(pyexec_method *m, size_t max_events);
+size_t px_method_profile_run_count(pyexec_method *m);
+pyexec_status px_method_profile_run(pyexec_method *m, size_t run, int64_t *start_ns, int64_t *duration_ns);
 
 #endif /* PX_PROFILE_H */
