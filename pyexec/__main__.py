@@ -438,9 +438,10 @@ def _timing_inputs(program: Program, method_name: str, specs: Sequence[str], see
 
 
 def profile(path: str, method_name: str, specs: Sequence[str], runs: int, warmup: int, seed: int,
-            data: str | None = None, trace: str | None = None) -> int:
+            data: str | None = None, trace: str | None = None, etdump: str | None = None) -> int:
     """Times every instruction over `runs` executes (after `warmup` untimed
-    ones) and prints the table; writes a Chrome trace when asked."""
+    ones) and prints the table; writes a Chrome trace and an ETDump file
+    when asked."""
     if runs < 1 or warmup < 0:
         raise UsageError("--runs must be at least 1 and --warmup at least 0")
     program = _load_program(path, data)
@@ -456,6 +457,9 @@ def profile(path: str, method_name: str, specs: Sequence[str], runs: int, warmup
     if trace is not None:
         p.chrome_trace(trace)
         print(f"trace: {trace} (open it in https://ui.perfetto.dev or chrome://tracing)")
+    if etdump is not None:
+        p.write_etdump(etdump)
+        print(f"etdump: {etdump} (open it with executorch.devtools.Inspector(etdump_path=...))")
     return 0
 
 
@@ -546,6 +550,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     f.add_argument("-i", "--input", action="extend", nargs="+", default=[], metavar="NAME=VALUE", help=input_help)
     f.add_argument("--data", metavar="FILE", help=data_help)
     f.add_argument("--trace", metavar="OUT.json", help="write Chrome trace-event JSON (Perfetto, chrome://tracing)")
+    f.add_argument("--etdump", metavar="OUT.etdp",
+                   help="write an ETDump file (ExecuTorch's format) for executorch.devtools.Inspector")
     args = parser.parse_args(argv)
     try:
         if args.command == "demo":
@@ -554,7 +560,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run(args.file, args.method, args.input, args.output_dir, args.data)
         if args.command == "profile":
             return profile(args.file, args.method, args.input, args.runs, args.warmup, args.seed, args.data,
-                           args.trace)
+                           args.trace, args.etdump)
         if args.command == "bench":
             return bench(args.file, args.method, args.input, args.runs, args.warmup, args.seed,
                          not args.no_executorch, args.progress, args.data)

@@ -17,7 +17,7 @@ from ._errors import InvalidArgumentError, check, raise_status
 from ._ffi import ffi, lib
 from ._inputs import Inputs
 from ._outputs import Binding, Outputs
-from ._profile import Profile, ProfileEvent, read_events
+from ._profile import Collected, Profile, read_profile
 from ._program import MethodHandle, MethodMeta, Program, _unpickle_program, pickle_state
 
 _OUTPUT_TYPES = ("auto", "torch", "numpy")
@@ -341,7 +341,7 @@ class Method:
                 return last.uncloned.copy()  # Outputs.collect's first case, inlined: a loop's steady state
             return outputs.collect(run.outputs_changed, clone_outputs, kind, slots.caller)
 
-    def profile(self) -> Profile:
+    def profile(self, max_events: int | None = None) -> Profile:
         """A context manager timing every execute inside its `with` block:
 
             with method.profile() as p:
@@ -351,22 +351,27 @@ class Method:
         Collection is on only inside the block (outside it costs nothing); at
         its exit `p.events` holds one ProfileEvent per executed instruction,
         and per node a delegate ran, over every execute in the block.
+        `p.write_etdump(path)` writes them as an ETDump file for ExecuTorch's
+        Inspector. At most `max_events` events are kept (None: 2**21); those
+        beyond are counted in `p.dropped`.
 
         Raises:
-            InvalidArgumentError: the method is closed (on entering the block).
+            InvalidArgumentError: `max_events` is not a positive int or None;
+                the method is closed (on entering or leaving the block).
         """
-        return Profile(self)
+        return Profile(self, max_events)
 
-    def _profile_switch(self, on: bool) -> list[ProfileEvent]:
-        """Starts collection on empty events, or stops it and returns them."""
+    def _profile_switch(self, on: bool, max_events: int = 0) -> Collected | None:
+        """Starts collection on empty events (keeping at most `max_events`,
+        0: the library's default), or stops it and returns what it recorded."""
         with self._lock:
             self._check_open()
-            events: list[ProfileEvent] = []
-            if not on:
-                events = read_events(self._m)
+            got = None if on else read_profile(self._m)
             check(lib.pyexec_method_profile_reset(self._m))
+            if on:
+                check(lib.pyexec_method_profile_set_limit(self._m, max_events))
             check(lib.pyexec_method_profile_enable(self._m, 1 if on else 0))
-            return events
+            return got
 
     def get_outputs(self, clone_outputs: bool = True) -> list[Any]:
         """The outputs of the last execute again, as execute returns them

@@ -1,7 +1,8 @@
 """Profiling a Method: `with method.profile() as p: method.execute(...)`
 records one timed event per executed instruction (and per node a delegate
 runs inside its call) through the library's pyexec_method_profile_* calls;
-`p.events`, `p.table()` and `p.chrome_trace(path)` read them."""
+`p.events`, `p.table()`, `p.chrome_trace(path)` and `p.write_etdump(path)`
+read them."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ._errors import FileError, check
+from ._errors import FileError, InvalidArgumentError, check
+from ._etdump import write_etdump
 from ._ffi import ffi, lib
 
 if TYPE_CHECKING:
@@ -63,25 +65,64 @@ def read_events(m: Any) -> list[ProfileEvent]:
     return events
 
 
+def read_runs(m: Any) -> list[tuple[int, int]]:
+    """(start_ns, duration_ns) of the instruction loop of every execute the
+    library recorded for method handle `m` since its reset."""
+    start = ffi.new("int64_t *")
+    duration = ffi.new("int64_t *")
+    runs: list[tuple[int, int]] = []
+    for r in range(lib.pyexec_method_profile_run_count(m)):
+        check(lib.pyexec_method_profile_run(m, r, start, duration))
+        runs.append((start[0], duration[0]))
+    return runs
+
+
+@dataclass(frozen=True)
+class Collected:
+    """What the library recorded between a profile's enter and exit."""
+
+    events: list[ProfileEvent]
+    run_times: list[tuple[int, int]]
+    dropped: int
+
+
+def read_profile(m: Any) -> Collected:
+    """Everything the library recorded for method handle `m` since its reset."""
+    return Collected(read_events(m), read_runs(m), lib.pyexec_method_profile_dropped(m))
+
+
 class Profile:
     """What `Method.profile()` collected: `events` (filled when the `with`
-    block exits, in execution order, over every execute inside it)."""
+    block exits, in execution order, over every execute inside it),
+    `run_times` ((start_ns, duration_ns) of each execute's instruction loop)
+    and `dropped` (events not kept because `max_events` was reached)."""
 
-    def __init__(self, method: Method) -> None:
+    def __init__(self, method: Method, max_events: int | None = None) -> None:
+        if max_events is not None and (isinstance(max_events, bool) or not isinstance(max_events, int)
+                                       or max_events < 1):
+            raise InvalidArgumentError(f"max_events must be a positive int or None, got {max_events!r}")
         self._method = method
+        self._max_events = max_events or 0
+        self._open = False
         self.events: list[ProfileEvent] = []
+        self.run_times: list[tuple[int, int]] = []
+        self.dropped = 0
 
     def __enter__(self) -> Profile:
-        self._method._profile_switch(True)
+        self._method._profile_switch(True, self._max_events)
+        self._open = True
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.events = self._method._profile_switch(False)
+        self._open = False
+        got = self._method._profile_switch(False)
+        if got is not None:
+            self.events, self.run_times, self.dropped = got.events, got.run_times, got.dropped
 
     @property
     def runs(self) -> int:
-        """How many executes the events cover."""
-        return max((e.run for e in self.events), default=-1) + 1
+        """How many executes the profile covers."""
+        return max(len(self.run_times), max((e.run for e in self.events), default=-1) + 1)
 
     def summary(self) -> list[tuple[str, int, int]]:
         """(name, calls, total ns) per `ProfileEvent.key`, largest total first."""
@@ -108,6 +149,8 @@ class Profile:
         note = f"{self.runs} run(s)"
         if any(e.depth for e in self.events):
             note += "; a row with '/' is a node inside a delegate call, its time also in the call's row"
+        if self.dropped:
+            note += f"; {self.dropped} later event(s) dropped (over max_events)"
         lines.append(note)
         return "\n".join(lines)
 
@@ -131,3 +174,23 @@ class Profile:
                 json.dump(doc, f)
         except OSError as exc:
             raise FileError(f"cannot write the trace to {os.fspath(path)!r}: {exc.strerror or exc}") from None
+
+    def write_etdump(self, path: str | os.PathLike[str]) -> None:
+        """Writes the profile as an ETDump file (ExecuTorch's
+        etdump_schema_flatcc.fbs, the format its runtime writes with
+        enable_etdump=True), which `executorch.devtools.Inspector(etdump_path=
+        path)` reads: one "Execute" block per execute, with events named as
+        ExecuTorch's runtime names them (native_call_<op> and OPERATOR_CALL
+        per kernel, DELEGATE_CALL and one event per node per delegate call,
+        MOVE_CALL, JF_CALL, Method::execute), carrying each instruction's
+        chain and index.
+        Raises:
+            InvalidArgumentError: called inside the `with` block (nothing is
+                collected until it exits).
+            FileError: `path` cannot be written (naming it).
+        """
+        if self._open:
+            raise InvalidArgumentError("the profile is still collecting: write the ETDump after its with block")
+        spans: list[tuple[int, int] | None] = list(self.run_times)
+        spans += [None] * (self.runs - len(spans))
+        write_etdump(path, self.events, spans)
