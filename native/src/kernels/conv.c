@@ -100,7 +100,7 @@ static void im2col_f32(const conv_geom *g, const float *in, float *col) {
  * panels (px_gemm_pack_fn): B(k, j) with k = (c*KH + ki)*KW + kj and
  * j = oh*OW + ow is x[c][oh*sh - ph + ki*dh][ow*sw - pw + kj*dw], or 0 in the
  * padding. koff/kih/kiw hold per k: c*H*W, ki*dh - ph and kj*dw - pw. */
-#define GEMM_NR_LIMIT 16 /* the widest panel px_gemm_f32_panel_width() returns */
+#define GEMM_NR_LIMIT PX_GEMM_NR_MAX /* the widest panel px_gemm_f32_panel_width() returns */
 
 typedef struct conv_bsrc {
   const conv_geom *g;

@@ -4,15 +4,21 @@
  *
  * The GEMM follows the usual Goto/BLIS structure: B is packed in KC x NC
  * blocks into NR-wide column panels, A in MC x KC blocks into MR-high row
- * panels, and a register-tiled micro-kernel multiplies one MR x NR tile. On
- * x86-64 machines with AVX2 and FMA (checked at run time) a 6 x 16 micro-kernel
- * written with intrinsics is used; elsewhere a portable 4 x 8 one written with
- * GCC vector extensions.
+ * panels (or read in place when its rows are contiguous), and a
+ * register-tiled micro-kernel multiplies one MR x NR tile. The micro-kernel,
+ * and with it MR and NR, is chosen once at run time (gemm_select, the one
+ * selection point): a 512-bit 8 x 32 one on AVX-512 machines, a 6 x 16 AVX2/FMA
+ * one on AVX2 machines, a portable 4 x 8 one written with GCC vector
+ * extensions elsewhere.
  */
 #include "kernels/gemm/gemm.h"
 
 #include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "runtime/parallel.h"
 
 /* AVX2/FMA variants, chosen at run time; define PX_PORTABLE_KERNELS to build
  * only the portable code (to test it on an AVX2 machine). */
@@ -28,9 +34,9 @@
 #define GEMM_MC 120  /* rows of A per packed block (multiple of 6 and 4) */
 #define GEMM_KC 256  /* most depth per packed block */
 #define GEMM_NC 4096 /* columns of B per packed block (multiple of 16 and 8) */
-#define GEMM_MR_MAX 6
+#define GEMM_MR_MAX PX_GEMM_MR_MAX
 #define GEMM_DOTS_MAX_M 32 /* most rows of A multiplied by a transposed B without packing */
-#define GEMM_NR_MAX 16
+#define GEMM_NR_MAX PX_GEMM_NR_MAX
 
 typedef float v4f __attribute__((vector_size(16)));
 typedef float v8f __attribute__((vector_size(32)));
@@ -42,8 +48,14 @@ typedef float v8f_u __attribute__((vector_size(32), aligned(4), may_alias));
 #define v8_load(p) (*(const v8f_u *)(p))
 #define v8_store(p, v) (*(v8f_u *)(p) = (v))
 
-typedef void (*ukr_fn)(int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
-                       float alpha, float beta, int mr, int nr);
+/* A micro-kernel: C tile (mr x nr of an MR x NR tile, mr <= MR, nr <= NR)
+ * = alpha * A B + beta * C, over depth kc. Element (i, p) of A is at
+ * a[i * rsa + p * csa]: a packed row panel passes rsa = 1, csa = MR (rows past
+ * mr zero-filled); A read in place passes its row stride and csa = 1, and the
+ * kernel must not read rows past mr (it reads row 0 again in their place).
+ * b is one packed kc x NR column panel (columns past nr zero-filled). */
+typedef void (*ukr_fn)(int64_t kc, const float *a, int64_t rsa, int64_t csa, const float *b,
+                       float *c, int64_t ldc, float alpha, float beta, int mr, int nr);
 
 /* Writes alpha * acc (+ beta * C) for the top-left mr x nr part of a tile
  * held row-major in acc with row length ld. */
@@ -60,20 +72,21 @@ static void tile_store(const float *acc, int ld, float *c, int64_t ldc, float al
 }
 
 /* Portable 4 x 8 micro-kernel: a is packed 4 per k, b 8 per k. */
-static void ukr_4x8(int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
-                    float alpha, float beta, int mr, int nr) {
+static void ukr_4x8(int64_t kc, const float *a, int64_t rsa, int64_t csa, const float *b,
+                    float *c, int64_t ldc, float alpha, float beta, int mr, int nr) {
   v4f c00 = {0}, c01 = {0}, c10 = {0}, c11 = {0}, c20 = {0}, c21 = {0}, c30 = {0}, c31 = {0};
-  for (int64_t p = 0; p < kc; p++) {
+  const float *a0 = a, *a1 = a + (mr > 1 ? rsa : 0), *a2 = a + (mr > 2 ? 2 * rsa : 0);
+  const float *a3 = a + (mr > 3 ? 3 * rsa : 0);
+  for (int64_t p = 0, o = 0; p < kc; p++, o += csa) {
     v4f b0 = v4_load(b), b1 = v4_load(b + 4);
-    c00 += a[0] * b0;
-    c01 += a[0] * b1;
-    c10 += a[1] * b0;
-    c11 += a[1] * b1;
-    c20 += a[2] * b0;
-    c21 += a[2] * b1;
-    c30 += a[3] * b0;
-    c31 += a[3] * b1;
-    a += 4;
+    c00 += a0[o] * b0;
+    c01 += a0[o] * b1;
+    c10 += a1[o] * b0;
+    c11 += a1[o] * b1;
+    c20 += a2[o] * b0;
+    c21 += a2[o] * b1;
+    c30 += a3[o] * b0;
+    c31 += a3[o] * b1;
     b += 8;
   }
   float t[4 * 8] __attribute__((aligned(32)));
@@ -91,36 +104,39 @@ static void ukr_4x8(int64_t kc, const float *a, const float *b, float *c, int64_
 #if PX_X86_KERNELS
 /* 6 x 16 AVX2/FMA micro-kernel: a is packed 6 per k, b 16 per k. */
 __attribute__((target("avx2,fma"))) static void ukr_6x16_avx2(int64_t kc, const float *a,
+                                                              int64_t rsa, int64_t csa,
                                                               const float *b, float *c,
                                                               int64_t ldc, float alpha,
                                                               float beta, int mr, int nr) {
+  const float *a0 = a, *a1 = a + (mr > 1 ? rsa : 0), *a2 = a + (mr > 2 ? 2 * rsa : 0);
+  const float *a3 = a + (mr > 3 ? 3 * rsa : 0), *a4 = a + (mr > 4 ? 4 * rsa : 0);
+  const float *a5 = a + (mr > 5 ? 5 * rsa : 0);
   __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps();
   __m256 c10 = _mm256_setzero_ps(), c11 = _mm256_setzero_ps();
   __m256 c20 = _mm256_setzero_ps(), c21 = _mm256_setzero_ps();
   __m256 c30 = _mm256_setzero_ps(), c31 = _mm256_setzero_ps();
   __m256 c40 = _mm256_setzero_ps(), c41 = _mm256_setzero_ps();
   __m256 c50 = _mm256_setzero_ps(), c51 = _mm256_setzero_ps();
-  for (int64_t p = 0; p < kc; p++) {
+  for (int64_t p = 0, o = 0; p < kc; p++, o += csa) {
     __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
-    __m256 av = _mm256_broadcast_ss(a + 0);
+    __m256 av = _mm256_broadcast_ss(a0 + o);
     c00 = _mm256_fmadd_ps(av, b0, c00);
     c01 = _mm256_fmadd_ps(av, b1, c01);
-    av = _mm256_broadcast_ss(a + 1);
+    av = _mm256_broadcast_ss(a1 + o);
     c10 = _mm256_fmadd_ps(av, b0, c10);
     c11 = _mm256_fmadd_ps(av, b1, c11);
-    av = _mm256_broadcast_ss(a + 2);
+    av = _mm256_broadcast_ss(a2 + o);
     c20 = _mm256_fmadd_ps(av, b0, c20);
     c21 = _mm256_fmadd_ps(av, b1, c21);
-    av = _mm256_broadcast_ss(a + 3);
+    av = _mm256_broadcast_ss(a3 + o);
     c30 = _mm256_fmadd_ps(av, b0, c30);
     c31 = _mm256_fmadd_ps(av, b1, c31);
-    av = _mm256_broadcast_ss(a + 4);
+    av = _mm256_broadcast_ss(a4 + o);
     c40 = _mm256_fmadd_ps(av, b0, c40);
     c41 = _mm256_fmadd_ps(av, b1, c41);
-    av = _mm256_broadcast_ss(a + 5);
+    av = _mm256_broadcast_ss(a5 + o);
     c50 = _mm256_fmadd_ps(av, b0, c50);
     c51 = _mm256_fmadd_ps(av, b1, c51);
-    a += 6;
     b += 16;
   }
   if (mr == 6 && nr == 16) {
@@ -164,25 +180,151 @@ __attribute__((target("avx2,fma"))) static void ukr_6x16_avx2(int64_t kc, const 
   _mm256_store_ps(t + 88, c51);
   tile_store(t, 16, c, ldc, alpha, beta, mr, nr);
 }
+
+/* Stores one row of an AVX-512 tile: alpha * (v0, v1) (+ beta * C) into the
+ * columns of masks k0 (0..15) and k1 (16..31). */
+__attribute__((target("avx512f"), always_inline)) static inline void
+row_store_avx512(float *c, __m512 v0, __m512 v1, __mmask16 k0, __mmask16 k1, __m512 va,
+                 float beta) {
+  v0 = _mm512_mul_ps(va, v0);
+  v1 = _mm512_mul_ps(va, v1);
+  if (beta != 0.0f) {
+    __m512 vb = _mm512_set1_ps(beta);
+    __m512 o0 = _mm512_maskz_loadu_ps(k0, c), o1 = _mm512_maskz_loadu_ps(k1, c + 16);
+    v0 = beta == 1.0f ? _mm512_add_ps(v0, o0) : _mm512_fmadd_ps(vb, o0, v0);
+    v1 = beta == 1.0f ? _mm512_add_ps(v1, o1) : _mm512_fmadd_ps(vb, o1, v1);
+  }
+  _mm512_mask_storeu_ps(c, k0, v0);
+  _mm512_mask_storeu_ps(c + 16, k1, v1);
+}
+
+/* 8 x 32 AVX-512 micro-kernel: two 512-bit columns of B per k, each A
+ * element broadcast from memory into both. Panels of 16 columns or fewer (an
+ * edge tile) skip the second column's multiply-adds; edges store through
+ * masks. */
+__attribute__((target("avx512f"))) static void ukr_8x32_avx512(int64_t kc, const float *a,
+                                                               int64_t rsa, int64_t csa,
+                                                               const float *b, float *c,
+                                                               int64_t ldc, float alpha,
+                                                               float beta, int mr, int nr) {
+  const float *a0 = a, *a1 = a + (mr > 1 ? rsa : 0), *a2 = a + (mr > 2 ? 2 * rsa : 0);
+  const float *a3 = a + (mr > 3 ? 3 * rsa : 0), *a4 = a + (mr > 4 ? 4 * rsa : 0);
+  const float *a5 = a + (mr > 5 ? 5 * rsa : 0), *a6 = a + (mr > 6 ? 6 * rsa : 0);
+  const float *a7 = a + (mr > 7 ? 7 * rsa : 0);
+  __m512 c00 = _mm512_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
+  __m512 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+  __m512 c60 = c00, c61 = c00, c70 = c00, c71 = c00;
+  if (nr > 16) {
+    for (int64_t p = 0, o = 0; p < kc; p++, o += csa) {
+      __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
+      __m512 av = _mm512_set1_ps(a0[o]);
+      c00 = _mm512_fmadd_ps(av, b0, c00);
+      c01 = _mm512_fmadd_ps(av, b1, c01);
+      av = _mm512_set1_ps(a1[o]);
+      c10 = _mm512_fmadd_ps(av, b0, c10);
+      c11 = _mm512_fmadd_ps(av, b1, c11);
+      av = _mm512_set1_ps(a2[o]);
+      c20 = _mm512_fmadd_ps(av, b0, c20);
+      c21 = _mm512_fmadd_ps(av, b1, c21);
+      av = _mm512_set1_ps(a3[o]);
+      c30 = _mm512_fmadd_ps(av, b0, c30);
+      c31 = _mm512_fmadd_ps(av, b1, c31);
+      av = _mm512_set1_ps(a4[o]);
+      c40 = _mm512_fmadd_ps(av, b0, c40);
+      c41 = _mm512_fmadd_ps(av, b1, c41);
+      av = _mm512_set1_ps(a5[o]);
+      c50 = _mm512_fmadd_ps(av, b0, c50);
+      c51 = _mm512_fmadd_ps(av, b1, c51);
+      av = _mm512_set1_ps(a6[o]);
+      c60 = _mm512_fmadd_ps(av, b0, c60);
+      c61 = _mm512_fmadd_ps(av, b1, c61);
+      av = _mm512_set1_ps(a7[o]);
+      c70 = _mm512_fmadd_ps(av, b0, c70);
+      c71 = _mm512_fmadd_ps(av, b1, c71);
+      b += 32;
+    }
+  } else {
+    for (int64_t p = 0, o = 0; p < kc; p++, o += csa) {
+      __m512 b0 = _mm512_loadu_ps(b);
+      c00 = _mm512_fmadd_ps(_mm512_set1_ps(a0[o]), b0, c00);
+      c10 = _mm512_fmadd_ps(_mm512_set1_ps(a1[o]), b0, c10);
+      c20 = _mm512_fmadd_ps(_mm512_set1_ps(a2[o]), b0, c20);
+      c30 = _mm512_fmadd_ps(_mm512_set1_ps(a3[o]), b0, c30);
+      c40 = _mm512_fmadd_ps(_mm512_set1_ps(a4[o]), b0, c40);
+      c50 = _mm512_fmadd_ps(_mm512_set1_ps(a5[o]), b0, c50);
+      c60 = _mm512_fmadd_ps(_mm512_set1_ps(a6[o]), b0, c60);
+      c70 = _mm512_fmadd_ps(_mm512_set1_ps(a7[o]), b0, c70);
+      b += 32;
+    }
+  }
+  const __mmask16 k0 = nr >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << nr) - 1);
+  const __mmask16 k1 = nr >= 32 ? (__mmask16)0xFFFF : nr > 16 ? (__mmask16)((1u << (nr - 16)) - 1) : 0;
+  const __m512 va = _mm512_set1_ps(alpha);
+  row_store_avx512(c, c00, c01, k0, k1, va, beta);
+  if (mr > 1) row_store_avx512(c + ldc, c10, c11, k0, k1, va, beta);
+  if (mr > 2) row_store_avx512(c + 2 * ldc, c20, c21, k0, k1, va, beta);
+  if (mr > 3) row_store_avx512(c + 3 * ldc, c30, c31, k0, k1, va, beta);
+  if (mr > 4) row_store_avx512(c + 4 * ldc, c40, c41, k0, k1, va, beta);
+  if (mr > 5) row_store_avx512(c + 5 * ldc, c50, c51, k0, k1, va, beta);
+  if (mr > 6) row_store_avx512(c + 6 * ldc, c60, c61, k0, k1, va, beta);
+  if (mr > 7) row_store_avx512(c + 7 * ldc, c70, c71, k0, k1, va, beta);
+}
 #endif
+
+/* The selected micro-kernel and what the rest of the engine needs to know
+ * about it. How an ISA kernel registers: write a ukr_fn (see its contract
+ * above) for an MR x NR tile with MR <= GEMM_MR_MAX and NR <= GEMM_NR_MAX, NR
+ * a multiple of 8 (B panels are packed NR wide by pack_b_strided, A panels MR
+ * high by pack_a, both generic over mr / nr), and add one branch to
+ * gemm_select below filling {mr, nr, ukr} when the CPU has the
+ * instructions (checked at run time on x86; on AArch64 NEON is always
+ * there). The isa field only picks the vector helpers beside the kernel
+ * (packing, epilogue, small-M paths); a new ISA leaves it GEMM_ISA_PORTABLE
+ * to use their portable versions. */
+enum { GEMM_ISA_PORTABLE, GEMM_ISA_AVX2, GEMM_ISA_AVX512 };
 
 typedef struct gemm_arch {
   int mr, nr;
   ukr_fn ukr;
-  bool avx2;
+  bool avx2; /* AVX2/FMA helpers usable (true for the AVX2 and AVX-512 kernels) */
+  int isa;
 } gemm_arch;
 
-static gemm_arch gemm_select(void) {
-  gemm_arch g = {4, 8, ukr_4x8, false};
+static gemm_arch gemm_detect(void) {
+  gemm_arch g = {4, 8, ukr_4x8, false, GEMM_ISA_PORTABLE};
 #if PX_X86_KERNELS
-  if ((__builtin_cpu_init(), __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))) {
-    g.mr = 6;
-    g.nr = 16;
-    g.ukr = ukr_6x16_avx2;
-    g.avx2 = true;
+  __builtin_cpu_init();
+  bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  if (avx2 && __builtin_cpu_supports("avx512f")) {
+    g = (gemm_arch){8, 32, ukr_8x32_avx512, true, GEMM_ISA_AVX512};
+  } else if (avx2) {
+    g = (gemm_arch){6, 16, ukr_6x16_avx2, true, GEMM_ISA_AVX2};
   }
 #endif
   return g;
+}
+
+/* The one selection point: detected once, the same for every call after
+ * (weights prepacked at load must match the kernel that multiplies them).
+ * PYEXEC_GEMM_ISA=avx2 / portable chooses a lesser kernel (for tests and
+ * benchmarks of the fallbacks on an AVX-512 machine). */
+static gemm_arch gemm_cached;
+static pthread_once_t gemm_once = PTHREAD_ONCE_INIT;
+
+static void gemm_init(void) {
+  gemm_arch g = gemm_detect();
+  const char *env = getenv("PYEXEC_GEMM_ISA");
+#if PX_X86_KERNELS
+  if (env && g.isa == GEMM_ISA_AVX512 && strcmp(env, "avx2") == 0)
+    g = (gemm_arch){6, 16, ukr_6x16_avx2, true, GEMM_ISA_AVX2};
+#endif
+  if (env && strcmp(env, "portable") == 0) g = (gemm_arch){4, 8, ukr_4x8, false, GEMM_ISA_PORTABLE};
+  gemm_cached = g;
+}
+
+static gemm_arch gemm_select(void) {
+  pthread_once(&gemm_once, gemm_init);
+  return gemm_cached;
 }
 
 /* Packs rows [0, mc) x depth [0, kc) of A into mr-high panels, k-major,
@@ -215,21 +357,21 @@ typedef struct strided_b {
 } strided_b;
 
 #if PX_X86_KERNELS
-/* Full 16-wide panels of a column-major B (rsb == 1: a transposed weight,
- * column j contiguous in k), 8 x 8 blocks transposed in registers: element
- * by element this pack cost a fifth of a product's time. Returns the
- * columns it packed (a multiple of 16). */
-__attribute__((target("avx2,fma"))) static int64_t pack_b_trans16_avx2(const float *B, int64_t csb, int64_t kc,
-                                                                        int64_t nc, float *pb) {
-  int64_t full = nc / 16 * 16, k8 = kc / 8 * 8;
-  for (int64_t j0 = 0; j0 < full; j0 += 16, pb += 16 * kc) {
-    for (int half = 0; half < 2; half++) {
-      const float *col = B + (j0 + half * 8) * csb;
-      float *dst = pb + half * 8;
+/* Full nr-wide panels (nr a multiple of 8) of a column-major B (rsb == 1: a
+ * transposed weight, column j contiguous in k), 8 x 8 blocks transposed in
+ * registers: element by element this pack cost a fifth of a product's time.
+ * Returns the columns it packed (a multiple of nr). */
+__attribute__((target("avx2,fma"))) static int64_t pack_b_trans_avx2(const float *B, int64_t csb, int64_t kc,
+                                                                      int64_t nc, int nr, float *pb) {
+  int64_t full = nc / nr * nr, k8 = kc / 8 * 8;
+  for (int64_t j0 = 0; j0 < full; j0 += nr, pb += (int64_t)nr * kc) {
+    for (int part = 0; part < nr / 8; part++) {
+      const float *col = B + (j0 + part * 8) * csb;
+      float *dst = pb + part * 8;
       for (int64_t p = 0; p < k8; p += 8) /* depth p..p+7 of the 8 columns */
-        px_tile8x8_f32(dst + p * 16, 16, col + p, csb);
+        px_tile8x8_f32(dst + p * nr, nr, col + p, csb);
       for (int64_t p = k8; p < kc; p++)
-        for (int j = 0; j < 8; j++) dst[p * 16 + j] = col[j * csb + p];
+        for (int j = 0; j < 8; j++) dst[p * nr + j] = col[j * csb + p];
     }
   }
   return full;
@@ -245,10 +387,10 @@ static void pack_b_strided(const void *src, int64_t pc, int64_t kc, int64_t jc, 
   const float *B = sb->B + pc * rsb + jc * csb;
   const int64_t pstride = (int64_t)nr * kc; /* floats between panels */
 #if PX_X86_KERNELS
-  if (rsb == 1 && csb != 1 && nr == 16) { /* 16-wide panels: the AVX2 kernel was selected */
-    int64_t done = pack_b_trans16_avx2(B, csb, kc, nc, pb);
+  if (rsb == 1 && csb != 1 && nr % 8 == 0 && gemm_select().avx2) {
+    int64_t done = pack_b_trans_avx2(B, csb, kc, nc, nr, pb);
     B += done * csb;
-    pb += done / 16 * pstride;
+    pb += done / nr * pstride;
     nc -= done;
   }
 #endif
@@ -260,7 +402,14 @@ static void pack_b_strided(const void *src, int64_t pc, int64_t kc, int64_t jc, 
       const float *sp = B + p * rsb;
       float *dst = pb + p * nr;
       int64_t j0 = 0;
-      if (nr == 16)
+      if (nr == 32)
+        for (; j0 < full; j0 += 32, dst += pstride) {
+          v8_store(dst, v8_load(sp + j0));
+          v8_store(dst + 8, v8_load(sp + j0 + 8));
+          v8_store(dst + 16, v8_load(sp + j0 + 16));
+          v8_store(dst + 24, v8_load(sp + j0 + 24));
+        }
+      else if (nr == 16)
         for (; j0 < full; j0 += 16, dst += pstride) {
           v8_store(dst, v8_load(sp + j0));
           v8_store(dst + 8, v8_load(sp + j0 + 8));
@@ -421,135 +570,6 @@ DEFINE_DOTS_KERNEL(gemm_dots, )
 DEFINE_DOTS_KERNEL(gemm_dots_avx2, __attribute__((target("avx2,fma"))))
 #endif
 
-size_t px_gemm_f32_work_size(int64_t M, int64_t N, int64_t K) {
-  if (M <= 0 || N <= 0 || K <= 0) return 64;
-  int64_t kc = K < GEMM_KC ? K : GEMM_KC;
-  int64_t mc = M < GEMM_MC ? M : GEMM_MC;
-  int64_t nc = N < GEMM_NC ? N : GEMM_NC;
-  int64_t floats = (mc + GEMM_MR_MAX) * kc + kc * (nc + GEMM_NR_MAX);
-  return (size_t)floats * sizeof(float) + 128;
-}
-
-int px_gemm_f32_panel_width(void) { return gemm_select().nr; }
-
-int px_gemm_f32_packed(px_ctx *ctx, void *work, int64_t M, int64_t N, int64_t K, float alpha,
-                       const float *A, int64_t rsa, int64_t csa, px_gemm_pack_fn pack_b,
-                       const void *bsrc, float beta, float *C, int64_t ldc) {
-  if (M <= 0 || N <= 0) return 0;
-  if (K <= 0 || alpha == 0.0f) { /* BLAS semantics: A and B are not read */
-    scale_rows(M, N, beta, C, ldc);
-    return 0;
-  }
-  gemm_arch g = gemm_select();
-  if (!work) {
-    work = px_scratch(ctx, px_gemm_f32_work_size(M, N, K));
-    if (!work) return PYEXEC_ERR_EXECUTION;
-  }
-  int64_t kc_max = K < GEMM_KC ? K : GEMM_KC;
-  int64_t mc_max = M < GEMM_MC ? M : GEMM_MC;
-  float *pa = (float *)work;
-  float *pb = pa + ((mc_max + GEMM_MR_MAX) * kc_max + 15) / 16 * 16;
-  const int mr = g.mr, nr = g.nr;
-
-  /* Depth blocks of equal size (K = 576 gives 3 x 192, not 256 + 256 + 64). */
-  int64_t kblocks = (K + GEMM_KC - 1) / GEMM_KC;
-  int64_t kstep = (K + kblocks - 1) / kblocks;
-  for (int64_t jc = 0; jc < N; jc += GEMM_NC) {
-    int64_t nc = N - jc < GEMM_NC ? N - jc : GEMM_NC;
-    for (int64_t pc = 0; pc < K; pc += kstep) {
-      int64_t kc = K - pc < kstep ? K - pc : kstep;
-      float beta_blk = pc == 0 ? beta : 1.0f;
-      pack_b(bsrc, pc, kc, jc, nc, nr, pb);
-      for (int64_t ic = 0; ic < M; ic += GEMM_MC) {
-        int64_t mc = M - ic < GEMM_MC ? M - ic : GEMM_MC;
-        pack_a(mc, kc, A + ic * rsa + pc * csa, rsa, csa, mr, pa);
-        for (int64_t jr = 0; jr < nc; jr += nr) {
-          int n = (int)(nc - jr < nr ? nc - jr : nr);
-          const float *bp = pb + (jr / nr) * nr * kc;
-          for (int64_t ir = 0; ir < mc; ir += mr) {
-            int m = (int)(mc - ir < mr ? mc - ir : mr);
-            g.ukr(kc, pa + (ir / mr) * mr * kc, bp, C + (ic + ir) * ldc + jc + jr, ldc, alpha,
-                  beta_blk, m, n);
-          }
-        }
-      }
-    }
-  }
-  return 0;
-}
-
-int px_gemm_f32(px_ctx *ctx, void *work, int64_t M, int64_t N, int64_t K, float alpha,
-                const float *A, int64_t rsa, int64_t csa, const float *B, int64_t rsb,
-                int64_t csb, float beta, float *C, int64_t ldc) {
-  if (M <= 0 || N <= 0) return 0;
-  if (K <= 0 || alpha == 0.0f) {
-    scale_rows(M, N, beta, C, ldc);
-    return 0;
-  }
-  gemm_arch g = gemm_select();
-  /* Few rows: stream B directly, no packing (a transposed B up to more rows:
-   * packing it is a transpose, as costly as the product at small M). */
-  if ((M < g.mr && (csb == 1 || rsb == 1)) || (rsb == 1 && csa == 1 && M <= GEMM_DOTS_MAX_M)) {
-    scale_rows(M, N, beta, C, ldc);
-    if (csb == 1) {
-#if PX_X86_KERNELS
-      if (g.avx2) {
-        gemm_rows_avx2(M, N, K, alpha, A, rsa, csa, B, rsb, C, ldc);
-        return 0;
-      }
-#endif
-      gemm_rows(M, N, K, alpha, A, rsa, csa, B, rsb, C, ldc);
-    } else {
-#if PX_X86_KERNELS
-      if (g.avx2) {
-        gemm_dots_avx2(M, N, K, alpha, A, rsa, csa, B, csb, C, ldc);
-        return 0;
-      }
-#endif
-      gemm_dots(M, N, K, alpha, A, rsa, csa, B, csb, C, ldc);
-    }
-    return 0;
-  }
-  strided_b sb = {B, rsb, csb};
-  return px_gemm_f32_packed(ctx, work, M, N, K, alpha, A, rsa, csa, pack_b_strided, &sb, beta, C,
-                            ldc);
-}
-
-/* Depth blocks of equal size (K = 576 gives 3 x 192, not 256 + 256 + 64). */
-static int64_t depth_step(int64_t K) {
-  int64_t kblocks = (K + GEMM_KC - 1) / GEMM_KC;
-  return (K + kblocks - 1) / kblocks;
-}
-
-size_t px_gemm_f32_prepack_size(int64_t N, int64_t K) {
-  if (N <= 0 || K <= 0) return 64;
-  int64_t nr = gemm_select().nr, floats = 0;
-  for (int64_t jc = 0; jc < N; jc += GEMM_NC) {
-    int64_t nc = N - jc < GEMM_NC ? N - jc : GEMM_NC;
-    floats += K * ((nc + nr - 1) / nr * nr);
-  }
-  return (size_t)floats * sizeof(float);
-}
-
-/* Block (jc, pc) follows every block of the column blocks before jc and the
- * depth blocks before pc in jc's column block, each kc x ceil(nc/nr)*nr. */
-void px_gemm_f32_prepack_b(int64_t N, int64_t K, const float *B, int64_t rsb, int64_t csb,
-                           float *pb) {
-  if (N <= 0 || K <= 0) return;
-  const int nr = gemm_select().nr;
-  const int64_t kstep = depth_step(K);
-  strided_b sb = {B, rsb, csb};
-  for (int64_t jc = 0; jc < N; jc += GEMM_NC) {
-    int64_t nc = N - jc < GEMM_NC ? N - jc : GEMM_NC;
-    int64_t ncr = (nc + nr - 1) / nr * nr;
-    for (int64_t pc = 0; pc < K; pc += kstep) {
-      int64_t kc = K - pc < kstep ? K - pc : kstep;
-      pack_b_strided(&sb, pc, kc, jc, nc, nr, pb);
-      pb += kc * ncr;
-    }
-  }
-}
-
 /* The epilogue on an m x n tile at c: bias add, then the clamp
  * (clamp false: none). max(lo, v) keeps a NaN v, as XNNPACK's kernels do. */
 static void tile_epilogue(float *c, int64_t ldc, int m, int n, const float *bias, bool clamp,
@@ -592,6 +612,286 @@ __attribute__((target("avx2,fma"))) static void tile_epilogue_avx2(float *c, int
 }
 #endif
 
+#if PX_X86_KERNELS
+/* The epilogue for tiles up to 32 wide (the AVX-512 kernel's), through masks. */
+__attribute__((target("avx512f"))) static void tile_epilogue_avx512(float *c, int64_t ldc, int m, int n,
+                                                                    const float *bias, bool clamp,
+                                                                    float lo, float hi) {
+  const __mmask16 k0 = n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n) - 1);
+  const __mmask16 k1 = n >= 32 ? (__mmask16)0xFFFF : n > 16 ? (__mmask16)((1u << (n - 16)) - 1) : 0;
+  if (n > 32) {
+    tile_epilogue(c, ldc, m, n, bias, clamp, lo, hi);
+    return;
+  }
+  const __m512 vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
+  const __m512 b0 = bias ? _mm512_maskz_loadu_ps(k0, bias) : _mm512_setzero_ps();
+  const __m512 b1 = bias ? _mm512_maskz_loadu_ps(k1, bias + 16) : _mm512_setzero_ps();
+  for (int i = 0; i < m; i++, c += ldc) {
+    __m512 v0 = _mm512_maskz_loadu_ps(k0, c), v1 = _mm512_maskz_loadu_ps(k1, c + 16);
+    if (bias) {
+      v0 = _mm512_add_ps(v0, b0);
+      v1 = _mm512_add_ps(v1, b1);
+    }
+    if (clamp) { /* max_ps / min_ps return the second operand when either is NaN */
+      v0 = _mm512_min_ps(vhi, _mm512_max_ps(vlo, v0));
+      v1 = _mm512_min_ps(vhi, _mm512_max_ps(vlo, v1));
+    }
+    _mm512_mask_storeu_ps(c, k0, v0);
+    _mm512_mask_storeu_ps(c + 16, k1, v1);
+  }
+}
+#endif
+
+/* Depth blocks of equal size (K = 576 gives 3 x 192, not 256 + 256 + 64). */
+static int64_t depth_step(int64_t K) {
+  int64_t kblocks = (K + GEMM_KC - 1) / GEMM_KC;
+  return (K + kblocks - 1) / kblocks;
+}
+
+/* Each thread's packing buffers: an A block (MC + MR) x KC, then a B block
+ * KC x (NC + NR) (used when B is packed per call), in floats, each a
+ * multiple of 16 floats (64 bytes). */
+static void thread_floats(int64_t M, int64_t N, int64_t K, int64_t *pa, int64_t *pb) {
+  int64_t kc = K < GEMM_KC ? K : GEMM_KC;
+  int64_t mc = M < GEMM_MC ? M : GEMM_MC;
+  int64_t nc = N < GEMM_NC ? N : GEMM_NC;
+  *pa = ((mc + GEMM_MR_MAX) * kc + 15) / 16 * 16;
+  *pb = (kc * (nc + GEMM_NR_MAX) + 15) / 16 * 16;
+}
+
+size_t px_gemm_f32_work_size(int64_t M, int64_t N, int64_t K) {
+  if (M <= 0 || N <= 0 || K <= 0) return 64;
+  int64_t pa, pb;
+  thread_floats(M, N, K, &pa, &pb);
+  return (size_t)(pa + pb) * sizeof(float) * (size_t)px_parallel_threads() + 128;
+}
+
+int px_gemm_f32_panel_width(void) { return gemm_select().nr; }
+
+/* One product, split into tasks for px_parallel_for. The tile grid (rows at
+ * multiples of MR, columns at multiples of NR, depth blocks of depth_step)
+ * is the same however the tasks fall, and every output tile is computed by
+ * one task in the same order, so results do not depend on the thread
+ * count. */
+typedef struct gemm_job {
+  gemm_arch g;
+  int64_t M, N, K, kstep;
+  float alpha, beta;
+  const float *A;
+  int64_t rsa, csa;
+  px_gemm_pack_a_fn pack_rows; /* or NULL: A strided (read in place when csa == 1) */
+  const void *asrc;
+  px_gemm_pack_fn pack_b; /* B packed per call (pb NULL) */
+  const void *bsrc;
+  const float *pb; /* B prepacked by px_gemm_f32_prepack_b */
+  float *C;
+  int64_t ldc;
+  const float *bias;
+  bool clamp, epi;
+  float lo, hi;
+  float *work;
+  int64_t pa_floats, pb_floats; /* per thread */
+  int64_t rows, cols;           /* rows and columns per task (multiples of MR and NR) */
+  int64_t ncols;                /* column chunks */
+} gemm_job;
+
+/* Rows [ic, ic + mc) x columns [j0, j1) (j0 a multiple of NR) of depth block
+ * [pc, pc + kc), B's panels for those columns at bp (panel after panel, each
+ * kc x NR); A packed into pa first unless it is read in place. */
+static void gemm_block(const gemm_job *j, int64_t ic, int64_t mc, int64_t pc, int64_t kc,
+                       int64_t j0, int64_t j1, const float *bp, float *pa) {
+  const int mr = j->g.mr, nr = j->g.nr;
+  const float *a;
+  int64_t rs, cs;
+  if (j->pack_rows) {
+    j->pack_rows(j->asrc, ic, mc, pc, kc, mr, pa);
+    a = pa, rs = 1, cs = mr;
+  } else if (j->csa == 1) {
+    a = j->A + ic * j->rsa + pc, rs = j->rsa, cs = 1;
+  } else {
+    pack_a(mc, kc, j->A + ic * j->rsa + pc * j->csa, j->rsa, j->csa, mr, pa);
+    a = pa, rs = 1, cs = mr;
+  }
+  const float beta_blk = pc == 0 ? j->beta : 1.0f;
+  const bool last = pc + kc == j->K && j->epi;
+  for (int64_t jr = j0; jr < j1; jr += nr, bp += (int64_t)nr * kc) {
+    int n = (int)(j1 - jr < nr ? j1 - jr : nr);
+    for (int64_t ir = 0; ir < mc; ir += mr) {
+      int m = (int)(mc - ir < mr ? mc - ir : mr);
+      float *ct = j->C + (ic + ir) * j->ldc + jr;
+      const float *at = cs == 1 ? a + ir * rs : a + ir * kc;
+      j->g.ukr(kc, at, rs, cs, bp, ct, j->ldc, j->alpha, beta_blk, m, n);
+      if (last) {
+        const float *bias = j->bias ? j->bias + jr : NULL;
+#if PX_X86_KERNELS
+        if (j->g.isa == GEMM_ISA_AVX512) {
+          tile_epilogue_avx512(ct, j->ldc, m, n, bias, j->clamp, j->lo, j->hi);
+          continue;
+        }
+        if (j->g.avx2) {
+          tile_epilogue_avx2(ct, j->ldc, m, n, bias, j->clamp, j->lo, j->hi);
+          continue;
+        }
+#endif
+        tile_epilogue(ct, j->ldc, m, n, bias, j->clamp, j->lo, j->hi);
+      }
+    }
+  }
+}
+
+/* Task t of a prepacked product: row block t / ncols, column chunk t % ncols. */
+static void gemm_prepacked_task(void *arg, int64_t begin, int64_t end, int tid) {
+  const gemm_job *j = arg;
+  float *pa = j->work + (int64_t)tid * (j->pa_floats + j->pb_floats);
+  for (int64_t t = begin; t < end; t++) {
+    int64_t r0 = t / j->ncols * j->rows, r1 = r0 + j->rows < j->M ? r0 + j->rows : j->M;
+    int64_t n0 = t % j->ncols * j->cols, n1 = n0 + j->cols < j->N ? n0 + j->cols : j->N;
+    for (int64_t jc = n0 / GEMM_NC * GEMM_NC; jc < n1; jc += GEMM_NC) {
+      int64_t nc = j->N - jc < GEMM_NC ? j->N - jc : GEMM_NC;
+      int64_t ncr = (nc + j->g.nr - 1) / j->g.nr * j->g.nr;
+      int64_t c0 = n0 > jc ? n0 : jc, c1 = n1 < jc + nc ? n1 : jc + nc;
+      for (int64_t pc = 0; pc < j->K; pc += j->kstep) {
+        int64_t kc = j->K - pc < j->kstep ? j->K - pc : j->kstep;
+        /* block (jc, pc): after the full column blocks before jc (K x NC
+         * each) and the depth blocks before pc (kc x ncr each) */
+        const float *bp = j->pb + jc * j->K + pc * ncr + (c0 - jc) * kc;
+        for (int64_t ic = r0; ic < r1; ic += GEMM_MC) {
+          int64_t mc = r1 - ic < GEMM_MC ? r1 - ic : GEMM_MC;
+          gemm_block(j, ic, mc, pc, kc, c0, c1, bp, pa);
+        }
+      }
+    }
+  }
+}
+
+/* Task t of a product whose B is packed per call: column chunk t, every
+ * row; the task packs its own columns of B. */
+static void gemm_packed_task(void *arg, int64_t begin, int64_t end, int tid) {
+  const gemm_job *j = arg;
+  float *pa = j->work + (int64_t)tid * (j->pa_floats + j->pb_floats), *pb = pa + j->pa_floats;
+  for (int64_t t = begin; t < end; t++) {
+    int64_t n0 = t * j->cols, n1 = n0 + j->cols < j->N ? n0 + j->cols : j->N;
+    for (int64_t jc = n0; jc < n1; jc += GEMM_NC) {
+      int64_t nc = n1 - jc < GEMM_NC ? n1 - jc : GEMM_NC;
+      for (int64_t pc = 0; pc < j->K; pc += j->kstep) {
+        int64_t kc = j->K - pc < j->kstep ? j->K - pc : j->kstep;
+        j->pack_b(j->bsrc, pc, kc, jc, nc, j->g.nr, pb);
+        for (int64_t ic = 0; ic < j->M; ic += GEMM_MC) {
+          int64_t mc = j->M - ic < GEMM_MC ? j->M - ic : GEMM_MC;
+          gemm_block(j, ic, mc, pc, kc, jc, jc + nc, pb, pa);
+        }
+      }
+    }
+  }
+}
+
+/* Fills the parts of a job every product shares and takes the work buffer. */
+static int job_init(gemm_job *j, px_ctx *ctx, void *work, int64_t M, int64_t N, int64_t K) {
+  j->g = gemm_select();
+  j->M = M, j->N = N, j->K = K;
+  j->kstep = depth_step(K);
+  thread_floats(M, N, K, &j->pa_floats, &j->pb_floats);
+  if (!work) {
+    work = px_scratch(ctx, px_gemm_f32_work_size(M, N, K));
+    if (!work) return PYEXEC_ERR_EXECUTION;
+  }
+  j->work = work;
+  return 0;
+}
+
+int px_gemm_f32_packed(px_ctx *ctx, void *work, int64_t M, int64_t N, int64_t K, float alpha,
+                       const float *A, int64_t rsa, int64_t csa, px_gemm_pack_fn pack_b,
+                       const void *bsrc, float beta, float *C, int64_t ldc) {
+  if (M <= 0 || N <= 0) return 0;
+  if (K <= 0 || alpha == 0.0f) { /* BLAS semantics: A and B are not read */
+    scale_rows(M, N, beta, C, ldc);
+    return 0;
+  }
+  gemm_job j = {0};
+  int rc = job_init(&j, ctx, work, M, N, K);
+  if (rc) return rc;
+  j.alpha = alpha, j.beta = beta;
+  j.A = A, j.rsa = rsa, j.csa = csa;
+  j.pack_b = pack_b, j.bsrc = bsrc;
+  j.C = C, j.ldc = ldc;
+  /* column chunks: one per thread (each packs its own columns of B) */
+  const int T = px_parallel_threads();
+  const int64_t nr = j.g.nr, panels = (N + nr - 1) / nr;
+  int64_t chunks = T > 1 ? (T < panels ? T : panels) : 1;
+  j.cols = (panels + chunks - 1) / chunks * nr;
+  if (T == 1) j.cols = N;
+  chunks = (N + j.cols - 1) / j.cols;
+  px_parallel_for(chunks, 1, M * N * K, gemm_packed_task, &j);
+  return 0;
+}
+
+int px_gemm_f32(px_ctx *ctx, void *work, int64_t M, int64_t N, int64_t K, float alpha,
+                const float *A, int64_t rsa, int64_t csa, const float *B, int64_t rsb,
+                int64_t csb, float beta, float *C, int64_t ldc) {
+  if (M <= 0 || N <= 0) return 0;
+  if (K <= 0 || alpha == 0.0f) {
+    scale_rows(M, N, beta, C, ldc);
+    return 0;
+  }
+  gemm_arch g = gemm_select();
+  /* Few rows: stream B directly, no packing (a transposed B up to more rows:
+   * packing it is a transpose, as costly as the product at small M). */
+  if ((M < g.mr && (csb == 1 || rsb == 1)) || (rsb == 1 && csa == 1 && M <= GEMM_DOTS_MAX_M)) {
+    scale_rows(M, N, beta, C, ldc);
+    if (csb == 1) {
+#if PX_X86_KERNELS
+      if (g.avx2) {
+        gemm_rows_avx2(M, N, K, alpha, A, rsa, csa, B, rsb, C, ldc);
+        return 0;
+      }
+#endif
+      gemm_rows(M, N, K, alpha, A, rsa, csa, B, rsb, C, ldc);
+    } else {
+#if PX_X86_KERNELS
+      if (g.avx2) {
+        gemm_dots_avx2(M, N, K, alpha, A, rsa, csa, B, csb, C, ldc);
+        return 0;
+      }
+#endif
+      gemm_dots(M, N, K, alpha, A, rsa, csa, B, csb, C, ldc);
+    }
+    return 0;
+  }
+  strided_b sb = {B, rsb, csb};
+  return px_gemm_f32_packed(ctx, work, M, N, K, alpha, A, rsa, csa, pack_b_strided, &sb, beta, C,
+                            ldc);
+}
+
+size_t px_gemm_f32_prepack_size(int64_t N, int64_t K) {
+  if (N <= 0 || K <= 0) return 64;
+  int64_t nr = gemm_select().nr, floats = 0;
+  for (int64_t jc = 0; jc < N; jc += GEMM_NC) {
+    int64_t nc = N - jc < GEMM_NC ? N - jc : GEMM_NC;
+    floats += K * ((nc + nr - 1) / nr * nr);
+  }
+  return (size_t)floats * sizeof(float);
+}
+
+/* Block (jc, pc) follows every block of the column blocks before jc and the
+ * depth blocks before pc in jc's column block, each kc x ceil(nc/nr)*nr. */
+void px_gemm_f32_prepack_b(int64_t N, int64_t K, const float *B, int64_t rsb, int64_t csb,
+                           float *pb) {
+  if (N <= 0 || K <= 0) return;
+  const int nr = gemm_select().nr;
+  const int64_t kstep = depth_step(K);
+  strided_b sb = {B, rsb, csb};
+  for (int64_t jc = 0; jc < N; jc += GEMM_NC) {
+    int64_t nc = N - jc < GEMM_NC ? N - jc : GEMM_NC;
+    int64_t ncr = (nc + nr - 1) / nr * nr;
+    for (int64_t pc = 0; pc < K; pc += kstep) {
+      int64_t kc = K - pc < kstep ? K - pc : kstep;
+      pack_b_strided(&sb, pc, kc, jc, nc, nr, pb);
+      pb += kc * ncr;
+    }
+  }
+}
+
+
 int px_gemm_f32_prepacked(px_ctx *ctx, void *work, int64_t M, int64_t N, int64_t K,
                           const float *A, int64_t rsa, int64_t csa, px_gemm_pack_a_fn pack_rows,
                           const void *asrc, const float *pb, float beta, float *C, int64_t ldc) {
@@ -616,48 +916,33 @@ int px_gemm_f32_prepacked_ep(px_ctx *ctx, void *work, int64_t M, int64_t N, int6
                         clamp, ep->lo, ep->hi);
     return 0;
   }
-  gemm_arch g = gemm_select();
-  if (!work) {
-    work = px_scratch(ctx, px_gemm_f32_work_size(M, N, K));
-    if (!work) return PYEXEC_ERR_EXECUTION;
+  gemm_job j = {0};
+  int rc = job_init(&j, ctx, work, M, N, K);
+  if (rc) return rc;
+  j.alpha = 1.0f, j.beta = beta;
+  j.A = A, j.rsa = rsa, j.csa = csa;
+  j.pack_rows = pack_rows, j.asrc = asrc;
+  j.pb = pb;
+  j.C = C, j.ldc = ldc;
+  j.bias = bias, j.clamp = clamp, j.epi = epi;
+  j.lo = ep ? ep->lo : 0.0f, j.hi = ep ? ep->hi : 0.0f;
+  /* tasks: row blocks of MC rows, and, when they are fewer than twice the
+   * threads, column chunks too (whole NR panels) */
+  const int T = px_parallel_threads();
+  const int64_t nr = j.g.nr, panels = (N + nr - 1) / nr;
+  if (T == 1) {
+    j.rows = M, j.cols = N, j.ncols = 1;
+    gemm_prepacked_task(&j, 0, 1, 0);
+    return 0;
   }
-  float *pa = (float *)work;
-  const int mr = g.mr, nr = g.nr;
-  const int64_t kstep = depth_step(K);
-  for (int64_t jc = 0; jc < N; jc += GEMM_NC) {
-    int64_t nc = N - jc < GEMM_NC ? N - jc : GEMM_NC;
-    int64_t ncr = (nc + nr - 1) / nr * nr;
-    for (int64_t pc = 0; pc < K; pc += kstep) {
-      int64_t kc = K - pc < kstep ? K - pc : kstep;
-      float beta_blk = pc == 0 ? beta : 1.0f;
-      const bool last = pc + kc == K;
-      for (int64_t ic = 0; ic < M; ic += GEMM_MC) {
-        int64_t mc = M - ic < GEMM_MC ? M - ic : GEMM_MC;
-        if (pack_rows)
-          pack_rows(asrc, ic, mc, pc, kc, mr, pa);
-        else
-          pack_a(mc, kc, A + ic * rsa + pc * csa, rsa, csa, mr, pa);
-        for (int64_t jr = 0; jr < nc; jr += nr) {
-          int n = (int)(nc - jr < nr ? nc - jr : nr);
-          const float *bp = pb + (jr / nr) * nr * kc;
-          for (int64_t ir = 0; ir < mc; ir += mr) {
-            int m = (int)(mc - ir < mr ? mc - ir : mr);
-            float *ct = C + (ic + ir) * ldc + jc + jr;
-            g.ukr(kc, pa + (ir / mr) * mr * kc, bp, ct, ldc, 1.0f, beta_blk, m, n);
-            if (epi && last) {
-#if PX_X86_KERNELS
-              if (g.avx2) {
-                tile_epilogue_avx2(ct, ldc, m, n, bias ? bias + jc + jr : NULL, clamp, ep->lo, ep->hi);
-                continue;
-              }
-#endif
-              tile_epilogue(ct, ldc, m, n, bias ? bias + jc + jr : NULL, clamp, ep->lo, ep->hi);
-            }
-          }
-        }
-      }
-      pb += kc * ncr;
-    }
+  j.rows = M < GEMM_MC ? (M + j.g.mr - 1) / j.g.mr * j.g.mr : GEMM_MC;
+  int64_t rblocks = (M + j.rows - 1) / j.rows, chunks = 1;
+  if (rblocks < 2 * T) {
+    chunks = (2 * T + rblocks - 1) / rblocks;
+    if (chunks > panels) chunks = panels;
   }
+  j.cols = (panels + chunks - 1) / chunks * nr;
+  j.ncols = (N + j.cols - 1) / j.cols;
+  px_parallel_for(rblocks * j.ncols, 1, M * N * K, gemm_prepacked_task, &j);
   return 0;
 }

@@ -1,13 +1,20 @@
 /*
  * gemm.h - the float32 matrix multiply shared by the kernel families
- * (private; implemented in linalg.c).
+ * (private; implemented in gemm.c).
  */
 #ifndef PX_GEMM_H
 #define PX_GEMM_H
 
 #include "kernels/kernel.h"
 
-/* Bytes of packing workspace px_gemm_f32 needs for an M x N x K product. */
+/* The widest column panel (NR) any micro-kernel uses, and the tallest row
+ * panel (MR): bounds for arrays a packing callback keeps per row or column. */
+#define PX_GEMM_NR_MAX 32
+#define PX_GEMM_MR_MAX 8
+
+/* Bytes of packing workspace px_gemm_f32 needs for an M x N x K product:
+ * one set of buffers per thread px_parallel_threads() allows (products are
+ * split over the thread pool; take it just before the call). */
 size_t px_gemm_f32_work_size(int64_t M, int64_t N, int64_t K);
 
 /* C = alpha * A @ B + beta * C for float32 matrices.

@@ -1,0 +1,56 @@
+"""The machine's single-core float32 FMA peak and the GEMM engine against it.
+
+    python benchmarks/bench_gemm.py [--build native/build] [--runs 5]
+
+Builds benchmarks/gemm_peak.c against the library objects of a build
+directory (make -C native first; BUILD=... for another one), runs it with
+one thread (PYEXEC_NUM_THREADS=1) and prints the 512-bit and 256-bit FMA peaks
+and, per product shape the model zoo uses (a pre-packed constant B, as
+convolution and linear weights are packed at load), GFLOP/s and the
+percentage of the higher peak."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def build(build_dir: Path, exe: Path) -> None:
+    objs = sorted(str(p) for p in (build_dir / "obj").rglob("*.o"))
+    if not objs:
+        sys.exit(f"no objects under {build_dir}/obj: run make -C native BUILD=... first")
+    cc = os.environ.get("CC") or shutil.which("cc") or "gcc"
+    cmd = [cc, "-std=c11", "-D_GNU_SOURCE", "-O2", f"-I{ROOT}/native/include", f"-I{ROOT}/native/src"]
+    cmd += [str(ROOT / "benchmarks" / "gemm_peak.c"), *objs, "-lm", "-lpthread", "-o", str(exe)]
+    subprocess.run(cmd, check=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--build", default=str(ROOT / "native" / "build"), help="library build directory")
+    parser.add_argument("--runs", type=int, default=5, help="timed runs per figure (best kept)")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        exe = Path(tmp) / "gemm_peak"
+        build(Path(args.build), exe)
+        env = dict(os.environ, PYEXEC_NUM_THREADS="1")
+        out = subprocess.run([str(exe), str(args.runs)], check=True, capture_output=True, text=True, env=env)
+    res = json.loads(out.stdout)
+    peak = max(res["peak_avx512_gflops"], res["peak_avx2_gflops"])
+    print(f"single-core FMA peak: AVX-512 {res['peak_avx512_gflops']:.1f} GFLOP/s, AVX2 {res['peak_avx2_gflops']:.1f}")
+    print(f"{'product':36} {'M':>5} {'N':>5} {'K':>5} {'GFLOP/s':>8} {'% peak':>7}")
+    for g in res["gemm"]:
+        pct = 100.0 * g["gflops"] / peak if peak else float("nan")
+        print(f"{g['name']:36} {g['M']:5d} {g['N']:5d} {g['K']:5d} {g['gflops']:8.1f} {pct:6.1f}%")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,184 @@
+/*
+ * test_gemm.c - the float32 GEMM engine over shapes that cross every tile and
+ * block edge (M and N not multiples of MR / NR, depth split into blocks),
+ * through each entry point (strided, B packed by a callback, B prepacked with
+ * A read in place, packed or given by a callback, the bias / clamp
+ * epilogue), on small integers so that every float sum is exact and must
+ * equal the integer one. The micro-kernel is chosen once per process, so the
+ * test runs itself again with PYEXEC_GEMM_ISA=avx2 and =portable to check the
+ * fallbacks on a machine that has AVX-512. Linked against the library's
+ * objects (see the Makefile).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "kernels/gemm/gemm.h"
+#include "kernels/kernel.h"
+
+static int failures = 0, checks = 0;
+static char msg[1024];
+static px_ctx ctx = {.op = "test_gemm", .msg = msg, .msg_cap = sizeof msg};
+
+#define CHECK(cond, ...)                                                \
+  do {                                                                  \
+    checks++;                                                           \
+    if (!(cond)) {                                                      \
+      failures++;                                                       \
+      fprintf(stderr, "%s:%d: CHECK failed: %s: ", __FILE__, __LINE__, #cond); \
+      fprintf(stderr, __VA_ARGS__);                                     \
+      fputc('\n', stderr);                                              \
+    }                                                                   \
+  } while (0)
+
+static float aval(int64_t i, int64_t k) { return (float)((i * 7 + k * 3) % 9 - 4); }
+static float bval(int64_t k, int64_t j) { return (float)((k * 5 + j * 11) % 7 - 3); }
+
+/* The exact product, in double. */
+static double ref(int64_t i, int64_t j, int64_t K) {
+  double s = 0;
+  for (int64_t k = 0; k < K; k++) s += (double)aval(i, k) * bval(k, j);
+  return s;
+}
+
+/* A packing callback over A given as a plain row-major matrix. */
+typedef struct asrc {
+  const float *A;
+  int64_t K;
+} asrc;
+static void pack_rows(const void *src, int64_t ic, int64_t mc, int64_t pc, int64_t kc, int mr,
+                      float *pa) {
+  const asrc *s = src;
+  for (int64_t i0 = 0; i0 < mc; i0 += mr, pa += (int64_t)mr * kc)
+    for (int64_t p = 0; p < kc; p++)
+      for (int i = 0; i < mr; i++)
+        pa[p * mr + i] = i0 + i < mc ? s->A[(ic + i0 + i) * s->K + pc + p] : 0.0f;
+}
+
+/* A packing callback over B given as a plain row-major matrix. */
+typedef struct bsrc {
+  const float *B;
+  int64_t N;
+} bsrc;
+static void pack_cols(const void *src, int64_t pc, int64_t kc, int64_t jc, int64_t nc, int nr,
+                      float *pb) {
+  const bsrc *s = src;
+  for (int64_t j0 = 0; j0 < nc; j0 += nr, pb += (int64_t)nr * kc)
+    for (int64_t p = 0; p < kc; p++)
+      for (int j = 0; j < nr; j++)
+        pb[p * nr + j] = j0 + j < nc ? s->B[(pc + p) * s->N + jc + j0 + j] : 0.0f;
+}
+
+static void one_shape(int64_t M, int64_t N, int64_t K) {
+  float *A = malloc(sizeof(float) * (size_t)(M * K)), *At = malloc(sizeof(float) * (size_t)(M * K));
+  float *B = malloc(sizeof(float) * (size_t)(K * N)), *Bt = malloc(sizeof(float) * (size_t)(K * N));
+  float *C = malloc(sizeof(float) * (size_t)(M * (N + 3)));
+  float *bias = malloc(sizeof(float) * (size_t)N);
+  float *pb = malloc(px_gemm_f32_prepack_size(N, K) + 64);
+  double *R = malloc(sizeof(double) * (size_t)(M * N));
+  if (!A || !At || !B || !Bt || !C || !bias || !pb || !R) {
+    CHECK(0, "out of memory");
+    goto out;
+  }
+  for (int64_t i = 0; i < M; i++)
+    for (int64_t k = 0; k < K; k++) A[i * K + k] = At[k * M + i] = aval(i, k);
+  for (int64_t k = 0; k < K; k++)
+    for (int64_t j = 0; j < N; j++) B[k * N + j] = Bt[j * K + k] = bval(k, j);
+  for (int64_t j = 0; j < N; j++) bias[j] = (float)(j % 5) - 2.0f;
+  for (int64_t i = 0; i < M; i++)
+    for (int64_t j = 0; j < N; j++) R[i * N + j] = ref(i, j, K);
+  const int64_t ldc = N + 3; /* a row stride past N: the gap must stay untouched */
+  for (int variant = 0; variant < 8; variant++) {
+    for (int64_t e = 0; e < M * ldc; e++) C[e] = (e % ldc) >= N ? 1234.0f : (variant == 1 ? 1.0f : NAN);
+    int rc = 0;
+    px_gemm_epilogue ep = {bias, -20.0f, 25.0f};
+    switch (variant) {
+    case 0: rc = px_gemm_f32(&ctx, NULL, M, N, K, 1.0f, A, K, 1, B, N, 1, 0.0f, C, ldc); break;
+    case 1: rc = px_gemm_f32(&ctx, NULL, M, N, K, 2.0f, At, 1, M, Bt, 1, K, 1.0f, C, ldc); break;
+    case 2: rc = px_gemm_f32(&ctx, NULL, M, N, K, 1.0f, A, K, 1, Bt, 1, K, 0.0f, C, ldc); break;
+    case 3: {
+      bsrc s = {B, N};
+      rc = px_gemm_f32_packed(&ctx, NULL, M, N, K, 1.0f, A, K, 1, pack_cols, &s, 0.0f, C, ldc);
+      break;
+    }
+    case 4:
+      px_gemm_f32_prepack_b(N, K, B, N, 1, pb);
+      rc = px_gemm_f32_prepacked(&ctx, NULL, M, N, K, A, K, 1, NULL, NULL, pb, 0.0f, C, ldc);
+      break;
+    case 5:
+      px_gemm_f32_prepack_b(N, K, Bt, 1, K, pb);
+      rc = px_gemm_f32_prepacked(&ctx, NULL, M, N, K, At, 1, M, NULL, NULL, pb, 0.0f, C, ldc);
+      break;
+    case 6: {
+      asrc s = {A, K};
+      px_gemm_f32_prepack_b(N, K, B, N, 1, pb);
+      rc = px_gemm_f32_prepacked_ep(&ctx, NULL, M, N, K, NULL, 0, 0, pack_rows, &s, pb, 0.0f, C, ldc,
+                                    &ep);
+      break;
+    }
+    case 7:
+      px_gemm_f32_prepack_b(N, K, B, N, 1, pb);
+      rc = px_gemm_f32_prepacked_ep(&ctx, NULL, M, N, K, A, K, 1, NULL, NULL, pb, 0.0f, C, ldc, &ep);
+      break;
+    }
+    CHECK(rc == 0, "variant %d: %s", variant, msg);
+    int64_t wrong = 0, first = -1;
+    for (int64_t i = 0; i < M; i++)
+      for (int64_t j = 0; j < ldc; j++) {
+        double want;
+        if (j >= N)
+          want = 1234.0;
+        else if (variant == 1)
+          want = 2.0 * R[i * N + j] + 1.0;
+        else if (variant >= 6)
+          want = fmin(25.0, fmax(-20.0, R[i * N + j] + bias[j]));
+        else
+          want = R[i * N + j];
+        if ((double)C[i * ldc + j] != want) {
+          if (first < 0) first = i * ldc + j;
+          wrong++;
+        }
+      }
+    CHECK(wrong == 0, "M=%lld N=%lld K=%lld variant %d: %lld wrong, first at (%lld, %lld)",
+          (long long)M, (long long)N, (long long)K, variant, (long long)wrong,
+          (long long)(first / ldc), (long long)(first % ldc));
+  }
+out:
+  free(A), free(At), free(B), free(Bt), free(C), free(bias), free(pb), free(R);
+}
+
+int main(int argc, char **argv) {
+  (void)argc;
+  static const int64_t Ms[] = {1, 5, 7, 8, 9, 17, 121, 250};
+  static const int64_t Ns[] = {1, 3, 16, 17, 31, 32, 33, 70};
+  static const int64_t Ks[] = {1, 7, 300, 513};
+  for (size_t a = 0; a < sizeof Ms / sizeof Ms[0]; a++)
+    for (size_t b = 0; b < sizeof Ns / sizeof Ns[0]; b++)
+      for (size_t c = 0; c < sizeof Ks / sizeof Ks[0]; c++) one_shape(Ms[a], Ns[b], Ks[c]);
+  px_scratch_release(&ctx);
+  const char *isa = getenv("PYEXEC_GEMM_ISA");
+  printf("GEMM (%s, panel width %d): %d checks, %d failed\n", isa ? isa : "best", px_gemm_f32_panel_width(),
+         checks, failures);
+  if (failures) return 1;
+  if (!isa) { /* the fallbacks, each in a fresh process */
+    static const char *const others[] = {"avx2", "portable"};
+    for (int o = 0; o < 2; o++) {
+      fflush(stdout);
+      pid_t pid = fork();
+      if (pid == 0) {
+        setenv("PYEXEC_GEMM_ISA", others[o], 1);
+        execv("/proc/self/exe", argv);
+        _exit(127);
+      }
+      int st = 0;
+      if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+        fprintf(stderr, "the %s run failed\n", others[o]);
+        return 1;
+      }
+    }
+  }
+  return 0;
+}
