@@ -1,7 +1,8 @@
 /*
- * pool.c - 2-D pooling: max_pool2d_with_indices, avg_pool2d and
- * _adaptive_avg_pool2d, for every floating dtype (float16 / bfloat16
- * computed in float).
+ * pool.c - 2-D and 3-D pooling: max_pool2d/3d_with_indices, avg_pool2d/3d
+ * and _adaptive_avg_pool2d/3d, for every floating dtype (float16 / bfloat16
+ * computed in float); one code path, 2-D pooling being 3-D with a depth of
+ * one.
  */
 #include <math.h>
 #include <string.h>
@@ -9,8 +10,8 @@
 #include "kernels/common.h"
 
 typedef struct pool_geom {
-  int64_t planes, H, W, OH, OW;
-  int64_t kh, kw, sh, sw, ph, pw, dh, dw;
+  int64_t planes, D, H, W, OD, OH, OW; /* 2-D pooling: D = OD = 1 */
+  int64_t kd, kh, kw, sd, sh, sw, pd, ph, pw, dd, dh, dw;
 } pool_geom;
 
 static int64_t pool_out_size(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil) {
@@ -20,86 +21,95 @@ static int64_t pool_out_size(int64_t in, int64_t k, int64_t s, int64_t p, int64_
   return o;
 }
 
-/* Shared checks of max_pool2d / avg_pool2d: input rank, kernel, stride,
- * padding, dilation, output size; resizes `out` (and `out2`). */
-static int pool_setup(px_ctx *ctx, const px_tensor *in, px_value *kernel, px_value *stride,
-                      px_value *padding, px_value *dilation, bool ceil, px_tensor *out,
-                      px_tensor *out2, pool_geom *g) {
+/* Shared checks of max_pool2d / avg_pool2d (nsp 2) and max_pool3d /
+ * avg_pool3d (nsp 3): input rank, kernel, stride, padding, dilation, output
+ * size; resizes `out` (and `out2`). */
+static int pool_setup(px_ctx *ctx, int nsp, const px_tensor *in, px_value *kernel,
+                      px_value *stride, px_value *padding, px_value *dilation, bool ceil,
+                      px_tensor *out, px_tensor *out2, pool_geom *g) {
   int rc;
-  if (in->dim != 3 && in->dim != 4)
-    return px_fail(ctx, "input must be 3-D or 4-D, got %d dims", in->dim);
+  if (in->dim != nsp + 1 && in->dim != nsp + 2)
+    return px_fail(ctx, "input must be %d-D or %d-D, got %d dims", nsp + 1, nsp + 2, in->dim);
   if (out->dim != in->dim || (out2 && out2->dim != in->dim))
     return px_fail(ctx, "outputs must have the input's rank (%d)", in->dim);
-  int64_t k[2], s[2], p[2], d[2] = {1, 1};
-  if ((rc = spatial_param(ctx, kernel, 2, "kernel_size", NULL, k))) return rc;
-  if ((rc = spatial_param(ctx, stride, 2, "stride", k, s))) return rc;
-  if ((rc = spatial_param(ctx, padding, 2, "padding", NULL, p))) return rc;
-  if (dilation && (rc = spatial_param(ctx, dilation, 2, "dilation", NULL, d))) return rc;
-  int64_t hw[2] = {in->sizes[in->dim - 2], in->sizes[in->dim - 1]}, o[2];
-  for (int i = 0; i < 2; i++) {
+  int64_t k[3], s[3], p[3], d[3] = {1, 1, 1};
+  if ((rc = spatial_param(ctx, kernel, nsp, "kernel_size", NULL, k))) return rc;
+  if ((rc = spatial_param(ctx, stride, nsp, "stride", k, s))) return rc;
+  if ((rc = spatial_param(ctx, padding, nsp, "padding", NULL, p))) return rc;
+  if (dilation && (rc = spatial_param(ctx, dilation, nsp, "dilation", NULL, d))) return rc;
+  int64_t sp[3], o[3];
+  for (int i = 0; i < nsp; i++) {
+    sp[i] = in->sizes[in->dim - nsp + i];
     if (k[i] <= 0 || s[i] <= 0 || d[i] <= 0)
       return px_fail(ctx, "kernel_size (%lld), stride (%lld) and dilation (%lld) must be "
                      "positive", (long long)k[i], (long long)s[i], (long long)d[i]);
     if (p[i] < 0 || p[i] > k[i] / 2)
       return px_fail(ctx, "padding %lld must be non-negative and at most half the kernel size "
                      "%lld", (long long)p[i], (long long)k[i]);
-    o[i] = pool_out_size(hw[i], k[i], s[i], p[i], d[i], ceil);
-    if (o[i] < 1 || hw[i] < 1)
+    if ((k[i] | s[i] | p[i] | d[i]) >> 30)
+      return px_fail(ctx, "kernel_size, stride, padding or dilation exceeds 2^30");
+    o[i] = pool_out_size(sp[i], k[i], s[i], p[i], d[i], ceil);
+    if (o[i] < 1 || sp[i] < 1)
       return px_fail(ctx, "input size %lld with kernel %lld, padding %lld and dilation %lld "
-                     "gives output size %lld", (long long)hw[i], (long long)k[i],
+                     "gives output size %lld", (long long)sp[i], (long long)k[i],
                      (long long)p[i], (long long)d[i], (long long)o[i]);
   }
-  int64_t os[4];
+  int64_t os[5];
   memcpy(os, in->sizes, sizeof(int64_t) * (size_t)in->dim);
-  os[in->dim - 2] = o[0];
-  os[in->dim - 1] = o[1];
+  for (int i = 0; i < nsp; i++) os[in->dim - nsp + i] = o[i];
   if ((rc = px_resize(ctx, out, in->dim, os))) return rc;
   if (out2 && (rc = px_resize(ctx, out2, in->dim, os))) return rc;
-  g->planes = px_prod(in->sizes, 0, in->dim - 2);
-  g->H = hw[0];
-  g->W = hw[1];
-  g->OH = o[0];
-  g->OW = o[1];
-  g->kh = k[0];
-  g->kw = k[1];
-  g->sh = s[0];
-  g->sw = s[1];
-  g->ph = p[0];
-  g->pw = p[1];
-  g->dh = d[0];
-  g->dw = d[1];
+  /* 2-D: a depth of one, kernel 1, stride 1, no padding */
+  int z = nsp == 3 ? 0 : -1; /* index of depth in the arrays, -1: none */
+  g->planes = px_prod(in->sizes, 0, in->dim - nsp);
+  g->D = z < 0 ? 1 : sp[0], g->OD = z < 0 ? 1 : o[0];
+  g->kd = z < 0 ? 1 : k[0], g->sd = z < 0 ? 1 : s[0], g->pd = z < 0 ? 0 : p[0];
+  g->dd = z < 0 ? 1 : d[0];
+  int h = nsp - 2, w = nsp - 1;
+  g->H = sp[h], g->W = sp[w], g->OH = o[h], g->OW = o[w];
+  g->kh = k[h], g->kw = k[w], g->sh = s[h], g->sw = s[w];
+  g->ph = p[h], g->pw = p[w], g->dh = d[h], g->dw = d[w];
   return 0;
 }
 
 /* Max pooling for one dtype: T elements compared as C; NaN wins (and a later
- * NaN replaces an earlier one), ties keep the first position, as in torch. */
+ * NaN replaces an earlier one), ties keep the first position, as in torch.
+ * Indices are flat within the input plane (d*H + h)*W + w. */
 #define DEFINE_MAXPOOL(NAME, T, C, LOAD, LOWEST)                                             \
   static void NAME(const pool_geom *g, const void *inp, void *outp, int64_t *idx) {         \
     const T *in = inp;                                                                       \
     T *out = outp;                                                                           \
+    const int64_t HW = g->H * g->W;                                                          \
     for (int64_t pl = 0; pl < g->planes; pl++) {                                             \
-      const T *plane = in + pl * g->H * g->W;                                                \
-      for (int64_t oh = 0; oh < g->OH; oh++) {                                               \
-        int64_t h0 = oh * g->sh - g->ph, h1 = h0 + (g->kh - 1) * g->dh + 1;                  \
-        if (h1 > g->H) h1 = g->H;                                                            \
-        while (h0 < 0) h0 += g->dh;                                                          \
-        for (int64_t ow = 0; ow < g->OW; ow++) {                                             \
-          int64_t w0 = ow * g->sw - g->pw, w1 = w0 + (g->kw - 1) * g->dw + 1;                \
-          if (w1 > g->W) w1 = g->W;                                                          \
-          while (w0 < 0) w0 += g->dw;                                                        \
-          int64_t best = h0 * g->W + w0;                                                     \
-          C bv = LOWEST;                                                                     \
-          for (int64_t ih = h0; ih < h1; ih += g->dh)                                        \
-            for (int64_t iw = w0; iw < w1; iw += g->dw) {                                    \
-              C v = LOAD(plane[ih * g->W + iw]);                                             \
-              if (v > bv || v != v) {                                                        \
-                bv = v;                                                                      \
-                best = ih * g->W + iw;                                                       \
-              }                                                                              \
-            }                                                                                \
-          int64_t o = (pl * g->OH + oh) * g->OW + ow;                                        \
-          out[o] = plane[best < g->H * g->W ? best : 0];                                     \
-          idx[o] = best;                                                                     \
+      const T *plane = in + pl * g->D * HW;                                                  \
+      for (int64_t od = 0; od < g->OD; od++) {                                               \
+        int64_t d0 = od * g->sd - g->pd, d1 = d0 + (g->kd - 1) * g->dd + 1;                  \
+        if (d1 > g->D) d1 = g->D;                                                            \
+        while (d0 < 0) d0 += g->dd;                                                          \
+        for (int64_t oh = 0; oh < g->OH; oh++) {                                             \
+          int64_t h0 = oh * g->sh - g->ph, h1 = h0 + (g->kh - 1) * g->dh + 1;                \
+          if (h1 > g->H) h1 = g->H;                                                          \
+          while (h0 < 0) h0 += g->dh;                                                        \
+          for (int64_t ow = 0; ow < g->OW; ow++) {                                           \
+            int64_t w0 = ow * g->sw - g->pw, w1 = w0 + (g->kw - 1) * g->dw + 1;              \
+            if (w1 > g->W) w1 = g->W;                                                        \
+            while (w0 < 0) w0 += g->dw;                                                      \
+            int64_t best = (d0 * g->H + h0) * g->W + w0;                                     \
+            C bv = LOWEST;                                                                   \
+            for (int64_t id = d0; id < d1; id += g->dd)                                      \
+              for (int64_t ih = h0; ih < h1; ih += g->dh)                                    \
+                for (int64_t iw = w0; iw < w1; iw += g->dw) {                                \
+                  int64_t at = (id * g->H + ih) * g->W + iw;                                 \
+                  C v = LOAD(plane[at]);                                                     \
+                  if (v > bv || v != v) {                                                    \
+                    bv = v;                                                                  \
+                    best = at;                                                               \
+                  }                                                                          \
+                }                                                                            \
+            int64_t o = ((pl * g->OD + od) * g->OH + oh) * g->OW + ow;                       \
+            out[o] = plane[best < g->D * HW ? best : 0];                                     \
+            idx[o] = best;                                                                   \
+          }                                                                                  \
         }                                                                                    \
       }                                                                                      \
     }                                                                                        \
@@ -121,7 +131,7 @@ DEFINE_MAXPOOL(maxpool_u8, uint8_t, uint8_t, LOAD_SAME, 0)
 /* aten::max_pool2d_with_indices.out(Tensor self, int[2] kernel_size,
  *   int[2] stride=[], int[2] padding=0, int[2] dilation=1, bool ceil_mode=False,
  *   *, Tensor(a!) out, Tensor(b!) indices) -> (Tensor(a!), Tensor(b!)) */
-static int k_max_pool2d_with_indices(px_ctx *ctx, px_value *const *args) {
+static int max_pool_nd(px_ctx *ctx, px_value *const *args, int nsp) {
   px_tensor *in = args[0]->u.t, *out = args[6]->u.t, *ind = args[7]->u.t;
   int rc;
   if ((rc = px_require_same_dtype(ctx, out, "out", in, "self"))) return rc;
@@ -131,7 +141,8 @@ static int k_max_pool2d_with_indices(px_ctx *ctx, px_value *const *args) {
       (rc = px_require_contiguous(ctx, ind, "indices")))
     return rc;
   pool_geom g;
-  if ((rc = pool_setup(ctx, in, args[1], args[2], args[3], args[4], args[5]->u.b, out, ind, &g)))
+  if ((rc = pool_setup(ctx, nsp, in, args[1], args[2], args[3], args[4], args[5]->u.b, out, ind,
+                       &g)))
     return rc;
   if (out->numel == 0) return 0;
   int64_t *ix = ind->data;
@@ -150,10 +161,19 @@ static int k_max_pool2d_with_indices(px_ctx *ctx, px_value *const *args) {
   return 0;
 }
 
+static int k_max_pool2d_with_indices(px_ctx *ctx, px_value *const *args) {
+  return max_pool_nd(ctx, args, 2);
+}
+
+/* aten::max_pool3d_with_indices.out: the same arguments with 3 values each. */
+static int k_max_pool3d_with_indices(px_ctx *ctx, px_value *const *args) {
+  return max_pool_nd(ctx, args, 3);
+}
+
 /* aten::avg_pool2d.out(Tensor self, int[2] kernel_size, int[2] stride=[],
  *   int[2] padding=0, bool ceil_mode=False, bool count_include_pad=True,
  *   int? divisor_override=None, *, Tensor(a!) out) */
-static int k_avg_pool2d(px_ctx *ctx, px_value *const *args) {
+static int avg_pool_nd(px_ctx *ctx, px_value *const *args, int nsp) {
   px_tensor *in = args[0]->u.t, *out = args[7]->u.t;
   bool include_pad = args[5]->u.b;
   bool has_div = args[6]->tag != PX_V_NONE;
@@ -167,44 +187,55 @@ static int k_avg_pool2d(px_ctx *ctx, px_value *const *args) {
       (rc = px_require_contiguous(ctx, out, "out")))
     return rc;
   pool_geom g;
-  if ((rc = pool_setup(ctx, in, args[1], args[2], args[3], NULL, args[4]->u.b, out, NULL, &g)))
+  if ((rc = pool_setup(ctx, nsp, in, args[1], args[2], args[3], NULL, args[4]->u.b, out, NULL, &g)))
     return rc;
   if (out->numel == 0) return 0;
   bool fl = px_is_floating(in->dtype);
+  const int64_t HW = g.H * g.W;
   for (int64_t pl = 0; pl < g.planes; pl++) {
-    int64_t base = pl * g.H * g.W;
-    for (int64_t oh = 0; oh < g.OH; oh++) {
-      int64_t h0 = oh * g.sh - g.ph, h1 = h0 + g.kh;
-      if (h1 > g.H + g.ph) h1 = g.H + g.ph;
-      for (int64_t ow = 0; ow < g.OW; ow++) {
-        int64_t w0 = ow * g.sw - g.pw, w1 = w0 + g.kw;
-        if (w1 > g.W + g.pw) w1 = g.W + g.pw;
-        int64_t pool = (h1 - h0) * (w1 - w0);
+    int64_t base = pl * g.D * HW;
+    for (int64_t od = 0; od < g.OD; od++) {
+      int64_t d0 = od * g.sd - g.pd, d1 = d0 + g.kd;
+      if (d1 > g.D + g.pd) d1 = g.D + g.pd;
+      int64_t e0 = d0 < 0 ? 0 : d0, e1 = d1 > g.D ? g.D : d1;
+      for (int64_t oh = 0; oh < g.OH; oh++) {
+        int64_t h0 = oh * g.sh - g.ph, h1 = h0 + g.kh;
+        if (h1 > g.H + g.ph) h1 = g.H + g.ph;
         int64_t a0 = h0 < 0 ? 0 : h0, a1 = h1 > g.H ? g.H : h1;
-        int64_t b0 = w0 < 0 ? 0 : w0, b1 = w1 > g.W ? g.W : w1;
-        int64_t o = (pl * g.OH + oh) * g.OW + ow;
-        if (a0 >= a1 || b0 >= b1) {
-          px_store_d(out->data, out->dtype, o, 0.0);
-          continue;
-        }
-        int64_t div = has_div ? divisor : include_pad ? pool : (a1 - a0) * (b1 - b0);
-        if (in->dtype == PX_F32) {
-          const float *p = (const float *)in->data + base;
-          float s = 0.0f;
-          for (int64_t ih = a0; ih < a1; ih++)
-            for (int64_t iw = b0; iw < b1; iw++) s += p[ih * g.W + iw];
-          ((float *)out->data)[o] = s / (float)div;
-        } else if (fl) {
-          double s = 0.0;
-          for (int64_t ih = a0; ih < a1; ih++)
-            for (int64_t iw = b0; iw < b1; iw++) s += px_load_d(in->data, in->dtype, base + ih * g.W + iw);
-          px_store_d(out->data, out->dtype, o, s / (double)div);
-        } else {
-          int64_t s = 0;
-          for (int64_t ih = a0; ih < a1; ih++)
-            for (int64_t iw = b0; iw < b1; iw++)
-              s = (int64_t)((uint64_t)s + (uint64_t)px_load_i(in->data, in->dtype, base + ih * g.W + iw));
-          px_store_i(out->data, out->dtype, o, (div == -1 && s == INT64_MIN) ? s : s / div);
+        for (int64_t ow = 0; ow < g.OW; ow++) {
+          int64_t w0 = ow * g.sw - g.pw, w1 = w0 + g.kw;
+          if (w1 > g.W + g.pw) w1 = g.W + g.pw;
+          int64_t pool = (d1 - d0) * (h1 - h0) * (w1 - w0);
+          int64_t b0 = w0 < 0 ? 0 : w0, b1 = w1 > g.W ? g.W : w1;
+          int64_t o = ((pl * g.OD + od) * g.OH + oh) * g.OW + ow;
+          if (e0 >= e1 || a0 >= a1 || b0 >= b1) {
+            px_store_d(out->data, out->dtype, o, 0.0);
+            continue;
+          }
+          int64_t div = has_div ? divisor : include_pad ? pool : (e1 - e0) * (a1 - a0) * (b1 - b0);
+          if (in->dtype == PX_F32) {
+            const float *p = (const float *)in->data + base;
+            float s = 0.0f;
+            for (int64_t id = e0; id < e1; id++)
+              for (int64_t ih = a0; ih < a1; ih++)
+                for (int64_t iw = b0; iw < b1; iw++) s += p[id * HW + ih * g.W + iw];
+            ((float *)out->data)[o] = s / (float)div;
+          } else if (fl) {
+            double s = 0.0;
+            for (int64_t id = e0; id < e1; id++)
+              for (int64_t ih = a0; ih < a1; ih++)
+                for (int64_t iw = b0; iw < b1; iw++)
+                  s += px_load_d(in->data, in->dtype, base + id * HW + ih * g.W + iw);
+            px_store_d(out->data, out->dtype, o, s / (double)div);
+          } else {
+            int64_t s = 0;
+            for (int64_t id = e0; id < e1; id++)
+              for (int64_t ih = a0; ih < a1; ih++)
+                for (int64_t iw = b0; iw < b1; iw++)
+                  s = (int64_t)((uint64_t)s +
+                                (uint64_t)px_load_i(in->data, in->dtype, base + id * HW + ih * g.W + iw));
+            px_store_i(out->data, out->dtype, o, (div == -1 && s == INT64_MIN) ? s : s / div);
+          }
         }
       }
     }
@@ -212,65 +243,92 @@ static int k_avg_pool2d(px_ctx *ctx, px_value *const *args) {
   return 0;
 }
 
+static int k_avg_pool2d(px_ctx *ctx, px_value *const *args) { return avg_pool_nd(ctx, args, 2); }
+
+/* aten::avg_pool3d.out: the same arguments with 3 values each. */
+static int k_avg_pool3d(px_ctx *ctx, px_value *const *args) { return avg_pool_nd(ctx, args, 3); }
+
 /* aten::_adaptive_avg_pool2d.out(Tensor self, SymInt[2] output_size, *,
  *   Tensor(a!) out) */
-static int k_adaptive_avg_pool2d(px_ctx *ctx, px_value *const *args) {
+static int adaptive_avg_pool_nd(px_ctx *ctx, px_value *const *args, int nsp) {
   px_tensor *in = args[0]->u.t, *out = args[2]->u.t;
   int rc;
-  if (in->dim != 3 && in->dim != 4)
-    return px_fail(ctx, "input must be 3-D or 4-D, got %d dims", in->dim);
+  if (in->dim != nsp + 1 && in->dim != nsp + 2)
+    return px_fail(ctx, "input must be %d-D or %d-D, got %d dims", nsp + 1, nsp + 2, in->dim);
   if (out->dim != in->dim)
     return px_fail(ctx, "out has %d dims but input has %d", out->dim, in->dim);
   if ((rc = px_require_same_dtype(ctx, out, "out", in, "self"))) return rc;
   if (!px_is_floating(in->dtype))
     return px_fail(ctx, "dtype %s is not supported (floating types only)",
                    px_dtype_name(in->dtype));
-  if (args[1]->u.il.n != 2)
-    return px_fail(ctx, "output_size must have 2 values, got %u", args[1]->u.il.n);
+  if (args[1]->u.il.n != (uint32_t)nsp)
+    return px_fail(ctx, "output_size must have %d values, got %u", nsp, args[1]->u.il.n);
   const int64_t *osz = px_intlist(args[1]);
-  if (osz[0] < 0 || osz[1] < 0)
-    return px_fail(ctx, "output_size [%lld, %lld] must be non-negative", (long long)osz[0],
-                   (long long)osz[1]);
+  for (int i = 0; i < nsp; i++)
+    if (osz[i] < 0 || osz[i] >> 40)
+      return px_fail(ctx, "output_size %lld must be non-negative (and below 2^40)",
+                     (long long)osz[i]);
   for (int k = 1; k < in->dim; k++)
     if (in->sizes[k] == 0)
       return px_fail(ctx, "input has a zero-sized non-batch dimension %d", k);
   if ((rc = px_require_contiguous(ctx, in, "self")) ||
       (rc = px_require_contiguous(ctx, out, "out")))
     return rc;
-  int64_t os[4];
+  int64_t os[5];
   memcpy(os, in->sizes, sizeof(int64_t) * (size_t)in->dim);
-  os[in->dim - 2] = osz[0];
-  os[in->dim - 1] = osz[1];
+  for (int i = 0; i < nsp; i++) os[in->dim - nsp + i] = osz[i];
   if ((rc = px_resize(ctx, out, in->dim, os))) return rc;
   if (out->numel == 0) return 0;
-  int64_t planes = px_prod(in->sizes, 0, in->dim - 2);
-  int64_t H = in->sizes[in->dim - 2], W = in->sizes[in->dim - 1], OH = osz[0], OW = osz[1];
+  int64_t planes = px_prod(in->sizes, 0, in->dim - nsp);
+  int64_t D = nsp == 3 ? in->sizes[in->dim - 3] : 1, OD = nsp == 3 ? osz[0] : 1;
+  int64_t H = in->sizes[in->dim - 2], W = in->sizes[in->dim - 1];
+  int64_t OH = osz[nsp - 2], OW = osz[nsp - 1], HW = H * W;
   for (int64_t pl = 0; pl < planes; pl++)
-    for (int64_t oh = 0; oh < OH; oh++) {
-      int64_t h0 = (oh * H) / OH, h1 = ((oh + 1) * H + OH - 1) / OH;
-      for (int64_t ow = 0; ow < OW; ow++) {
-        int64_t w0 = (ow * W) / OW, w1 = ((ow + 1) * W + OW - 1) / OW;
-        int64_t o = (pl * OH + oh) * OW + ow, cnt = (h1 - h0) * (w1 - w0);
-        if (in->dtype == PX_F32) {
-          const float *p = (const float *)in->data + pl * H * W;
-          float s = 0.0f;
-          for (int64_t ih = h0; ih < h1; ih++)
-            for (int64_t iw = w0; iw < w1; iw++) s += p[ih * W + iw];
-          ((float *)out->data)[o] = s / (float)cnt;
-        } else {
-          double s = 0.0;
-          for (int64_t ih = h0; ih < h1; ih++)
-            for (int64_t iw = w0; iw < w1; iw++) s += px_load_d(in->data, in->dtype, pl * H * W + ih * W + iw);
-          px_store_d(out->data, out->dtype, o, s / (double)cnt);
+    for (int64_t od = 0; od < OD; od++) {
+      int64_t d0 = (od * D) / OD, d1 = ((od + 1) * D + OD - 1) / OD;
+      for (int64_t oh = 0; oh < OH; oh++) {
+        int64_t h0 = (oh * H) / OH, h1 = ((oh + 1) * H + OH - 1) / OH;
+        for (int64_t ow = 0; ow < OW; ow++) {
+          int64_t w0 = (ow * W) / OW, w1 = ((ow + 1) * W + OW - 1) / OW;
+          int64_t o = ((pl * OD + od) * OH + oh) * OW + ow;
+          int64_t cnt = (d1 - d0) * (h1 - h0) * (w1 - w0), base = pl * D * HW;
+          if (in->dtype == PX_F32) {
+            const float *p = (const float *)in->data + base;
+            float s = 0.0f;
+            for (int64_t id = d0; id < d1; id++)
+              for (int64_t ih = h0; ih < h1; ih++)
+                for (int64_t iw = w0; iw < w1; iw++) s += p[id * HW + ih * W + iw];
+            ((float *)out->data)[o] = s / (float)cnt;
+          } else {
+            double s = 0.0;
+            for (int64_t id = d0; id < d1; id++)
+              for (int64_t ih = h0; ih < h1; ih++)
+                for (int64_t iw = w0; iw < w1; iw++)
+                  s += px_load_d(in->data, in->dtype, base + id * HW + ih * W + iw);
+            px_store_d(out->data, out->dtype, o, s / (double)cnt);
+          }
         }
       }
     }
   return 0;
 }
 
+static int k_adaptive_avg_pool2d(px_ctx *ctx, px_value *const *args) {
+  return adaptive_avg_pool_nd(ctx, args, 2);
+}
+
+/* aten::_adaptive_avg_pool3d.out(Tensor self, SymInt[3] output_size, *,
+ *   Tensor(a!) out) */
+static int k_adaptive_avg_pool3d(px_ctx *ctx, px_value *const *args) {
+  return adaptive_avg_pool_nd(ctx, args, 3);
+}
+
 const px_kernel_def px_kernels_pool[] = {
     {"aten::max_pool2d_with_indices.out", "TLLLLB|TTX", k_max_pool2d_with_indices},
     {"aten::avg_pool2d.out", "TLLLBBiT|T", k_avg_pool2d},
     {"aten::_adaptive_avg_pool2d.out", "TLT|T", k_adaptive_avg_pool2d},
+    {"aten::max_pool3d_with_indices.out", "TLLLLB|TTX", k_max_pool3d_with_indices},
+    {"aten::avg_pool3d.out", "TLLLBBiT|T", k_avg_pool3d},
+    {"aten::_adaptive_avg_pool3d.out", "TLT|T", k_adaptive_avg_pool3d},
     {NULL, NULL, NULL},
 };
