@@ -105,3 +105,58 @@ def llama_program(
         f.write(pte)
     os.replace(tmp, path)  # atomic: a parallel run never reads half a file
     return pte
+
+
+# ---- the exports of examples/llm/export_llama.py ---------------------------------
+
+_EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "llm" / "export_llama.py"
+
+
+def _example() -> Any:
+    """examples/llm/export_llama.py as a module (examples/ is no package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("pyexec_example_export_llama", _EXAMPLE)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def llama_example(
+    variant: str, params: dict[str, Any] | None = None, *, max_seq_len: int = 32, seed: int = 0
+) -> tuple[bytes, bytes | None]:
+    """(.pte, .ptd or None) of examples/llm/export_llama.py's `variant`
+    ("portable", "xnnpack-8da4w", "xnnpack-ptd") for `params` (the example's
+    tiny ones by default), random weights from `seed`: export_llm's own
+    configuration run in this process (export_in_process). Cached like
+    llama_program, keyed also by the example's source."""
+    import executorch
+
+    example = _example()
+    params = params or example.TINY_PARAMS
+    options = {"variant": variant, "params": params, "max_seq_len": max_seq_len, "seed": seed}
+    h = hashlib.sha256()
+    h.update(f"{torch.__version__}|{getattr(executorch, '__version__', '?')}".encode())
+    h.update(_file_digest(__file__).encode())
+    h.update(_file_digest(str(_EXAMPLE)).encode())
+    h.update(json.dumps(options, sort_keys=True).encode())
+    where = os.environ.get("PYEXEC_TEST_EXPORT_CACHE", str(_CACHE))
+    stem = Path(where) / f"llama-{variant}-{h.hexdigest()[:24]}"
+    pte_path, ptd_path = stem.with_suffix(".pte"), stem.with_suffix(".ptd")
+    if where != "off" and pte_path.is_file():
+        return pte_path.read_bytes(), (ptd_path.read_bytes() if ptd_path.is_file() else None)
+    with tempfile.TemporaryDirectory() as d, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        example.write_model(Path(d), params, max_seq_len, seed)
+        pte_file, ptd_file = example.export_in_process(variant, Path(d), max_seq_len)
+        pte, ptd = pte_file.read_bytes(), (ptd_file.read_bytes() if ptd_file else None)
+    if where != "off":
+        stem.parent.mkdir(parents=True, exist_ok=True)
+        for path, data in ((ptd_path, ptd), (pte_path, pte)):  # the .pte last: its presence says both are there
+            if data is not None:
+                fd, tmp = tempfile.mkstemp(dir=stem.parent, suffix=".tmp")
+                with os.fdopen(fd, "wb") as f:
+                    f.write(data)
+                os.replace(tmp, path)
+    return pte, ptd
