@@ -50,6 +50,7 @@ class _Builder:
         self._chunks: list[bytes] = []
         self._size = 0
         self._vtables: dict[bytes, int] = {}
+        self._layouts: dict[tuple[tuple[int, str], ...], tuple[list[int], int, int, bytes]] = {}
 
     def _put(self, body: bytes, align: int) -> int:
         """Prepends `body`, padded behind so that its start is
@@ -82,33 +83,19 @@ class _Builder:
         position returned earlier) or a struct format ("b", "i", "I", "q",
         "Q", "f", "d", "?"). A field left out (None) takes its default."""
         present = [f for f in fields if f is not None]
-        # The table's inline part: its vtable offset, then the fields, the
-        # widest first so that none needs padding but after the first.
-        order = sorted(present, key=lambda f: -struct.calcsize("<" + ("I" if f[1] == "off" else f[1])))
-        slots: list[tuple[int, str, int | float | bool, int]] = []
-        pos = 4
-        align = 4
-        for fid, kind, value in order:
-            size = 4 if kind == "off" else struct.calcsize("<" + kind)
-            pos += -pos % size
-            slots.append((fid, kind, value, pos))
-            pos += size
-            align = max(align, size)
-        length = pos + (-pos % align)
+        key = tuple((fid, kind) for fid, kind, _ in present)
+        layout = self._layouts.get(key)
+        if layout is None:
+            layout = self._layouts[key] = _layout(key)
+        offsets, length, align, vtable = layout
         # The table's position once written: its start aligned to `align`.
-        pad = -(self._size + length) % align
-        at = self._size + pad + length
+        at = self._size + (-(self._size + length) % align) + length
         body = bytearray(length)
-        for _, kind, value, off in slots:
+        for (_, kind, value), off in zip(present, offsets):
             if kind == "off":
                 struct.pack_into("<I", body, off, (at - off) - int(value))
             else:
                 struct.pack_into("<" + kind, body, off, value)
-        nfields = max((f[0] for f in present), default=-1) + 1
-        offsets = [0] * nfields
-        for fid, _, _, off in slots:
-            offsets[fid] = off
-        vtable = struct.pack(f"<HH{nfields}H", 4 + 2 * nfields, length, *offsets)
         known = self._vtables.get(vtable)
         if known is not None:
             # The vtable lies behind (at a higher address): a negative offset.
@@ -128,6 +115,27 @@ class _Builder:
         total = self._size + pad + 12
         head = struct.pack("<II", total - 4, (total - 4) - root) + _FILE_IDENTIFIER + bytes(pad)
         return head + b"".join(reversed(self._chunks))
+
+
+def _layout(fields: tuple[tuple[int, str], ...]) -> tuple[list[int], int, int, bytes]:
+    """Where a table with these (field id, kind) fields puts each (its
+    offset, in the given order), its inline length and alignment, and its
+    vtable. The inline part is the vtable offset, then the fields, the
+    widest first so that none needs padding but the first."""
+    sizes = [4 if kind == "off" else struct.calcsize("<" + kind) for _, kind in fields]
+    offsets = [0] * len(fields)
+    pos = align = 4
+    for k in sorted(range(len(fields)), key=lambda k: -sizes[k]):
+        pos += -pos % sizes[k]
+        offsets[k] = pos
+        pos += sizes[k]
+        align = max(align, sizes[k])
+    length = pos + (-pos % align)
+    nfields = max((fid for fid, _ in fields), default=-1) + 1
+    slots = [0] * nfields
+    for (fid, _), off in zip(fields, offsets):
+        slots[fid] = off
+    return offsets, length, align, struct.pack(f"<HH{nfields}H", 4 + 2 * nfields, length, *slots)
 
 
 @dataclass(frozen=True)
@@ -171,10 +179,10 @@ def _instruction_entries(top: ProfileEvent, nodes: Sequence[ProfileEvent]) -> li
     return [_Entry(f"native_call_{op}", *span), _Entry("OPERATOR_CALL", *span)]
 
 
-def run_entries(events: Sequence[ProfileEvent], run: int, span: tuple[int, int] | None) -> list[_Entry]:
-    """The events of execute `run`, closed by Method::execute over `span`
-    (start, duration; left out when the library kept no times for it)."""
-    mine = [e for e in events if e.run == run]
+def run_entries(mine: Sequence[ProfileEvent], span: tuple[int, int] | None) -> list[_Entry]:
+    """The ETDump events of one execute from its profile events `mine`,
+    closed by Method::execute over `span` (start, duration; left out when
+    the library kept no times for it)."""
     out: list[_Entry] = []
     k = 0
     while k < len(mine):
@@ -216,9 +224,13 @@ def etdump_bytes(events: Sequence[ProfileEvent], runs: Sequence[tuple[int, int] 
     """The ETDump of a profile: one RunData per execute (`runs` holds each
     one's (start, duration) of its instruction loop, or None)."""
     b = _Builder()
+    by_run: list[list[ProfileEvent]] = [[] for _ in runs]
+    for e in events:
+        if 0 <= e.run < len(runs):
+            by_run[e.run].append(e)
     run_data: list[int] = []
-    for run, span in enumerate(runs):
-        entries = [_write_entry(b, e) for e in run_entries(events, run, span)]
+    for mine, span in zip(by_run, runs):
+        entries = [_write_entry(b, e) for e in run_entries(mine, span)]
         events_vec = b.table_vector(entries)
         name = b.string("Execute")
         # RunData: name 0, bundled_input_index 1, allocators 2 (none, as
