@@ -31,7 +31,7 @@ typedef struct px_qweights_desc {
 } px_qweights_desc;
 
 /* Packs the weights (copying what the kernels need; desc's pointers need not
- * outlive the call). Returns NULL with px_set_error's message on a bad
+ * outlive the call). Returns NULL with px_error's message (core/error.h) on a bad
  * description (bits, block not dividing K, a non-finite or non-positive
  * scale) or out of memory. */
 px_qweights *px_qweights_pack(const px_qweights_desc *desc);
@@ -62,5 +62,21 @@ int px_qgemm_qd8_f32(px_ctx *ctx, const px_qweights *w, int64_t M, const int8_t 
 int px_qgemm_qs8(px_ctx *ctx, const px_qweights *w, int64_t M, const int8_t *a, int64_t lda,
                  int32_t a_zp, const int32_t *bias, const float *requant, int32_t out_zp,
                  int32_t qmin, int32_t qmax, int8_t *out, int64_t ldc);
+
+/* The micro-kernels in use: the best this CPU has unless a test or benchmark
+ * picks another (every path gives the same results). px_qgemm_use_path
+ * returns 0 and switches when this build and CPU have `path` (AUTO: the best
+ * again), -1 otherwise. Not for use while products run on other threads. */
+enum {
+  PX_QGEMM_AUTO = 0,
+  PX_QGEMM_PORTABLE,
+  PX_QGEMM_AVX2,        /* x86-64 AVX2 */
+  PX_QGEMM_AVX512_VNNI, /* x86-64 AVX-512 BW + VNNI (vpdpbusd) */
+  PX_QGEMM_NEON,        /* aarch64 NEON (widening multiply, pairwise add) */
+  PX_QGEMM_NEON_DOT     /* aarch64 NEON dot product (sdot) */
+};
+int px_qgemm_use_path(int path);
+int px_qgemm_path(void);
+const char *px_qgemm_path_name(int path);
 
 #endif /* PX_QGEMM_H */

@@ -1,0 +1,548 @@
+/*
+ * qgemm.c - integer matrix products for quantized programs (qgemm.h): weight
+ * packing, XNNPACK's dynamic row quantization, the drivers that split the
+ * products over the thread pool, the portable micro-kernels, and the choice
+ * of the micro-kernels this CPU runs best. qgemm_impl.h describes the packed
+ * layout and the arithmetic every path shares.
+ */
+#include "kernels/gemm/qgemm.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "kernels/gemm/qgemm_impl.h"
+#include "runtime/parallel.h"
+
+#if QG_NEON
+#include <sys/auxv.h>
+#ifndef HWCAP_ASIMDDP
+#define HWCAP_ASIMDDP (1 << 20)
+#endif
+#endif
+
+struct px_qweights {
+  int bits;
+  int64_t N, K;
+  int64_t ntiles;     /* ceil(N / QG_NR) */
+  int64_t nb, bk;     /* blocks and depth values per block (nb = 1, bk = K per channel) */
+  int64_t bkp;        /* bk rounded up to QG_KU */
+  int64_t nu;         /* units per block (bkp / QG_KU) */
+  int64_t unit_bytes; /* 128 (8-bit) or 64 (4-bit) */
+  int64_t tile_bytes; /* nb * nu * unit_bytes */
+  int32_t zero_point;
+  int32_t sbias;   /* see qgemm_impl.h */
+  int blockwise;   /* desc.block > 0 */
+  uint8_t *packed; /* ntiles * tile_bytes */
+  int32_t *wsum;   /* [tile][block][QG_NR] */
+  float *scales;   /* [tile][block][QG_NR] (padding channels 0) */
+  float *bias;     /* [ntiles * QG_NR] or NULL */
+  size_t bytes;
+};
+
+/* ---- micro-kernel choice -------------------------------------------------- */
+
+static int qg_path_cache; /* 0 until chosen; accessed with __atomic builtins */
+
+static int qg_best_path(void) {
+#if QG_X86
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vnni"))
+    return PX_QGEMM_AVX512_VNNI;
+  if (__builtin_cpu_supports("avx2")) return PX_QGEMM_AVX2;
+#endif
+#if QG_NEON
+  if (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) return PX_QGEMM_NEON_DOT;
+  return PX_QGEMM_NEON;
+#endif
+  return PX_QGEMM_PORTABLE;
+}
+
+static int qg_has_path(int path) {
+  switch (path) {
+  case PX_QGEMM_PORTABLE:
+    return 1;
+#if QG_X86
+  case PX_QGEMM_AVX2:
+    return (__builtin_cpu_init(), __builtin_cpu_supports("avx2"));
+  case PX_QGEMM_AVX512_VNNI:
+    return qg_best_path() == PX_QGEMM_AVX512_VNNI;
+#endif
+#if QG_NEON
+  case PX_QGEMM_NEON:
+    return 1;
+  case PX_QGEMM_NEON_DOT:
+    return qg_best_path() == PX_QGEMM_NEON_DOT;
+#endif
+  default:
+    return 0;
+  }
+}
+
+int px_qgemm_path(void) {
+  int p = __atomic_load_n(&qg_path_cache, __ATOMIC_RELAXED);
+  if (p == 0) {
+    p = qg_best_path();
+    __atomic_store_n(&qg_path_cache, p, __ATOMIC_RELAXED);
+  }
+  return p;
+}
+
+int px_qgemm_use_path(int path) {
+  if (path == PX_QGEMM_AUTO) path = qg_best_path();
+  if (!qg_has_path(path)) return -1;
+  __atomic_store_n(&qg_path_cache, path, __ATOMIC_RELAXED);
+  return 0;
+}
+
+const char *px_qgemm_path_name(int path) {
+  switch (path) {
+  case PX_QGEMM_PORTABLE:
+    return "portable C";
+  case PX_QGEMM_AVX2:
+    return "AVX2";
+  case PX_QGEMM_AVX512_VNNI:
+    return "AVX-512 VNNI";
+  case PX_QGEMM_NEON:
+    return "NEON";
+  case PX_QGEMM_NEON_DOT:
+    return "NEON dot product";
+  default:
+    return "auto";
+  }
+}
+
+static qg_ukr_fn qg_kernel(int bits) {
+  switch (px_qgemm_path()) {
+#if QG_X86
+  case PX_QGEMM_AVX2:
+    return bits == 4 ? qg_ukr4_avx2 : qg_ukr8_avx2;
+  case PX_QGEMM_AVX512_VNNI:
+    return bits == 4 ? qg_ukr4_vnni : qg_ukr8_vnni;
+#endif
+#if QG_NEON
+  case PX_QGEMM_NEON:
+    return bits == 4 ? qg_ukr4_neon : qg_ukr8_neon;
+  case PX_QGEMM_NEON_DOT:
+    return bits == 4 ? qg_ukr4_sdot : qg_ukr8_sdot;
+#endif
+  default:
+    return bits == 4 ? qg_ukr4_c : qg_ukr8_c;
+  }
+}
+
+/* ---- portable micro-kernels ------------------------------------------------ */
+
+/* Wrapping int32 arithmetic (as the SIMD instructions wrap) without signed
+ * overflow in C. */
+static inline int32_t qg_wrap(uint32_t u) {
+  int32_t s;
+  memcpy(&s, &u, sizeof s);
+  return s;
+}
+
+static inline int qg_s8(uint8_t b) {
+#if QG_BIAS8 == 128
+  return b; /* stored as uint8 */
+#else
+  return (int8_t)b;
+#endif
+}
+
+void qg_ukr8_c(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t nu, int32_t *raw) {
+  uint32_t acc[QG_MR][QG_NR];
+  memset(acc, 0, sizeof acc);
+  for (int64_t u = 0; u < nu; u++, w += 128) {
+    for (int i = 0; i < mr; i++) {
+      const int8_t *ar = a + i * lda + u * QG_KU;
+      for (int q = 0; q < 2; q++)
+        for (int j = 0; j < QG_NR; j++) {
+          const uint8_t *wj = w + q * 64 + j * 4;
+          int32_t s = 0;
+          for (int t = 0; t < 4; t++) s += ar[q * 4 + t] * qg_s8(wj[t]);
+          acc[i][j] += (uint32_t)s;
+        }
+    }
+  }
+  for (int i = 0; i < mr; i++)
+    for (int j = 0; j < QG_NR; j++) raw[i * QG_NR + j] = qg_wrap(acc[i][j]);
+}
+
+void qg_ukr4_c(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t nu, int32_t *raw) {
+  uint32_t acc[QG_MR][QG_NR];
+  memset(acc, 0, sizeof acc);
+  for (int64_t u = 0; u < nu; u++, w += 64) {
+    for (int i = 0; i < mr; i++) {
+      const int8_t *ar = a + i * lda + u * QG_KU;
+      for (int j = 0; j < QG_NR; j++) {
+        const uint8_t *wj = w + j * 4;
+        int32_t s = 0;
+        for (int t = 0; t < 4; t++) s += ar[t] * (wj[t] & 15) + ar[4 + t] * (wj[t] >> 4);
+        acc[i][j] += (uint32_t)s;
+      }
+    }
+  }
+  for (int i = 0; i < mr; i++)
+    for (int j = 0; j < QG_NR; j++) raw[i * QG_NR + j] = qg_wrap(acc[i][j]);
+}
+
+/* ---- packing ------------------------------------------------------------- */
+
+static void *qg_alloc(size_t bytes) {
+  size_t n = (bytes + 63) / 64 * 64;
+  return aligned_alloc(64, n ? n : 64);
+}
+
+/* The stored integer for weight (n, k) as the description has it. */
+static inline int qg_weight(const px_qweights_desc *d, int64_t n, int64_t k) {
+  const uint8_t *row = (const uint8_t *)d->data + n * d->row_bytes;
+  if (d->bits == 8) return (int8_t)row[k];
+  uint8_t b = row[k >> 1];
+  int high = (int)(k & 1) ^ (d->nibble_high_first ? 1 : 0);
+  return high ? b >> 4 : b & 15;
+}
+
+void px_qweights_free(px_qweights *w) {
+  if (!w) return;
+  free(w->packed);
+  free(w->wsum);
+  free(w->scales);
+  free(w->bias);
+  free(w);
+}
+
+size_t px_qweights_bytes(const px_qweights *w) { return w ? w->bytes : 0; }
+
+px_qweights *px_qweights_pack(const px_qweights_desc *d) {
+  if (!d || (d->bits != 8 && d->bits != 4)) {
+    px_invalid_program("quantized weights: %d-bit weights are not supported (8 or 4)", d ? d->bits : 0);
+    return NULL;
+  }
+  if (d->N <= 0 || d->K <= 0 || d->N > ((int64_t)1 << 31) || d->K > ((int64_t)1 << 31)) {
+    px_invalid_program("quantized weights: bad shape %lld x %lld", (long long)d->N, (long long)d->K);
+    return NULL;
+  }
+  int64_t need = d->bits == 8 ? d->K : (d->K + 1) / 2;
+  if (!d->data || d->row_bytes < need) {
+    px_invalid_program("quantized weights: rows of %lld bytes cannot hold %lld %d-bit values",
+                       (long long)d->row_bytes, (long long)d->K, d->bits);
+    return NULL;
+  }
+  if (d->block < 0 || (d->block > 0 && d->K % d->block != 0)) {
+    px_invalid_program("quantized weights: block size %lld does not divide the depth %lld",
+                       (long long)d->block, (long long)d->K);
+    return NULL;
+  }
+  if (d->bits == 4 ? (d->zero_point < 0 || d->zero_point > 15)
+                   : (d->zero_point < -128 || d->zero_point > 127)) {
+    px_invalid_program("quantized weights: zero point %d is out of range for %d-bit weights",
+                       (int)d->zero_point, d->bits);
+    return NULL;
+  }
+  if (!d->scales) {
+    px_invalid_program("quantized weights: no scales");
+    return NULL;
+  }
+  int64_t nb = d->block > 0 ? d->K / d->block : 1;
+  int64_t nscales = d->N * nb;
+  for (int64_t i = 0; i < nscales; i++)
+    if (!(isfinite(d->scales[i]) && d->scales[i] > 0.0f)) {
+      px_invalid_program("quantized weights: scale %lld is %g (scales must be finite and positive)",
+                         (long long)i, (double)d->scales[i]);
+      return NULL;
+    }
+
+  px_qweights *w = calloc(1, sizeof *w);
+  if (!w) {
+    px_no_memory("quantized weights");
+    return NULL;
+  }
+  w->bits = d->bits;
+  w->N = d->N;
+  w->K = d->K;
+  w->ntiles = (d->N + QG_NR - 1) / QG_NR;
+  w->nb = nb;
+  w->bk = d->K / nb;
+  w->bkp = (w->bk + QG_KU - 1) / QG_KU * QG_KU;
+  w->nu = w->bkp / QG_KU;
+  w->unit_bytes = d->bits == 8 ? 128 : 64;
+  w->tile_bytes = nb * w->nu * w->unit_bytes;
+  w->zero_point = d->zero_point;
+  w->sbias = d->bits == 4 ? d->zero_point : QG_BIAS8;
+  w->blockwise = d->block > 0;
+  size_t npad = (size_t)w->ntiles * QG_NR;
+  size_t packed_bytes = (size_t)w->ntiles * (size_t)w->tile_bytes;
+  w->packed = qg_alloc(packed_bytes);
+  w->wsum = qg_alloc(npad * (size_t)nb * sizeof(int32_t));
+  w->scales = qg_alloc(npad * (size_t)nb * sizeof(float));
+  if (d->bias) w->bias = qg_alloc(npad * sizeof(float));
+  if (!w->packed || !w->wsum || !w->scales || (d->bias && !w->bias)) {
+    px_qweights_free(w);
+    px_no_memory("quantized weights");
+    return NULL;
+  }
+  w->bytes = sizeof *w + packed_bytes + npad * (size_t)nb * 8 + (d->bias ? npad * sizeof(float) : 0);
+  memset(w->packed, 0, packed_bytes);
+  memset(w->wsum, 0, npad * (size_t)nb * sizeof(int32_t));
+  memset(w->scales, 0, npad * (size_t)nb * sizeof(float));
+  if (w->bias) {
+    memset(w->bias, 0, npad * sizeof(float));
+    memcpy(w->bias, d->bias, (size_t)d->N * sizeof(float));
+  }
+
+  for (int64_t n = 0; n < d->N; n++) {
+    int64_t t = n / QG_NR, j = n % QG_NR;
+    uint8_t *tile = w->packed + t * w->tile_bytes;
+    for (int64_t g = 0; g < nb; g++) {
+      uint8_t *blk = tile + g * w->nu * w->unit_bytes;
+      int32_t sum = 0;
+      for (int64_t kk = 0; kk < w->bk; kk++) {
+        int v = qg_weight(d, n, g * w->bk + kk);
+        int c = v - d->zero_point;
+        if (d->bits == 8 && (c < -128 || c > 127)) {
+          px_qweights_free(w);
+          px_invalid_program("quantized weights: weight %d minus the zero point %d is out of int8 range", v,
+                             (int)d->zero_point);
+          return NULL;
+        }
+        sum += c;
+        uint8_t *unit = blk + (kk / QG_KU) * w->unit_bytes;
+        int r = (int)(kk % QG_KU);
+        if (d->bits == 8)
+          unit[(r / 4) * 64 + j * 4 + r % 4] = (uint8_t)(c + QG_BIAS8);
+        else
+          unit[j * 4 + r % 4] |= (uint8_t)(v << (r / 4 * 4));
+      }
+      w->wsum[(t * nb + g) * QG_NR + j] = sum;
+      w->scales[(t * nb + g) * QG_NR + j] = d->block > 0 ? d->scales[n * nb + g] : d->scales[n];
+    }
+  }
+  return w;
+}
+
+/* ---- dynamic quantization (the reference's A10) ------------------------- */
+
+/* XNNPACK's scalar min / max: the second operand when the comparison fails,
+ * so a NaN in `a` gives b. */
+static inline float qg_max(float a, float b) { return b < a ? a : b; }
+static inline float qg_min(float a, float b) { return a < b ? a : b; }
+
+void px_quantize_qd8(const float *x, int64_t M, int64_t K, int64_t ldx, int8_t *q, int32_t *zp,
+                     float *scale) {
+  for (int64_t m = 0; m < M; m++) {
+    const float *r = x + m * ldx;
+    float rmin = 0.0f, rmax = 0.0f;
+    for (int64_t k = 0; k < K; k++) {
+      rmin = qg_min(rmin, r[k]);
+      rmax = qg_max(rmax, r[k]);
+    }
+    float mult = rmin == rmax ? 1.0f : 255.0f / (rmax - rmin);
+    float dmin = rmin * mult, dmax = rmax * mult;
+    float z = (-128.0f + dmin) + (127.0f + dmax) > 0.0f ? -128.0f - dmin : 127.0f - dmax;
+    z = qg_min(qg_max(z, -128.0f), 127.0f);
+    if (!(z == z)) z = 0.0f; /* a row with NaN or infinity: keep lrintf defined */
+    long izp = lrintf(z);
+    float lo = (float)(-128 - izp), hi = (float)(127 - izp);
+    int8_t *qr = q + m * K;
+    for (int64_t k = 0; k < K; k++) {
+      float v = qg_min(qg_max(r[k] * mult, lo), hi);
+      qr[k] = (int8_t)(lrintf(v) + izp);
+    }
+    zp[m] = (int32_t)izp;
+    scale[m] = 1.0f / mult;
+  }
+}
+
+/* ---- drivers ------------------------------------------------------------- */
+
+/* The activations, copied into blocks padded to bkp with zeros, and their
+ * per-block sums: ap[m * Kp + g * bkp + kk], sa[m * nb + g]. */
+static void qg_pack_a(const px_qweights *w, int64_t M, const int8_t *a, int64_t lda, int8_t *ap,
+                      int32_t *sa) {
+  int64_t Kp = w->nb * w->bkp;
+  for (int64_t m = 0; m < M; m++) {
+    const int8_t *ar = a + m * lda;
+    int8_t *dst = ap + m * Kp;
+    for (int64_t g = 0; g < w->nb; g++) {
+      const int8_t *src = ar + g * w->bk;
+      int8_t *db = dst + g * w->bkp;
+      memcpy(db, src, (size_t)w->bk);
+      memset(db + w->bk, 0, (size_t)(w->bkp - w->bk));
+      int32_t s = 0;
+      for (int64_t kk = 0; kk < w->bk; kk++) s += src[kk];
+      sa[m * w->nb + g] = s;
+    }
+  }
+}
+
+typedef struct {
+  const px_qweights *w;
+  qg_ukr_fn ukr;
+  int64_t M;
+  const int8_t *ap;
+  const int32_t *sa;
+  /* qd8 -> f32 */
+  const int32_t *a_zp;
+  const float *a_scale;
+  float *out;
+  float lo, hi;
+  /* qs8 */
+  int32_t azp1;
+  const int32_t *ibias;
+  const float *requant;
+  int32_t out_zp;
+  float qlo, qhi;
+  int8_t *qout;
+  int64_t ldc;
+} qg_job;
+
+/* The exact int32 product of block g for row m, channel slot j of tile t. */
+static inline int32_t qg_fix(const px_qweights *w, int32_t raw, int32_t sa, int32_t azp, int64_t t,
+                             int64_t g, int j) {
+  uint32_t v = (uint32_t)raw - (uint32_t)w->sbias * (uint32_t)sa -
+               (uint32_t)azp * (uint32_t)w->wsum[(t * w->nb + g) * QG_NR + j];
+  return qg_wrap(v);
+}
+
+static void qg_run_f32(void *arg, int64_t t0, int64_t t1, int tid) {
+  (void)tid;
+  const qg_job *J = arg;
+  const px_qweights *w = J->w;
+  int64_t Kp = w->nb * w->bkp, nb = w->nb;
+  int32_t raw[QG_MR * QG_NR];
+  float facc[QG_MR * QG_NR];
+  for (int64_t t = t0; t < t1; t++) {
+    const uint8_t *wt = w->packed + t * w->tile_bytes;
+    int nn = (int)(w->N - t * QG_NR < QG_NR ? w->N - t * QG_NR : QG_NR);
+    for (int64_t m0 = 0; m0 < J->M; m0 += QG_MR) {
+      int mr = (int)(J->M - m0 < QG_MR ? J->M - m0 : QG_MR);
+      for (int64_t g = 0; g < nb; g++) {
+        J->ukr(wt + g * w->nu * w->unit_bytes, J->ap + m0 * Kp + g * w->bkp, Kp, mr, w->nu, raw);
+        const float *sc = w->scales + (t * nb + g) * QG_NR;
+        for (int i = 0; i < mr; i++) {
+          int64_t m = m0 + i;
+          int32_t sa = J->sa[m * nb + g], azp = J->a_zp[m];
+          float *fa = facc + i * QG_NR;
+          if (!w->blockwise) {
+            for (int j = 0; j < nn; j++) fa[j] = (float)qg_fix(w, raw[i * QG_NR + j], sa, azp, t, g, j);
+          } else if (g == 0) {
+            for (int j = 0; j < nn; j++)
+              fa[j] = (float)qg_fix(w, raw[i * QG_NR + j], sa, azp, t, g, j) * sc[j];
+          } else {
+            for (int j = 0; j < nn; j++)
+              fa[j] = fa[j] + (float)qg_fix(w, raw[i * QG_NR + j], sa, azp, t, g, j) * sc[j];
+          }
+        }
+      }
+      const float *sc = w->scales + t * nb * QG_NR;
+      const float *bias = w->bias ? w->bias + t * QG_NR : NULL;
+      for (int i = 0; i < mr; i++) {
+        int64_t m = m0 + i;
+        float as = J->a_scale[m];
+        float *o = J->out + m * J->ldc + t * QG_NR;
+        const float *fa = facc + i * QG_NR;
+        for (int j = 0; j < nn; j++) {
+          float y = w->blockwise ? fa[j] * as : (fa[j] * as) * sc[j];
+          if (bias) y = y + bias[j];
+          if (y < J->lo) y = J->lo;
+          if (y > J->hi) y = J->hi;
+          o[j] = y;
+        }
+      }
+    }
+  }
+}
+
+static void qg_run_qs8(void *arg, int64_t t0, int64_t t1, int tid) {
+  (void)tid;
+  const qg_job *J = arg;
+  const px_qweights *w = J->w;
+  int64_t Kp = w->bkp;
+  int32_t raw[QG_MR * QG_NR];
+  for (int64_t t = t0; t < t1; t++) {
+    const uint8_t *wt = w->packed + t * w->tile_bytes;
+    int64_t n0 = t * QG_NR;
+    int nn = (int)(w->N - n0 < QG_NR ? w->N - n0 : QG_NR);
+    for (int64_t m0 = 0; m0 < J->M; m0 += QG_MR) {
+      int mr = (int)(J->M - m0 < QG_MR ? J->M - m0 : QG_MR);
+      J->ukr(wt, J->ap + m0 * Kp, Kp, mr, w->nu, raw);
+      for (int i = 0; i < mr; i++) {
+        int64_t m = m0 + i;
+        int8_t *o = J->qout + m * J->ldc + n0;
+        for (int j = 0; j < nn; j++) {
+          int32_t acc = qg_fix(w, raw[i * QG_NR + j], J->sa[m], J->azp1, t, 0, j);
+          if (J->ibias) acc = qg_wrap((uint32_t)acc + (uint32_t)J->ibias[n0 + j]);
+          float y = (float)acc * J->requant[n0 + j];
+          y = qg_min(qg_max(y, J->qlo), J->qhi);
+          o[j] = (int8_t)(lrintf(y) + J->out_zp);
+        }
+      }
+    }
+  }
+}
+
+/* Scratch for the packed activations and their block sums. */
+static int qg_prepare_a(px_ctx *ctx, const px_qweights *w, int64_t M, const int8_t *a, int64_t lda,
+                        int8_t **ap, int32_t **sa) {
+  size_t Kp = (size_t)(w->nb * w->bkp);
+  size_t abytes = ((size_t)M * Kp + 63) / 64 * 64;
+  uint8_t *s = px_scratch(ctx, abytes + (size_t)M * (size_t)w->nb * sizeof(int32_t));
+  if (!s) return -1;
+  *ap = (int8_t *)s;
+  *sa = (int32_t *)(s + abytes);
+  qg_pack_a(w, M, a, lda, *ap, *sa);
+  return 0;
+}
+
+int px_qgemm_qd8_f32(px_ctx *ctx, const px_qweights *w, int64_t M, const int8_t *a, int64_t lda,
+                     const int32_t *a_zp, const float *a_scale, float *out, int64_t ldc, float lo,
+                     float hi) {
+  if (M <= 0) return 0;
+  qg_job J;
+  memset(&J, 0, sizeof J);
+  int8_t *ap;
+  int32_t *sa;
+  if (qg_prepare_a(ctx, w, M, a, lda, &ap, &sa)) return PYEXEC_ERR_OUT_OF_MEMORY;
+  J.w = w;
+  J.ukr = qg_kernel(w->bits);
+  J.M = M;
+  J.ap = ap;
+  J.sa = sa;
+  J.a_zp = a_zp;
+  J.a_scale = a_scale;
+  J.out = out;
+  J.ldc = ldc;
+  J.lo = lo;
+  J.hi = hi;
+  px_parallel_for(w->ntiles, 1, M * w->K * w->N, qg_run_f32, &J);
+  return 0;
+}
+
+int px_qgemm_qs8(px_ctx *ctx, const px_qweights *w, int64_t M, const int8_t *a, int64_t lda,
+                 int32_t a_zp, const int32_t *bias, const float *requant, int32_t out_zp,
+                 int32_t qmin, int32_t qmax, int8_t *out, int64_t ldc) {
+  if (w->blockwise) return px_fail(ctx, "static int8 product with blockwise weight scales");
+  if (M <= 0) return 0;
+  qg_job J;
+  memset(&J, 0, sizeof J);
+  int8_t *ap;
+  int32_t *sa;
+  if (qg_prepare_a(ctx, w, M, a, lda, &ap, &sa)) return PYEXEC_ERR_OUT_OF_MEMORY;
+  J.w = w;
+  J.ukr = qg_kernel(w->bits);
+  J.M = M;
+  J.ap = ap;
+  J.sa = sa;
+  J.azp1 = a_zp;
+  J.ibias = bias;
+  J.requant = requant;
+  J.out_zp = out_zp;
+  J.qlo = (float)(qmin - out_zp);
+  J.qhi = (float)(qmax - out_zp);
+  J.qout = out;
+  J.ldc = ldc;
+  px_parallel_for(w->ntiles, 1, M * w->K * w->N, qg_run_qs8, &J);
+  return 0;
+}

@@ -1,0 +1,70 @@
+/*
+ * qgemm_impl.h - what qgemm.c shares with its per-ISA micro-kernels
+ * (qgemm_x86.c, qgemm_neon.c); private to kernels/gemm/.
+ *
+ * Packed weights. Output channels are grouped in tiles of QG_NR = 16; depth
+ * is cut into nb blocks of bk values (nb = 1 and bk = K for per-channel
+ * scales), each block padded with zeros to bkp, a multiple of QG_KU = 8. A
+ * tile's bytes are contiguous, block after block, one "unit" per 8 depth
+ * values:
+ *   8-bit unit (128 bytes): for quad q in 0..1, channel j in 0..15, i in 0..3:
+ *     byte[q * 64 + j * 4 + i] = s(n0 + j, k0 + 4 q + i)
+ *   4-bit unit (64 bytes): byte[j * 4 + i] = s(n0 + j, k0 + i)
+ *                                           | s(n0 + j, k0 + 4 + i) << 4
+ * s is the stored weight: 4-bit, the nibble as given (0..15); 8-bit, the
+ * centred weight w - zero_point plus QG_BIAS8 (128 on x86, where VNNI's
+ * vpdpbusd wants unsigned weights, so s is a uint8; 0 elsewhere, s an int8).
+ *
+ * The activations are copied (padded the same way, zeros in the padding) and
+ * each row's per-block sums sa are taken. A micro-kernel returns, for up to
+ * QG_MR rows and the 16 channels of a tile, raw[i][j] = sum_k a[i][k] *
+ * s[j][k] over one block (int32, wrapping). The exact product is then
+ *   sum_k (a - a_zp) * (w - zp) = raw - sbias * sa - a_zp * wsum[j]
+ * with sbias = zero_point for 4-bit and QG_BIAS8 for 8-bit, and wsum the
+ * block's sum of w - zp (computed at packing). Every path returns the same raw
+ * sums, so the same results.
+ */
+#ifndef PX_QGEMM_IMPL_H
+#define PX_QGEMM_IMPL_H
+
+#include <stdint.h>
+
+#define QG_NR 16
+#define QG_KU 8
+#define QG_MR 4
+
+#if defined(__x86_64__) || defined(__i386__)
+#define QG_BIAS8 128
+#else
+#define QG_BIAS8 0
+#endif
+
+/* raw[i * QG_NR + j] for i < mr; w: the tile's first unit of the block; a:
+ * row 0 of the packed activations at the block's start (row stride lda);
+ * nu: units in the block. */
+typedef void (*qg_ukr_fn)(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t nu,
+                          int32_t *raw);
+
+/* The kernels each path provides (8-bit and 4-bit weights). */
+void qg_ukr8_c(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t nu, int32_t *raw);
+void qg_ukr4_c(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t nu, int32_t *raw);
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__) && !defined(PX_PORTABLE_KERNELS)
+#define QG_X86 1
+void qg_ukr8_avx2(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t nu, int32_t *raw);
+void qg_ukr4_avx2(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t nu, int32_t *raw);
+void qg_ukr8_vnni(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t nu, int32_t *raw);
+void qg_ukr4_vnni(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t nu, int32_t *raw);
+#else
+#define QG_X86 0
+#endif
+#if defined(__aarch64__) && defined(__GNUC__) && !defined(PX_PORTABLE_KERNELS)
+#define QG_NEON 1
+void qg_ukr8_neon(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t nu, int32_t *raw);
+void qg_ukr4_neon(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t nu, int32_t *raw);
+void qg_ukr8_sdot(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t nu, int32_t *raw);
+void qg_ukr4_sdot(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t nu, int32_t *raw);
+#else
+#define QG_NEON 0
+#endif
+
+#endif /* PX_QGEMM_IMPL_H */

@@ -1,0 +1,150 @@
+/*
+ * qgemm_neon.c - the aarch64 micro-kernels of the integer GEMM (qgemm_impl.h
+ * has the packed layout and the contract). 8-bit weights are stored as int8
+ * (w - zp) here, 4-bit ones as their nibbles, so both sides are signed bytes.
+ *
+ * NEON (every aarch64 CPU): vmull_s8 products (at most 128 * 128) added in
+ * pairs into int32 lanes with vpadalq_s16; for 4-bit weights two products
+ * (|nibble * a| <= 1920) are added in int16 first. Dot product (sdot, chosen
+ * when getauxval(AT_HWCAP) has HWCAP_ASIMDDP): four byte products per int32
+ * lane, compiled with a target attribute.
+ */
+#include "kernels/gemm/qgemm_impl.h"
+
+#if QG_NEON
+#include <arm_neon.h>
+#include <string.h>
+
+static inline int32_t qg_load4(const int8_t *p) {
+  int32_t v;
+  memcpy(&v, p, sizeof v);
+  return v;
+}
+
+/* ---- plain NEON, one row at a time ----------------------------------------- */
+
+/* acc[v][h]: lanes (channel 4v + 2h + c, half p) as c * 2 + p; folded with
+ * vpaddq_s32 into channels 4v .. 4v + 3. */
+static void qg_store_pairs(int32x4_t acc[4][2], int32_t *raw) {
+  for (int v = 0; v < 4; v++) vst1q_s32(raw + 4 * v, vpaddq_s32(acc[v][0], acc[v][1]));
+}
+
+void qg_ukr8_neon(const uint8_t *w0, const int8_t *a, int64_t lda, int mr, int64_t nu, int32_t *raw) {
+  for (int i = 0; i < mr; i++) {
+    const int8_t *ar = a + i * lda;
+    const int8_t *w = (const int8_t *)w0;
+    int32x4_t acc[4][2];
+    for (int v = 0; v < 4; v++) acc[v][0] = acc[v][1] = vdupq_n_s32(0);
+    for (int64_t u = 0; u < nu; u++, w += 128) {
+      for (int q = 0; q < 2; q++) {
+        int8x16_t aq = vreinterpretq_s8_s32(vdupq_n_s32(qg_load4(ar + u * 8 + q * 4)));
+        for (int v = 0; v < 4; v++) {
+          int8x16_t wv = vld1q_s8(w + q * 64 + v * 16);
+          acc[v][0] = vpadalq_s16(acc[v][0], vmull_s8(vget_low_s8(wv), vget_low_s8(aq)));
+          acc[v][1] = vpadalq_s16(acc[v][1], vmull_high_s8(wv, aq));
+        }
+      }
+    }
+    qg_store_pairs(acc, raw + i * QG_NR);
+  }
+}
+
+void qg_ukr4_neon(const uint8_t *w0, const int8_t *a, int64_t lda, int mr, int64_t nu, int32_t *raw) {
+  const uint8x16_t mask = vdupq_n_u8(15);
+  for (int i = 0; i < mr; i++) {
+    const int8_t *ar = a + i * lda;
+    const uint8_t *w = w0;
+    int32x4_t acc[4][2];
+    for (int v = 0; v < 4; v++) acc[v][0] = acc[v][1] = vdupq_n_s32(0);
+    for (int64_t u = 0; u < nu; u++, w += 64) {
+      int8x16_t a0 = vreinterpretq_s8_s32(vdupq_n_s32(qg_load4(ar + u * 8)));
+      int8x16_t a1 = vreinterpretq_s8_s32(vdupq_n_s32(qg_load4(ar + u * 8 + 4)));
+      for (int v = 0; v < 4; v++) {
+        uint8x16_t b = vld1q_u8(w + v * 16);
+        int8x16_t lo = vreinterpretq_s8_u8(vandq_u8(b, mask));
+        int8x16_t hi = vreinterpretq_s8_u8(vshrq_n_u8(b, 4));
+        int16x8_t pl = vmlal_s8(vmull_s8(vget_low_s8(lo), vget_low_s8(a0)), vget_low_s8(hi), vget_low_s8(a1));
+        int16x8_t ph = vmlal_high_s8(vmull_high_s8(lo, a0), hi, a1);
+        acc[v][0] = vpadalq_s16(acc[v][0], pl);
+        acc[v][1] = vpadalq_s16(acc[v][1], ph);
+      }
+    }
+    qg_store_pairs(acc, raw + i * QG_NR);
+  }
+}
+
+/* ---- dot product --------------------------------------------------------------- */
+
+#define QG_DOT_T __attribute__((target("arch=armv8.2-a+dotprod")))
+#define QG_DOT QG_DOT_T __attribute__((always_inline)) static inline
+
+QG_DOT void qg_rows8_sdot(const uint8_t *w0, const int8_t *a, int64_t lda, const int mr, int64_t nu,
+                          int32_t *raw) {
+  const int8_t *w = (const int8_t *)w0;
+  int32x4_t acc[QG_MR][4];
+  for (int i = 0; i < mr; i++)
+    for (int v = 0; v < 4; v++) acc[i][v] = vdupq_n_s32(0);
+  for (int64_t u = 0; u < nu; u++, w += 128) {
+    int8x16_t b0 = vld1q_s8(w), b1 = vld1q_s8(w + 16), b2 = vld1q_s8(w + 32), b3 = vld1q_s8(w + 48);
+    int8x16_t c0 = vld1q_s8(w + 64), c1 = vld1q_s8(w + 80), c2 = vld1q_s8(w + 96), c3 = vld1q_s8(w + 112);
+    for (int i = 0; i < mr; i++) {
+      int8x8_t av = vld1_s8(a + i * lda + u * 8);
+      acc[i][0] = vdotq_lane_s32(vdotq_lane_s32(acc[i][0], b0, av, 0), c0, av, 1);
+      acc[i][1] = vdotq_lane_s32(vdotq_lane_s32(acc[i][1], b1, av, 0), c1, av, 1);
+      acc[i][2] = vdotq_lane_s32(vdotq_lane_s32(acc[i][2], b2, av, 0), c2, av, 1);
+      acc[i][3] = vdotq_lane_s32(vdotq_lane_s32(acc[i][3], b3, av, 0), c3, av, 1);
+    }
+  }
+  for (int i = 0; i < mr; i++)
+    for (int v = 0; v < 4; v++) vst1q_s32(raw + i * QG_NR + 4 * v, acc[i][v]);
+}
+
+QG_DOT void qg_rows4_sdot(const uint8_t *w, const int8_t *a, int64_t lda, const int mr, int64_t nu,
+                          int32_t *raw) {
+  const uint8x16_t mask = vdupq_n_u8(15);
+  int32x4_t acc[QG_MR][4];
+  for (int i = 0; i < mr; i++)
+    for (int v = 0; v < 4; v++) acc[i][v] = vdupq_n_s32(0);
+  for (int64_t u = 0; u < nu; u++, w += 64) {
+    int8x16_t lo[4], hi[4];
+    for (int v = 0; v < 4; v++) {
+      uint8x16_t b = vld1q_u8(w + v * 16);
+      lo[v] = vreinterpretq_s8_u8(vandq_u8(b, mask));
+      hi[v] = vreinterpretq_s8_u8(vshrq_n_u8(b, 4));
+    }
+    for (int i = 0; i < mr; i++) {
+      int8x8_t av = vld1_s8(a + i * lda + u * 8);
+      for (int v = 0; v < 4; v++) acc[i][v] = vdotq_lane_s32(vdotq_lane_s32(acc[i][v], lo[v], av, 0), hi[v], av, 1);
+    }
+  }
+  for (int i = 0; i < mr; i++)
+    for (int v = 0; v < 4; v++) vst1q_s32(raw + i * QG_NR + 4 * v, acc[i][v]);
+}
+
+#define QG_DISPATCH_MR(fn)     \
+  switch (mr) {                \
+  case 1:                      \
+    fn(w, a, lda, 1, nu, raw); \
+    break;                     \
+  case 2:                      \
+    fn(w, a, lda, 2, nu, raw); \
+    break;                     \
+  case 3:                      \
+    fn(w, a, lda, 3, nu, raw); \
+    break;                     \
+  default:                     \
+    fn(w, a, lda, 4, nu, raw); \
+    break;                     \
+  }
+
+QG_DOT_T void qg_ukr8_sdot(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t nu, int32_t *raw) {
+  QG_DISPATCH_MR(qg_rows8_sdot)
+}
+
+QG_DOT_T void qg_ukr4_sdot(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t nu, int32_t *raw) {
+  QG_DISPATCH_MR(qg_rows4_sdot)
+}
+
+#else
+typedef int qg_neon_unused; /* ISO C wants a translation unit to declare something */
+#endif
