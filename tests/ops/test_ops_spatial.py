@@ -6,7 +6,9 @@ ExecuTorch programs run by pyexec and compared with torch eager.
 Covered: reflection / replication padding (1d, 2d, 3d), pixel_shuffle /
 pixel_unshuffle, grid_sampler_2d, _upsample_bilinear2d_aa, masked_scatter,
 linear, _pdist_forward, native_dropout, rand / randn and training-mode
-_native_batch_norm_legit with running statistics.
+_native_batch_norm_legit with running statistics; and the convolution
+kernels the XNNPACK backend shares (depthwise row kernel, GEMM edge tiles),
+on lowered programs against ExecuTorch's runtime and eager.
 
 Ops the default pipeline decomposes are kept with `preserve_ops`; each test
 checks that the program really calls the kernel under test. Several dtypes
@@ -606,3 +608,73 @@ def test_batch_norm_legit_running_stats(dtype, training):
         expected = (expected[0], expected[1].to(got[3].dtype), expected[2].to(got[4].dtype)) + expected[3:]
         compare(got[2:], expected, rtol=tol[0], atol=tol[1])
         compare(got[:2], (rm_e, rv_e), rtol=1e-4, atol=1e-5)
+
+
+# ---- convolution kernels shared with the XNNPACK backend (NHWC) ---------------------
+#
+# The XNNPACK backend's DepthwiseConv2d runs 3x3 and 5x5 filters of multiplier 1
+# through a row kernel that holds the filter of 16 channels in registers and
+# reads a zero row for padding rows (AVX-512 machines), border columns through
+# the per-pixel kernel; Conv2d and FullyConnected run the GEMM engine's
+# micro-kernel with A read in place. These cases cross each edge: channel
+# counts around the 16-lane block, rows narrower than the kernel (no interior
+# column), dilation, stride 2, a clamp. Compared with ExecuTorch's runtime
+# (the real XNNPACK) and torch eager, within the delegate tests' single-layer
+# tolerance (rtol 1e-4 / atol 1e-5: sums in another order, with fused
+# multiply-adds).
+
+
+@pytest.mark.parametrize(
+    "channels, kernel, stride, padding, dilation, width",
+    [
+        (16, 3, 1, 1, 1, 13),
+        (17, 3, 2, 1, 1, 12),
+        (33, 3, 1, 2, 2, 15),
+        (8, 5, 1, 2, 1, 9),
+        (40, 5, 2, 2, 1, 4),  # narrower than the kernel's span: border columns only
+        (24, 3, 1, 0, 1, 3),
+    ],
+    ids=["3x3-c16", "3x3-c17-s2", "3x3-c33-dil2", "5x5-c8", "5x5-narrow", "3x3-nopad-w3"],
+)
+def test_xnnpack_depthwise_rows(channels, kernel, stride, padding, dilation, width):
+    from support.export import run_with_executorch
+    from support.xnnpack import export_xnnpack, node_types
+
+    import pyexec
+
+    torch.manual_seed(3)
+    module = torch.nn.Sequential(
+        torch.nn.Conv2d(channels, channels, kernel, stride, padding, dilation, groups=channels),
+        torch.nn.Hardtanh(-0.5, 0.75),
+    ).eval()
+    x = make((2, channels, 7, width), torch.float32, seed=4)
+    x[0, 0, 1, 1] = math.nan
+    pte = export_xnnpack(module, (x,))
+    assert 13 in node_types(pte), "the partitioner no longer emits DepthwiseConv2d"
+    got = pyexec.load(pte).load_method("forward").execute([x.clone()])
+    assert_close(got[0], run_with_executorch(pte, [x])[0], rtol=1e-4, atol=1e-5, what="vs ExecuTorch")
+    with torch.no_grad():
+        assert_close(got[0], module(x.clone()), rtol=1e-4, atol=1e-5, what="vs eager")
+
+
+@pytest.mark.parametrize(
+    "cin, cout, kernel, stride, rows",
+    [(24, 144, 1, 1, 57), (96, 24, 1, 1, 9), (32, 70, 3, 1, 11), (16, 33, 3, 2, 13)],
+    ids=["1x1-expand", "1x1-project", "3x3-n70", "3x3-s2-n33"],
+)
+def test_xnnpack_conv_gemm_edges(cin, cout, kernel, stride, rows):
+    """Output channels not a multiple of the 32-wide panel and pixel counts
+    not a multiple of the 8-row tile."""
+    from support.export import run_with_executorch
+    from support.xnnpack import export_xnnpack
+
+    import pyexec
+
+    torch.manual_seed(5)
+    module = torch.nn.Sequential(torch.nn.Conv2d(cin, cout, kernel, stride, kernel // 2), torch.nn.ReLU6()).eval()
+    x = make((1, cin, rows, 7), torch.float32, seed=6) * 0.3
+    pte = export_xnnpack(module, (x,))
+    got = pyexec.load(pte).load_method("forward").execute([x.clone()])
+    assert_close(got[0], run_with_executorch(pte, [x])[0], rtol=1e-4, atol=1e-5, what="vs ExecuTorch")
+    with torch.no_grad():
+        assert_close(got[0], module(x.clone()), rtol=1e-4, atol=1e-5, what="vs eager")

@@ -13,7 +13,11 @@
  *     input itself for a 1x1 stride-1 unpadded convolution;
  *   - DepthwiseConv2d: the filter [1, KH, KW, C*M] is already taps x
  *     channels, kept as is beside the bias; a run is direct loops with the
- *     channels in vector registers;
+ *     channels in vector registers, split over the thread pool by output
+ *     row: on AVX-512 machines a 3x3 or 5x5 filter of multiplier 1 runs a
+ *     row kernel over the columns whose taps are all inside the input (the
+ *     filter of 16 channels held in registers, four pixels at a time, a zero
+ *     row standing in for padding rows), the border columns per pixel;
  *   - ConvTranspose2d: per group, B[ic][(tap, oc)] = filter[oc][tap][ic],
  *     packed; a run is col = x @ B per row tile, then each column block is
  *     added into the output pixel it lands on.
@@ -27,6 +31,7 @@
 
 #include "backends/xnnpack/nodes.h"
 #include "kernels/gemm/gemm.h"
+#include "runtime/parallel.h"
 
 enum { CONV_PLAIN, CONV_DEPTHWISE, CONV_TRANSPOSED };
 
@@ -269,7 +274,7 @@ static void clamp_rows(float *y, int64_t n, float lo, float hi) {
 }
 
 /* Rows per tile: about 128 KiB of output, a multiple of 24 (the engine's
- * row panels are 6 or 4 high), at least 24. */
+ * row panels are 8, 6 or 4 high), at least 24. */
 static int64_t tile_rows(int64_t row_floats) {
   int64_t t = (32768 / (row_floats > 0 ? row_floats : 1)) / 24 * 24;
   return t < 24 ? 24 : t > 960 ? 960 : t;
@@ -285,7 +290,7 @@ typedef struct im2col_src {
   int64_t H, W, OH, OW, row0;
 } im2col_src;
 
-#define IM2COL_MR_MAX 8 /* the engine's row panels are 6 (AVX2) or 4 high */
+#define IM2COL_MR_MAX PX_GEMM_MR_MAX /* the engine's tallest row panel */
 
 static void im2col_pack(const void *src, int64_t ic, int64_t mc, int64_t pc, int64_t kc, int mr,
                         float *pa) {
@@ -451,58 +456,171 @@ DEFINE_DW_PIXEL(dw_pixel_avx2, __attribute__((target("avx2,fma"))), v8f, v8i, v8
 #define XNN_X86 0
 #endif
 
+#if XNN_X86
+#include <immintrin.h>
+
+/* Depthwise with multiplier 1 on AVX-512, output columns [ow0, ow1) of one
+ * output row whose taps are all inside the input's columns: the KH_ x KW_
+ * filter of a 16-channel block stays in registers while four output pixels
+ * at a time accumulate their taps (four independent chains). rows[ki] is
+ * input row oh*sh - pt + ki*dh at channel 0 (a zero row in the padding), w
+ * the filter [KH*KW][C]. The sum is bias + taps in (ki, kj) order, as in
+ * dw_pixel (a padding row adds zeros). */
+#define DEFINE_DW_ROW512(NAME, KH_, KW_)                                                          \
+  __attribute__((target("avx512f"))) static void NAME(                                          \
+      const float *const *rows, int64_t C, int64_t sw, int64_t dw, int64_t pl, int64_t ow0,      \
+      int64_t ow1, const float *w, const float *bias, float lo, float hi, float *orow) {        \
+    const __m512 vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);                            \
+    const int64_t xs = sw * C, ts = dw * C; /* floats between output pixels, between taps */    \
+    for (int64_t c = 0; c < C; c += 16) {                                                        \
+      const __mmask16 m = C - c >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (C - c)) - 1);    \
+      __m512 wv[KH_ * KW_];                                                                      \
+      for (int t = 0; t < KH_ * KW_; t++) wv[t] = _mm512_maskz_loadu_ps(m, w + t * C + c);       \
+      const __m512 b = _mm512_maskz_loadu_ps(m, bias + c);                                       \
+      int64_t ow = ow0;                                                                          \
+      for (; ow + 4 <= ow1; ow += 4) {                                                           \
+        __m512 a0 = b, a1 = b, a2 = b, a3 = b;                                                   \
+        for (int ki = 0; ki < KH_; ki++) {                                                       \
+          const float *r = rows[ki] + (ow * sw - pl) * C + c;                                    \
+          for (int kj = 0; kj < KW_; kj++) {                                                     \
+            const float *q = r + kj * ts;                                                        \
+            const __m512 wt = wv[ki * KW_ + kj];                                                 \
+            a0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, q), wt, a0);                           \
+            a1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, q + xs), wt, a1);                      \
+            a2 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, q + 2 * xs), wt, a2);                  \
+            a3 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, q + 3 * xs), wt, a3);                  \
+          }                                                                                      \
+        }                                                                                        \
+        /* max / min return the second operand when one is NaN: NaN stays */                   \
+        float *o = orow + ow * C + c;                                                            \
+        _mm512_mask_storeu_ps(o, m, _mm512_min_ps(vhi, _mm512_max_ps(vlo, a0)));                 \
+        _mm512_mask_storeu_ps(o + C, m, _mm512_min_ps(vhi, _mm512_max_ps(vlo, a1)));             \
+        _mm512_mask_storeu_ps(o + 2 * C, m, _mm512_min_ps(vhi, _mm512_max_ps(vlo, a2)));         \
+        _mm512_mask_storeu_ps(o + 3 * C, m, _mm512_min_ps(vhi, _mm512_max_ps(vlo, a3)));         \
+      }                                                                                          \
+      for (; ow < ow1; ow++) {                                                                   \
+        __m512 a0 = b;                                                                           \
+        for (int ki = 0; ki < KH_; ki++) {                                                       \
+          const float *r = rows[ki] + (ow * sw - pl) * C + c;                                    \
+          for (int kj = 0; kj < KW_; kj++)                                                       \
+            a0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, r + kj * ts), wv[ki * KW_ + kj], a0);  \
+        }                                                                                        \
+        _mm512_mask_storeu_ps(orow + ow * C + c, m, _mm512_min_ps(vhi, _mm512_max_ps(vlo, a0)));  \
+      }                                                                                          \
+    }                                                                                            \
+  }
+
+DEFINE_DW_ROW512(dw_row_3x3_avx512, 3, 3)
+DEFINE_DW_ROW512(dw_row_5x5_avx512, 5, 5)
+#endif
+
+typedef struct dw_job {
+  const conv_plan *p;
+  const float *x;
+  float *y;
+  int64_t H, W, OH, OW;
+  float lo, hi;
+  const float **ptrs;  /* per thread: 2 * KK tap pointers */
+  const float *zeros;  /* a zero input row (W * C floats) for the row kernels, or NULL */
+  int isa;             /* 0 portable, 1 AVX2, 2 AVX-512 */
+} dw_job;
+
+/* Output rows [begin, end) (row = n * OH + oh) of a depthwise convolution;
+ * each output pixel is computed the same way whichever task holds it. */
+static void dw_rows(void *arg, int64_t begin, int64_t end, int tid) {
+  const dw_job *j = arg;
+  const conv_plan *p = j->p;
+  const int64_t H = j->H, W = j->W, OH = j->OH, OW = j->OW, Cin = p->Cin, C = p->Cout;
+  const int64_t Mul = p->Cout_g, KK = p->KH * p->KW;
+  const float lo = j->lo, hi = j->hi;
+  const float **xs = j->ptrs + (int64_t)tid * 2 * KK, **ws = xs + KK;
+  /* interior output columns [owA, owB): every tap's input column in [0, W) */
+  int64_t owA = (p->pl + p->sw - 1) / p->sw, owB = W - 1 + p->pl - (p->KW - 1) * p->dw;
+  owB = owB < 0 ? 0 : owB / p->sw + 1;
+  if (owB > OW) owB = OW;
+  if (owA > owB) owA = owB;
+  for (int64_t row = begin; row < end; row++) {
+    const int64_t n = row / OH, oh = row % OH, ih0 = oh * p->sh - p->pt;
+    float *orow = j->y + row * OW * C;
+    int64_t skip0 = 0, skip1 = 0; /* columns the row kernel did */
+#if XNN_X86
+    if (j->zeros && owA < owB) {
+      const float *rows[5];
+      for (int64_t ki = 0; ki < p->KH; ki++) {
+        int64_t ih = ih0 + ki * p->dh;
+        rows[ki] = ih >= 0 && ih < H ? j->x + (n * H + ih) * W * Cin : j->zeros;
+      }
+      if (p->KH == 3)
+        dw_row_3x3_avx512(rows, C, p->sw, p->dw, p->pl, owA, owB, p->w, p->bias, lo, hi, orow);
+      else
+        dw_row_5x5_avx512(rows, C, p->sw, p->dw, p->pl, owA, owB, p->w, p->bias, lo, hi, orow);
+      skip0 = owA, skip1 = owB;
+    }
+#endif
+    for (int64_t ow = 0; ow < OW; ow++) {
+      if (ow == skip0 && skip1 > skip0) {
+        ow = skip1 - 1;
+        continue;
+      }
+      int nt = 0;
+      const int64_t iw0 = ow * p->sw - p->pl;
+      for (int64_t ki = 0; ki < p->KH; ki++) {
+        int64_t ih = ih0 + ki * p->dh;
+        if (ih < 0 || ih >= H) continue;
+        for (int64_t kj = 0; kj < p->KW; kj++) {
+          int64_t iw = iw0 + kj * p->dw;
+          if (iw < 0 || iw >= W) continue;
+          xs[nt] = j->x + ((n * H + ih) * W + iw) * Cin;
+          ws[nt] = p->w + (ki * p->KW + kj) * C;
+          nt++;
+        }
+      }
+      float *o = orow + ow * C;
+      if (Mul == 1) {
+#if XNN_X86
+        if (j->isa >= 1) {
+          dw_pixel_avx2(C, nt, xs, ws, p->bias, lo, hi, o);
+          continue;
+        }
+#endif
+        dw_pixel(C, nt, xs, ws, p->bias, lo, hi, o);
+        continue;
+      }
+      /* multiplier > 1: output channel c reads input channel c / Mul */
+      memcpy(o, p->bias, sizeof(float) * (size_t)C);
+      for (int t = 0; t < nt; t++)
+        for (int64_t ci = 0, c = 0; ci < Cin; ci++) {
+          float xv1 = xs[t][ci];
+          for (int64_t m = 0; m < Mul; m++, c++) o[c] += xv1 * ws[t][c];
+        }
+      clamp_rows(o, C, lo, hi);
+    }
+  }
+}
+
 int xnn_exec_depthwise_conv2d(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
   const conv_plan *p = node->packed;
   const xnn_value *xv = &values[node->in[0]], *yv = &values[node->out[0]];
-  const float *x = xv->data;
-  float *y = yv->data;
-  const int64_t N = xv->dims[0], H = xv->dims[1], W = xv->dims[2], Cin = p->Cin;
-  const int64_t OH = yv->dims[1], OW = yv->dims[2], C = p->Cout, Mul = p->Cout_g;
-  const int64_t KK = p->KH * p->KW;
-  const float lo = node->output_min, hi = node->output_max;
-  const float **xs = px_scratch(ctx, sizeof(float *) * 2 * (size_t)KK);
-  if (!xs) return PYEXEC_ERR_EXECUTION;
-  const float **ws = xs + KK;
+  dw_job j = {p, xv->data, yv->data, xv->dims[1], xv->dims[2], yv->dims[1], yv->dims[2],
+              node->output_min, node->output_max, NULL, NULL, 0};
+  const int64_t N = xv->dims[0], KK = p->KH * p->KW, C = p->Cout;
+  const int T = px_parallel_threads();
+  j.ptrs = px_scratch(ctx, sizeof(float *) * 2 * (size_t)KK * (size_t)T);
+  if (!j.ptrs) return PYEXEC_ERR_EXECUTION;
 #if XNN_X86
-  bool avx2 = (__builtin_cpu_init(), __builtin_cpu_supports("avx2") &&
-               __builtin_cpu_supports("fma"));
+  __builtin_cpu_init();
+  j.isa = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  if (j.isa && __builtin_cpu_supports("avx512f") && p->Cout_g == 1 &&
+      ((p->KH == 3 && p->KW == 3) || (p->KH == 5 && p->KW == 5))) {
+    j.isa = 2;
+    float *z = px_scratch(ctx, sizeof(float) * (size_t)(j.W * C + 16));
+    if (!z) return PYEXEC_ERR_EXECUTION;
+    memset(z, 0, sizeof(float) * (size_t)(j.W * C + 16));
+    j.zeros = z;
+  }
 #endif
-  for (int64_t n = 0; n < N; n++)
-    for (int64_t oh = 0; oh < OH; oh++)
-      for (int64_t ow = 0; ow < OW; ow++) {
-        int nt = 0;
-        int64_t ih0 = oh * p->sh - p->pt, iw0 = ow * p->sw - p->pl;
-        for (int64_t ki = 0; ki < p->KH; ki++) {
-          int64_t ih = ih0 + ki * p->dh;
-          if (ih < 0 || ih >= H) continue;
-          for (int64_t kj = 0; kj < p->KW; kj++) {
-            int64_t iw = iw0 + kj * p->dw;
-            if (iw < 0 || iw >= W) continue;
-            xs[nt] = x + ((n * H + ih) * W + iw) * Cin;
-            ws[nt] = p->w + (ki * p->KW + kj) * C;
-            nt++;
-          }
-        }
-        float *o = y + ((n * OH + oh) * OW + ow) * C;
-        if (Mul == 1) {
-#if XNN_X86
-          if (avx2) {
-            dw_pixel_avx2(C, nt, xs, ws, p->bias, lo, hi, o);
-            continue;
-          }
-#endif
-          dw_pixel(C, nt, xs, ws, p->bias, lo, hi, o);
-          continue;
-        }
-        /* multiplier > 1: output channel c reads input channel c / Mul */
-        memcpy(o, p->bias, sizeof(float) * (size_t)C);
-        for (int t = 0; t < nt; t++)
-          for (int64_t ci = 0, c = 0; ci < Cin; ci++) {
-            float xv1 = xs[t][ci];
-            for (int64_t m = 0; m < Mul; m++, c++) o[c] += xv1 * ws[t][c];
-          }
-        clamp_rows(o, C, lo, hi);
-      }
+  const int64_t rows = N * j.OH;
+  px_parallel_for(rows, 1, rows * j.OW * C * KK, dw_rows, &j);
   return 0;
 }
 
