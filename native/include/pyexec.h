@@ -126,6 +126,31 @@ PYEXEC_API const char *pyexec_version(void);
 PYEXEC_API int pyexec_version_number(void);
 
 /* ------------------------------------------------------------------------ */
+/* Threads                                                                  */
+/* ------------------------------------------------------------------------ */
+
+/* Sets how many threads the library's kernels may use from now on (the
+ * calling thread included), for every method in the process; an execute
+ * already running keeps the count it started with. 1 runs everything on the
+ * calling thread. n must be from 1 to 1024, else
+ * PYEXEC_ERR_INVALID_ARGUMENT. Outputs are bit-identical for every count.
+ *
+ * The threads are one pool of count - 1 workers (the calling thread is the
+ * other), created when first needed and shared by all methods: while one
+ * execute uses it, an execute on another thread runs its kernels on that
+ * thread alone, so however many callers there are, the library adds at most
+ * count - 1 threads of its own to them. A forked child starts with no pool
+ * and makes its own. */
+PYEXEC_API pyexec_status pyexec_set_num_threads(int n);
+
+/* The count kernels may use: the last pyexec_set_num_threads, else the
+ * PYEXEC_NUM_THREADS environment variable (read once; a value that is not a
+ * whole number from 1 to 1024 is reported on stderr and ignored), else the
+ * CPUs this process may run on (its affinity mask, capped by a cgroup CPU
+ * quota when one is set). */
+PYEXEC_API int pyexec_get_num_threads(void);
+
+/* ------------------------------------------------------------------------ */
 /* Data types (ExecuTorch ScalarType codes)                                 */
 /* ------------------------------------------------------------------------ */
 

@@ -18,6 +18,11 @@ PYEXEC_API int pyexec_version_number(void) { return PYEXEC_VERSION_NUMBER; }
 PYEXEC_API const char *pyexec_last_error(void) { return px_last_error(); }
 PYEXEC_API const char *pyexec_status_name(pyexec_status status) { return px_status_name(status); }
 
+/* ---- threads ------------------------------------------------------------------ */
+
+PYEXEC_API pyexec_status pyexec_set_num_threads(int n) { return px_parallel_set_num_threads(n); }
+PYEXEC_API int pyexec_get_num_threads(void) { return px_parallel_get_num_threads(); }
+
 /* ---- dtypes ------------------------------------------------------------------ */
 
 PYEXEC_API size_t pyexec_dtype_size(pyexec_dtype dtype) { return px_elsize((int)dtype); }

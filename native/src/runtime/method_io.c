@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "runtime/executor.h"
 #include "runtime/method.h"
+#include "runtime/parallel.h"
 
 /* ---- metadata ---------------------------------------------------------- */
 
@@ -405,7 +406,11 @@ pyexec_status px_method_run(pyexec_run *run) {
                                m->nout);
   pthread_mutex_lock(&m->lock);
   pyexec_status st = run->inputs ? set_inputs_locked(m, run->inputs, run->input_count) : PYEXEC_OK;
-  if (!st) st = px_executor_run(m);
+  if (!st) {
+    int pin = px_parallel_pin();
+    st = px_executor_run(m);
+    px_parallel_unpin(pin);
+  }
   if (!st) {
     bool changed = run->output_count != m->last_count;
     for (size_t i = 0; i < run->output_count; i++) changed |= describe_output_changed(m, i, &run->outputs[i]);
@@ -419,7 +424,9 @@ pyexec_status px_method_run(pyexec_run *run) {
 pyexec_status px_method_execute(pyexec_method *m) {
   if (!m) return px_invalid_argument("method must not be NULL");
   pthread_mutex_lock(&m->lock);
+  int pin = px_parallel_pin();
   pyexec_status st = px_executor_run(m);
+  px_parallel_unpin(pin);
   pthread_mutex_unlock(&m->lock);
   return st;
 }

@@ -1,13 +1,452 @@
 /*
- * parallel.c - the thread pool behind parallel.h. For now every range runs
- * inline on the calling thread; the pool itself is issue 17's.
+ * parallel.c - the library-wide thread pool behind parallel.h.
+ *
+ * One pool for the whole process, created on the first range that is worth
+ * splitting, with (threads - 1) workers: the calling thread always takes
+ * chunk 0 itself. A job is split statically: with T taking part, chunk t
+ * holds grain units [t*U/T, (t+1)*U/T) of the U = ceil(n/grain) units and
+ * runs on thread t (tid t), so the split is a pure function of (n, grain, T).
+ *
+ * One job owns the workers at a time. A range that cannot own them - a
+ * nested px_parallel_for from inside a chunk, or another application thread
+ * while a job is in flight (two Methods executing at once) - runs inline on
+ * its own thread, whole, as tid 0. So the threads the library runs never
+ * exceed the count set, however many callers there are, and nothing waits on
+ * anything but its own job's chunks (no deadlock). Results never depend on
+ * this: kernels compute each output element the same way in any chunk.
+ *
+ * Waking: a worker that has just finished spins for a short while on the job
+ * counter (a model runs one kernel after the other, so the next job usually
+ * comes within microseconds), then sleeps on a condition variable; the owner
+ * spins likewise for the last chunks, then sleeps.
+ *
+ * Thread count: pyexec_set_num_threads, else PYEXEC_NUM_THREADS, else the
+ * CPUs in the process's affinity mask capped by a cgroup CPU quota (v2
+ * cpu.max, v1 cfs_quota_us / cfs_period_us) when one is set.
+ *
+ * A Method execute pins the count it starts with on its thread
+ * (px_parallel_pin), so a kernel that sizes per-thread scratch from
+ * px_parallel_threads() gets no higher tid even when another thread changes
+ * the count meanwhile.
+ *
+ * Fork: a child starts with no pool (its workers were not copied) and makes
+ * one again when it needs it. Unload: a destructor stops and joins the
+ * workers when no job is in flight.
  */
 #include "runtime/parallel.h"
 
-int px_parallel_threads(void) { return 1; }
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/error.h"
+
+/* Below this cost (parallel.h's units: about one multiply-add or one byte)
+ * a range runs inline; each thread taking part gets at least this much.
+ * Waking the workers and waiting for them costs about 2-5 us when they are
+ * spinning and 20-60 us when they sleep; 64K units is 15-40 us of work. */
+#ifndef PX_PARALLEL_MIN_COST
+#define PX_PARALLEL_MIN_COST ((int64_t)1 << 16)
+#endif
+
+/* How long a worker (or the owner waiting for the last chunks) spins before
+ * it sleeps. */
+#define PX_SPIN_NS 100000L
+
+typedef struct job {
+  px_parallel_fn fn;
+  void *arg;
+  int64_t n, grain, units;
+  int nthreads; /* threads taking part, caller included */
+} job;
+
+/* One worker; its ticket is bumped (under the pool's mutex) for each job it
+ * takes part in, so a worker never looks at a job it is not part of. */
+typedef struct worker {
+  _Alignas(64) atomic_uint_fast64_t ticket;
+  pthread_cond_t wake; /* a new ticket, or stop */
+  bool sleeping;       /* waiting on `wake` (under the pool's mutex) */
+  int index;           /* 1..nworkers: the tid it runs */
+  pthread_t thread;
+} worker;
+
+typedef struct pool {
+  pthread_mutex_t mu;
+  pthread_cond_t done; /* owner: the last chunk finished */
+  worker *workers;
+  int nworkers;
+  bool owner_waiting; /* the owner waits on `done` (under mu) */
+  atomic_bool stop;   /* set under mu */
+  atomic_int pending; /* workers of the job not done yet */
+  job cur;            /* written before the tickets are bumped */
+} pool;
+
+static pool g_pool = {.mu = PTHREAD_MUTEX_INITIALIZER, .done = PTHREAD_COND_INITIALIZER};
+static atomic_flag g_busy = ATOMIC_FLAG_INIT; /* a job owns the workers */
+static atomic_int g_count;                    /* 0: not decided yet */
+static pthread_once_t g_atfork_once = PTHREAD_ONCE_INIT;
+static _Thread_local int tl_in_task; /* inside a chunk (workers: always) */
+static _Thread_local int tl_pinned;  /* the count an execute on this thread started with */
+
+/* ------------------------------------------------------------------------ */
+/* Thread count                                                             */
+/* ------------------------------------------------------------------------ */
+
+/* Reads a small text file whole into buf (NUL-terminated); false if absent. */
+static bool read_small(const char *path, char *buf, size_t cap) {
+  FILE *f = fopen(path, "re");
+  if (!f) return false;
+  size_t n = fread(buf, 1, cap - 1, f);
+  fclose(f);
+  buf[n] = 0;
+  return n > 0;
+}
+
+/* CPUs a quota of `quota` per `period` microseconds pays for, rounded up; 0
+ * when there is no quota. */
+static int quota_cpus(long long quota, long long period) {
+  if (quota <= 0 || period <= 0) return 0;
+  long long c = (quota + period - 1) / period;
+  return c > PX_MAX_THREADS ? PX_MAX_THREADS : (int)c;
+}
+
+/* The cgroup path of this process for v2 ("0::/path") or for the v1
+ * controller named `ctrl` ("N:cpu,cpuacct:/path"), into out. */
+static bool cgroup_path(const char *ctrl, char *out, size_t cap) {
+  char buf[4096];
+  if (!read_small("/proc/self/cgroup", buf, sizeof buf)) return false;
+  for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n")) {
+    char *c1 = strchr(line, ':');
+    char *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+    if (!c2) continue;
+    *c2 = 0;
+    const char *ctrls = c1 + 1, *path = c2 + 1;
+    bool match = false;
+    if (!ctrl) {
+      match = *ctrls == 0 && strncmp(line, "0", 1) == 0;
+    } else {
+      for (const char *p = ctrls; *p;) {
+        size_t len = strcspn(p, ",");
+        if (len == strlen(ctrl) && strncmp(p, ctrl, len) == 0) match = true;
+        p += len + (p[len] == ',');
+      }
+    }
+    if (match) {
+      snprintf(out, cap, "%s", path);
+      return true;
+    }
+  }
+  return false;
+}
+
+/* The tightest quota on this cgroup or its ancestors below `root` (v2:
+ * cpu.max "max 100000" or "200000 100000"), 0 if none. */
+static int cgroup_v2_cpus(void) {
+  char rel[2048], path[2600], buf[128];
+  if (!cgroup_path(NULL, rel, sizeof rel)) return 0;
+  int best = 0;
+  for (;;) {
+    snprintf(path, sizeof path, "/sys/fs/cgroup%s%scpu.max", rel, rel[strlen(rel) - 1] == '/' ? "" : "/");
+    long long q, p;
+    if (read_small(path, buf, sizeof buf) && strncmp(buf, "max", 3) != 0 && sscanf(buf, "%lld %lld", &q, &p) == 2) {
+      int c = quota_cpus(q, p);
+      if (c && (!best || c < best)) best = c;
+    }
+    char *slash = strrchr(rel, '/');
+    if (!slash || (slash == rel && rel[1] == 0)) break;
+    if (slash == rel) rel[1] = 0;
+    else *slash = 0;
+  }
+  return best;
+}
+
+/* v1: cpu.cfs_quota_us / cpu.cfs_period_us in the cpu controller's
+ * hierarchy, at this process's cgroup or the mount's root. */
+static int cgroup_v1_cpus(void) {
+  static const char *const mounts[] = {"/sys/fs/cgroup/cpu,cpuacct", "/sys/fs/cgroup/cpu"};
+  char rel[2048], path[2600], buf[64];
+  if (!cgroup_path("cpu", rel, sizeof rel)) rel[0] = 0;
+  for (size_t i = 0; i < sizeof mounts / sizeof *mounts; i++) {
+    for (int at_root = 0; at_root < 2; at_root++) {
+      const char *r = at_root ? "" : rel;
+      long long q, p;
+      snprintf(path, sizeof path, "%s%s/cpu.cfs_quota_us", mounts[i], r);
+      if (!read_small(path, buf, sizeof buf) || sscanf(buf, "%lld", &q) != 1) continue;
+      snprintf(path, sizeof path, "%s%s/cpu.cfs_period_us", mounts[i], r);
+      if (!read_small(path, buf, sizeof buf) || sscanf(buf, "%lld", &p) != 1) continue;
+      return quota_cpus(q, p);
+    }
+  }
+  return 0;
+}
+
+int px_parallel_default_threads(void) {
+  int n = 0;
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0) n = CPU_COUNT(&set);
+  if (n < 1) {
+    long c = sysconf(_SC_NPROCESSORS_ONLN);
+    n = c > 0 ? (int)c : 1;
+  }
+  int q = cgroup_v2_cpus();
+  if (!q) q = cgroup_v1_cpus();
+  if (q && q < n) n = q;
+  return n > PX_MAX_THREADS ? PX_MAX_THREADS : n;
+}
+
+/* PYEXEC_NUM_THREADS as a count, 0 when unset, -1 when it is not one. */
+static int env_threads(const char **text) {
+  const char *s = getenv("PYEXEC_NUM_THREADS");
+  *text = s;
+  if (!s || !*s) return 0;
+  while (isspace((unsigned char)*s)) s++;
+  char *end;
+  errno = 0;
+  long v = strtol(s, &end, 10);
+  while (isspace((unsigned char)*end)) end++;
+  if (errno || end == s || *end || v < 1 || v > PX_MAX_THREADS) return -1;
+  return (int)v;
+}
+
+static int decide_count(void) {
+  const char *text;
+  int n = env_threads(&text);
+  if (n > 0) return n;
+  int d = px_parallel_default_threads();
+  if (n < 0)
+    fprintf(stderr,
+            "pyexec: PYEXEC_NUM_THREADS='%.64s' is not a thread count (a whole number from 1 to %d); using %d, "
+            "the CPUs this process may run on\n",
+            text, PX_MAX_THREADS, d);
+  return d;
+}
+
+static int global_count(void) {
+  int n = atomic_load_explicit(&g_count, memory_order_relaxed);
+  if (n) return n;
+  int d = decide_count();
+  int expected = 0;
+  /* Whoever decides first wins (the message above may print twice at most
+   * when two threads race here; the value is the same). */
+  if (!atomic_compare_exchange_strong(&g_count, &expected, d)) return expected;
+  return d;
+}
+
+int px_parallel_threads(void) { return tl_pinned ? tl_pinned : global_count(); }
+
+int px_parallel_get_num_threads(void) { return global_count(); }
+
+pyexec_status px_parallel_set_num_threads(int n) {
+  if (n < 1 || n > PX_MAX_THREADS)
+    return px_invalid_argument("num_threads must be from 1 to %d, got %d", PX_MAX_THREADS, n);
+  atomic_store(&g_count, n);
+  return PYEXEC_OK;
+}
+
+int px_parallel_pin(void) {
+  int prev = tl_pinned;
+  if (!prev) tl_pinned = global_count();
+  return prev;
+}
+
+void px_parallel_unpin(int prev) { tl_pinned = prev; }
+
+/* ------------------------------------------------------------------------ */
+/* The pool                                                                 */
+/* ------------------------------------------------------------------------ */
+
+static int64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield");
+#endif
+}
+
+static void run_chunk(const job *j, int t) {
+  int64_t u0 = j->units * t / j->nthreads, u1 = j->units * (t + 1) / j->nthreads;
+  int64_t b = u0 * j->grain, e = u1 * j->grain;
+  if (e > j->n) e = j->n;
+  if (b < e) j->fn(j->arg, b, e, t);
+}
+
+static void *worker_main(void *p) {
+  worker *w = p;
+  pool *pl = &g_pool;
+  uint64_t seen = 0; /* tickets start at 0 (set before the thread) */
+  tl_in_task = 1;
+  for (;;) {
+    /* Wait for this worker's next job: spin, then sleep. */
+    int64_t t0 = now_ns();
+    for (int k = 1;; k++) {
+      if (atomic_load_explicit(&w->ticket, memory_order_acquire) != seen ||
+          atomic_load_explicit(&pl->stop, memory_order_acquire))
+        break;
+      cpu_relax();
+      if ((k & 63) == 0 && now_ns() - t0 > PX_SPIN_NS) {
+        pthread_mutex_lock(&pl->mu);
+        w->sleeping = true;
+        while (atomic_load(&w->ticket) == seen && !atomic_load(&pl->stop)) pthread_cond_wait(&w->wake, &pl->mu);
+        w->sleeping = false;
+        pthread_mutex_unlock(&pl->mu);
+        break;
+      }
+    }
+    if (atomic_load_explicit(&pl->stop, memory_order_acquire)) break;
+    seen = atomic_load_explicit(&w->ticket, memory_order_acquire);
+    run_chunk(&pl->cur, w->index);
+    if (atomic_fetch_sub_explicit(&pl->pending, 1, memory_order_acq_rel) == 1) {
+      pthread_mutex_lock(&pl->mu);
+      if (pl->owner_waiting) pthread_cond_signal(&pl->done);
+      pthread_mutex_unlock(&pl->mu);
+    }
+  }
+  return NULL;
+}
+
+/* Stops and joins every worker (the caller owns g_busy). */
+static void pool_stop(pool *pl) {
+  if (!pl->workers) return;
+  pthread_mutex_lock(&pl->mu);
+  atomic_store(&pl->stop, true);
+  for (int i = 0; i < pl->nworkers; i++) pthread_cond_signal(&pl->workers[i].wake);
+  pthread_mutex_unlock(&pl->mu);
+  for (int i = 0; i < pl->nworkers; i++) {
+    pthread_join(pl->workers[i].thread, NULL);
+    pthread_cond_destroy(&pl->workers[i].wake);
+  }
+  free(pl->workers);
+  pl->workers = NULL;
+  pl->nworkers = 0;
+  atomic_store(&pl->stop, false);
+}
+
+static void atfork_prepare(void) { pthread_mutex_lock(&g_pool.mu); }
+static void atfork_parent(void) { pthread_mutex_unlock(&g_pool.mu); }
+
+/* The child has only the forking thread: the workers are gone, and a job
+ * another thread had in flight will never finish here. Start over (the
+ * workers' records are dropped, not freed: their condition variables may be
+ * in any state). */
+static void atfork_child(void) {
+  pool *pl = &g_pool;
+  pl->workers = NULL;
+  pl->nworkers = 0;
+  pl->owner_waiting = false;
+  atomic_store(&pl->stop, false);
+  atomic_store(&pl->pending, 0);
+  pthread_mutex_init(&pl->mu, NULL);
+  pthread_cond_init(&pl->done, NULL);
+  atomic_flag_clear(&g_busy);
+  tl_in_task = 0;
+}
+
+static void register_atfork(void) { pthread_atfork(atfork_prepare, atfork_parent, atfork_child); }
+
+/* Makes the pool hold `want` workers (the caller owns g_busy). Returns how
+ * many it holds: fewer when threads cannot be created (the job then uses
+ * what there is). */
+static int pool_resize(pool *pl, int want) {
+  if (pl->nworkers == want) return want;
+  pthread_once(&g_atfork_once, register_atfork);
+  pool_stop(pl);
+  if (want <= 0) return 0;
+  pl->workers = aligned_alloc(64, sizeof(worker) * (size_t)want);
+  if (!pl->workers) return 0;
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setstacksize(&attr, (size_t)1 << 20);
+  for (int i = 0; i < want; i++) {
+    worker *w = &pl->workers[i];
+    atomic_init(&w->ticket, 0);
+    pthread_cond_init(&w->wake, NULL);
+    w->sleeping = false;
+    w->index = i + 1;
+    if (pthread_create(&w->thread, &attr, worker_main, w) != 0) {
+      pthread_cond_destroy(&w->wake);
+      break;
+    }
+    pl->nworkers++;
+  }
+  pthread_attr_destroy(&attr);
+  return pl->nworkers;
+}
 
 void px_parallel_for(int64_t n, int64_t grain, int64_t cost, px_parallel_fn fn, void *arg) {
-  (void)grain;
-  (void)cost;
-  if (n > 0) fn(arg, 0, n, 0);
+  if (n <= 0) return;
+  if (grain < 1) grain = 1;
+  int64_t units = (n - 1) / grain + 1;
+  int t = px_parallel_threads();
+  int64_t by_cost = cost / PX_PARALLEL_MIN_COST;
+  if (by_cost < t) t = (int)(by_cost < 1 ? 1 : by_cost);
+  if (units < t) t = (int)units;
+  if (t <= 1 || tl_in_task || atomic_flag_test_and_set_explicit(&g_busy, memory_order_acquire)) {
+    fn(arg, 0, n, 0);
+    return;
+  }
+  pool *pl = &g_pool;
+  /* Workers for the set count, not this job's share, so that jobs of
+   * different sizes do not rebuild the pool. */
+  int target = px_parallel_threads() - 1;
+  if (pl->nworkers != target) {
+    int have = pool_resize(pl, target);
+    if (t > have + 1) t = have + 1;
+  }
+  if (t <= 1) {
+    atomic_flag_clear_explicit(&g_busy, memory_order_release);
+    fn(arg, 0, n, 0);
+    return;
+  }
+  pthread_mutex_lock(&pl->mu);
+  pl->cur = (job){.fn = fn, .arg = arg, .n = n, .grain = grain, .units = units, .nthreads = t};
+  atomic_store_explicit(&pl->pending, t - 1, memory_order_relaxed);
+  for (int i = 0; i < t - 1; i++) {
+    worker *w = &pl->workers[i];
+    atomic_fetch_add_explicit(&w->ticket, 1, memory_order_release);
+    if (w->sleeping) pthread_cond_signal(&w->wake);
+  }
+  pthread_mutex_unlock(&pl->mu);
+
+  tl_in_task = 1;
+  run_chunk(&pl->cur, 0);
+  tl_in_task = 0;
+
+  if (atomic_load_explicit(&pl->pending, memory_order_acquire)) {
+    int64_t t0 = now_ns();
+    for (int k = 1; atomic_load_explicit(&pl->pending, memory_order_acquire); k++) {
+      cpu_relax();
+      if ((k & 63) == 0 && now_ns() - t0 > PX_SPIN_NS) {
+        pthread_mutex_lock(&pl->mu);
+        pl->owner_waiting = true;
+        while (atomic_load(&pl->pending)) pthread_cond_wait(&pl->done, &pl->mu);
+        pl->owner_waiting = false;
+        pthread_mutex_unlock(&pl->mu);
+        break;
+      }
+    }
+  }
+  atomic_flag_clear_explicit(&g_busy, memory_order_release);
+}
+
+/* At unload (dlclose, or exit): stop the workers, unless a job is in flight
+ * on a thread that is still running (then the process is going away anyway). */
+__attribute__((destructor)) static void pool_shutdown(void) {
+  if (atomic_flag_test_and_set(&g_busy)) return;
+  pool_stop(&g_pool);
+  atomic_flag_clear(&g_busy);
 }

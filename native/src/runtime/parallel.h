@@ -19,6 +19,12 @@
 
 #include <stdint.h>
 
+#include "pyexec.h"
+
+/* The most threads a count may ask for (pyexec_set_num_threads,
+ * PYEXEC_NUM_THREADS). */
+#define PX_MAX_THREADS 1024
+
 typedef void (*px_parallel_fn)(void *arg, int64_t begin, int64_t end, int tid);
 
 /* Threads the next px_parallel_for may use (at least 1): the count set by
@@ -26,5 +32,21 @@ typedef void (*px_parallel_fn)(void *arg, int64_t begin, int64_t end, int tid);
 int px_parallel_threads(void);
 
 void px_parallel_for(int64_t n, int64_t grain, int64_t cost, px_parallel_fn fn, void *arg);
+
+/* The count pyexec_get_num_threads reports / pyexec_set_num_threads sets
+ * (1..PX_MAX_THREADS; anything else is PYEXEC_ERR_INVALID_ARGUMENT). */
+int px_parallel_get_num_threads(void);
+pyexec_status px_parallel_set_num_threads(int n);
+
+/* The count a process gets by default: the CPUs in its affinity mask, capped
+ * by a cgroup CPU quota (v2 cpu.max, v1 cfs quota) when one is set. */
+int px_parallel_default_threads(void);
+
+/* A Method execute pins the current count on its thread for its duration:
+ * px_parallel_threads() and px_parallel_for there keep to it even if another
+ * thread changes the count meanwhile. pin returns what unpin restores
+ * (nested pins keep the outer one). */
+int px_parallel_pin(void);
+void px_parallel_unpin(int prev);
 
 #endif /* PX_PARALLEL_H */
