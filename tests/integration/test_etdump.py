@@ -222,6 +222,33 @@ def test_a_cond_program_lists_only_the_taken_branch(cond_pte: bytes, tmp_path: P
     assert inspector_rows(ours) == inspector_rows(theirs)
 
 
+def test_with_an_etrecord_the_events_map_to_the_same_graph_nodes(tmp_path: Path) -> None:
+    # Exported here, not with support.export's cache: the ETRecord comes from
+    # the same to_edge call as the program.
+    from executorch.devtools import Inspector
+    from executorch.exir import to_edge
+
+    with torch.no_grad():
+        ep = torch.export.export(Mixed(), (torch.ones(2, 3), torch.ones(2, 3)), strict=False)
+    manager = to_edge(ep, generate_etrecord=True).to_executorch()
+    record = tmp_path / "mixed.etrecord"
+    manager.get_etrecord().save(str(record))
+    pte = bytes(manager.buffer)
+    inputs = [[torch.randn(2, 3), torch.randn(2, 3)]]
+    ours, _ = pyexec_etdump(pte, inputs, tmp_path)
+    theirs = executorch_etdump(pte, inputs, tmp_path)
+
+    def nodes(path: Path) -> list[tuple[str, Any, list[str]]]:
+        blocks = Inspector(etdump_path=str(path), etrecord=str(record)).event_blocks
+        return [(e.name, e.debug_handles, e.op_types) for b in blocks if b.name == "Execute" for e in b.events]
+
+    mapped = nodes(ours)
+    assert mapped == nodes(theirs)
+    add = next(m for m in mapped if m[0] == "native_call_add.out")
+    assert add[2] == ["aten.add.Tensor"]
+    assert all(m[2] for m in mapped if m[0] != "Method::execute")
+
+
 # ---- the file ----------------------------------------------------------------------
 
 
