@@ -184,6 +184,7 @@ class Profile:
         per kernel, DELEGATE_CALL and one event per node per delegate call,
         MOVE_CALL, JF_CALL, Method::execute), carrying each instruction's
         chain and index.
+
         Raises:
             InvalidArgumentError: called inside the `with` block (nothing is
                 collected until it exits).
