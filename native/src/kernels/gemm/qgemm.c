@@ -151,9 +151,10 @@ static inline int qg_s8(uint8_t b) {
 #endif
 }
 
-void qg_ukr8_c(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t nu, int32_t *raw) {
-  uint32_t acc[QG_MR][QG_NR];
-  memset(acc, 0, sizeof acc);
+/* One block's raw sums for mr rows (uint32: wrapping, as SIMD wraps). */
+static void qg_block8_c(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t nu,
+                        uint32_t acc[QG_MR][QG_NR]) {
+  memset(acc, 0, sizeof(uint32_t) * QG_MR * QG_NR);
   for (int64_t u = 0; u < nu; u++, w += 128) {
     for (int i = 0; i < mr; i++) {
       const int8_t *ar = a + i * lda + u * QG_KU;
@@ -166,13 +167,11 @@ void qg_ukr8_c(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t n
         }
     }
   }
-  for (int i = 0; i < mr; i++)
-    for (int j = 0; j < QG_NR; j++) raw[i * QG_NR + j] = qg_wrap(acc[i][j]);
 }
 
-void qg_ukr4_c(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t nu, int32_t *raw) {
-  uint32_t acc[QG_MR][QG_NR];
-  memset(acc, 0, sizeof acc);
+static void qg_block4_c(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t nu,
+                        uint32_t acc[QG_MR][QG_NR]) {
+  memset(acc, 0, sizeof(uint32_t) * QG_MR * QG_NR);
   for (int64_t u = 0; u < nu; u++, w += 64) {
     for (int i = 0; i < mr; i++) {
       const int8_t *ar = a + i * lda + u * QG_KU;
@@ -184,8 +183,48 @@ void qg_ukr4_c(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t n
       }
     }
   }
-  for (int i = 0; i < mr; i++)
-    for (int j = 0; j < QG_NR; j++) raw[i * QG_NR + j] = qg_wrap(acc[i][j]);
+}
+
+static void qg_ukr_c(int bits, const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t nu,
+                     const qg_blocks *b, void *out) {
+  uint32_t acc[QG_MR][QG_NR];
+  if (!b) {
+    int32_t *raw = out;
+    if (bits == 8)
+      qg_block8_c(w, a, lda, mr, nu, acc);
+    else
+      qg_block4_c(w, a, lda, mr, nu, acc);
+    for (int i = 0; i < mr; i++)
+      for (int j = 0; j < QG_NR; j++) raw[i * QG_NR + j] = qg_wrap(acc[i][j]);
+    return;
+  }
+  float *f = out;
+  for (int i = 0; i < mr * QG_NR; i++) f[i] = 0.0f;
+  for (int64_t g = 0; g < b->nb; g++, w += b->wstride, a += b->astride) {
+    if (bits == 8)
+      qg_block8_c(w, a, lda, mr, nu, acc);
+    else
+      qg_block4_c(w, a, lda, mr, nu, acc);
+    const int32_t *ws = b->wsum + g * QG_NR;
+    const float *sc = b->scales + g * QG_NR;
+    for (int i = 0; i < mr; i++) {
+      int32_t c = qg_wrap_mul(b->sbias, b->sa[i * b->nb + g]);
+      for (int j = 0; j < QG_NR; j++) {
+        int32_t v = qg_wrap(acc[i][j] - (uint32_t)c - (uint32_t)qg_wrap_mul(b->azp[i], ws[j]));
+        f[i * QG_NR + j] = f[i * QG_NR + j] + (float)v * sc[j];
+      }
+    }
+  }
+}
+
+void qg_ukr8_c(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t nu, const qg_blocks *b,
+               void *out) {
+  qg_ukr_c(8, w, a, lda, mr, nu, b, out);
+}
+
+void qg_ukr4_c(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t nu, const qg_blocks *b,
+               void *out) {
+  qg_ukr_c(4, w, a, lda, mr, nu, b, out);
 }
 
 /* ---- packing ------------------------------------------------------------- */
@@ -416,28 +455,26 @@ static void qg_run_f32(void *arg, int64_t t0, int64_t t1, int tid) {
   for (int64_t t = t0; t < t1; t++) {
     const uint8_t *wt = w->packed + t * w->tile_bytes;
     int nn = (int)(w->N - t * QG_NR < QG_NR ? w->N - t * QG_NR : QG_NR);
+    const float *sc = w->scales + t * nb * QG_NR;
+    const float *bias = w->bias ? w->bias + t * QG_NR : NULL;
     for (int64_t m0 = 0; m0 < J->M; m0 += QG_MR) {
       int mr = (int)(J->M - m0 < QG_MR ? J->M - m0 : QG_MR);
-      for (int64_t g = 0; g < nb; g++) {
-        J->ukr(wt + g * w->nu * w->unit_bytes, J->ap + m0 * Kp + g * w->bkp, Kp, mr, w->nu, raw);
-        const float *sc = w->scales + (t * nb + g) * QG_NR;
-        for (int i = 0; i < mr; i++) {
-          int64_t m = m0 + i;
-          int32_t sa = J->sa[m * nb + g], azp = J->a_zp[m];
-          float *fa = facc + i * QG_NR;
-          if (!w->blockwise) {
-            for (int j = 0; j < nn; j++) fa[j] = (float)qg_fix(w, raw[i * QG_NR + j], sa, azp, t, g, j);
-          } else if (g == 0) {
-            for (int j = 0; j < nn; j++)
-              fa[j] = (float)qg_fix(w, raw[i * QG_NR + j], sa, azp, t, g, j) * sc[j];
-          } else {
-            for (int j = 0; j < nn; j++)
-              fa[j] = fa[j] + (float)qg_fix(w, raw[i * QG_NR + j], sa, azp, t, g, j) * sc[j];
-          }
-        }
+      if (w->blockwise) {
+        qg_blocks B = {.nb = nb,
+                       .sbias = w->sbias,
+                       .sa = J->sa + m0 * nb,
+                       .azp = J->a_zp + m0,
+                       .wsum = w->wsum + t * nb * QG_NR,
+                       .scales = sc,
+                       .wstride = w->nu * w->unit_bytes,
+                       .astride = w->bkp};
+        J->ukr(wt, J->ap + m0 * Kp, Kp, mr, w->nu, &B, facc);
+      } else {
+        J->ukr(wt, J->ap + m0 * Kp, Kp, mr, w->nu, NULL, raw);
+        for (int i = 0; i < mr; i++)
+          for (int j = 0; j < nn; j++)
+            facc[i * QG_NR + j] = (float)qg_fix(w, raw[i * QG_NR + j], J->sa[m0 + i], J->a_zp[m0 + i], t, 0, j);
       }
-      const float *sc = w->scales + t * nb * QG_NR;
-      const float *bias = w->bias ? w->bias + t * QG_NR : NULL;
       for (int i = 0; i < mr; i++) {
         int64_t m = m0 + i;
         float as = J->a_scale[m];
@@ -467,7 +504,7 @@ static void qg_run_qs8(void *arg, int64_t t0, int64_t t1, int tid) {
     int nn = (int)(w->N - n0 < QG_NR ? w->N - n0 : QG_NR);
     for (int64_t m0 = 0; m0 < J->M; m0 += QG_MR) {
       int mr = (int)(J->M - m0 < QG_MR ? J->M - m0 : QG_MR);
-      J->ukr(wt, J->ap + m0 * Kp, Kp, mr, w->nu, raw);
+      J->ukr(wt, J->ap + m0 * Kp, Kp, mr, w->nu, NULL, raw);
       for (int i = 0; i < mr; i++) {
         int64_t m = m0 + i;
         int8_t *o = J->qout + m * J->ldc + n0;

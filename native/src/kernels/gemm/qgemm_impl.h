@@ -39,30 +39,65 @@
 #define QG_BIAS8 0
 #endif
 
-/* raw[i * QG_NR + j] for i < mr; w: the tile's first unit of the block; a:
- * row 0 of the packed activations at the block's start (row stride lda);
- * nu: units in the block. */
+/* Per-block scales (blockwise weights): the micro-kernel itself turns each
+ * block's corrected int32 sums into floats and adds them up, in block order:
+ *   out[i][j] = sum_g float(raw_g[i][j] - sbias * sa[i * nb + g]
+ *                           - azp[i] * wsum[g * QG_NR + j]) * scales[g * QG_NR + j]
+ * (int32 arithmetic wrapping; a separate multiply and add, no fused
+ * multiply-add, so every path rounds the same way). */
+typedef struct qg_blocks {
+  int64_t nb;          /* blocks */
+  int32_t sbias;       /* see above */
+  const int32_t *sa;   /* activation sums of the call's rows */
+  const int32_t *azp;  /* activation zero points of the call's rows */
+  const int32_t *wsum; /* the tile's weight sums, [g][QG_NR] */
+  const float *scales; /* the tile's scales, [g][QG_NR] */
+  int64_t wstride;     /* weight bytes per block of the tile */
+  int64_t astride;     /* activation bytes per block of a packed row */
+} qg_blocks;
+
+/* w: the tile's first unit; a: row 0 of the packed activations (row stride
+ * lda); nu: units per block. With b NULL (one block) out is int32
+ * raw[i * QG_NR + j] for i < mr; otherwise float, as qg_blocks says. */
 typedef void (*qg_ukr_fn)(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t nu,
-                          int32_t *raw);
+                          const qg_blocks *b, void *out);
+
+/* Wrapping int32 products as the SIMD instructions compute them. */
+static inline int32_t qg_wrap_mul(int32_t x, int32_t y) {
+  uint32_t u = (uint32_t)x * (uint32_t)y;
+  int32_t r;
+  __builtin_memcpy(&r, &u, sizeof r);
+  return r;
+}
 
 /* The kernels each path provides (8-bit and 4-bit weights). */
-void qg_ukr8_c(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t nu, int32_t *raw);
-void qg_ukr4_c(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t nu, int32_t *raw);
+void qg_ukr8_c(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t nu, const qg_blocks *b,
+                void *out);
+void qg_ukr4_c(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t nu, const qg_blocks *b,
+                void *out);
 #if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__) && !defined(PX_PORTABLE_KERNELS)
 #define QG_X86 1
-void qg_ukr8_avx2(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t nu, int32_t *raw);
-void qg_ukr4_avx2(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t nu, int32_t *raw);
-void qg_ukr8_vnni(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t nu, int32_t *raw);
-void qg_ukr4_vnni(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t nu, int32_t *raw);
+void qg_ukr8_avx2(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t nu, const qg_blocks *b,
+                void *out);
+void qg_ukr4_avx2(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t nu, const qg_blocks *b,
+                void *out);
+void qg_ukr8_vnni(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t nu, const qg_blocks *b,
+                void *out);
+void qg_ukr4_vnni(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t nu, const qg_blocks *b,
+                void *out);
 #else
 #define QG_X86 0
 #endif
 #if defined(__aarch64__) && defined(__GNUC__) && !defined(PX_PORTABLE_KERNELS)
 #define QG_NEON 1
-void qg_ukr8_neon(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t nu, int32_t *raw);
-void qg_ukr4_neon(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t nu, int32_t *raw);
-void qg_ukr8_sdot(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t nu, int32_t *raw);
-void qg_ukr4_sdot(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t nu, int32_t *raw);
+void qg_ukr8_neon(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t nu, const qg_blocks *b,
+                void *out);
+void qg_ukr4_neon(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t nu, const qg_blocks *b,
+                void *out);
+void qg_ukr8_sdot(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t nu, const qg_blocks *b,
+                void *out);
+void qg_ukr4_sdot(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t nu, const qg_blocks *b,
+                void *out);
 #else
 #define QG_NEON 0
 #endif

@@ -29,7 +29,7 @@ static void qg_store_pairs(int32x4_t acc[4][2], int32_t *raw) {
   for (int v = 0; v < 4; v++) vst1q_s32(raw + 4 * v, vpaddq_s32(acc[v][0], acc[v][1]));
 }
 
-void qg_ukr8_neon(const uint8_t *w0, const int8_t *a, int64_t lda, int mr, int64_t nu, int32_t *raw) {
+static void qg_block8_neon(const uint8_t *w0, const int8_t *a, int64_t lda, int mr, int64_t nu, int32_t *raw) {
   for (int i = 0; i < mr; i++) {
     const int8_t *ar = a + i * lda;
     const int8_t *w = (const int8_t *)w0;
@@ -49,7 +49,7 @@ void qg_ukr8_neon(const uint8_t *w0, const int8_t *a, int64_t lda, int mr, int64
   }
 }
 
-void qg_ukr4_neon(const uint8_t *w0, const int8_t *a, int64_t lda, int mr, int64_t nu, int32_t *raw) {
+static void qg_block4_neon(const uint8_t *w0, const int8_t *a, int64_t lda, int mr, int64_t nu, int32_t *raw) {
   const uint8x16_t mask = vdupq_n_u8(15);
   for (int i = 0; i < mr; i++) {
     const int8_t *ar = a + i * lda;
@@ -82,12 +82,12 @@ QG_DOT void qg_rows8_sdot(const uint8_t *w0, const int8_t *a, int64_t lda, const
                           int32_t *raw) {
   const int8_t *w = (const int8_t *)w0;
   int32x4_t acc[QG_MR][4];
-  for (int i = 0; i < mr; i++)
+  _Pragma("GCC unroll 4") for (int i = 0; i < mr; i++)
     for (int v = 0; v < 4; v++) acc[i][v] = vdupq_n_s32(0);
   for (int64_t u = 0; u < nu; u++, w += 128) {
     int8x16_t b0 = vld1q_s8(w), b1 = vld1q_s8(w + 16), b2 = vld1q_s8(w + 32), b3 = vld1q_s8(w + 48);
     int8x16_t c0 = vld1q_s8(w + 64), c1 = vld1q_s8(w + 80), c2 = vld1q_s8(w + 96), c3 = vld1q_s8(w + 112);
-    for (int i = 0; i < mr; i++) {
+    _Pragma("GCC unroll 4") for (int i = 0; i < mr; i++) {
       int8x8_t av = vld1_s8(a + i * lda + u * 8);
       acc[i][0] = vdotq_lane_s32(vdotq_lane_s32(acc[i][0], b0, av, 0), c0, av, 1);
       acc[i][1] = vdotq_lane_s32(vdotq_lane_s32(acc[i][1], b1, av, 0), c1, av, 1);
@@ -103,7 +103,7 @@ QG_DOT void qg_rows4_sdot(const uint8_t *w, const int8_t *a, int64_t lda, const 
                           int32_t *raw) {
   const uint8x16_t mask = vdupq_n_u8(15);
   int32x4_t acc[QG_MR][4];
-  for (int i = 0; i < mr; i++)
+  _Pragma("GCC unroll 4") for (int i = 0; i < mr; i++)
     for (int v = 0; v < 4; v++) acc[i][v] = vdupq_n_s32(0);
   for (int64_t u = 0; u < nu; u++, w += 64) {
     int8x16_t lo[4], hi[4];
@@ -112,7 +112,7 @@ QG_DOT void qg_rows4_sdot(const uint8_t *w, const int8_t *a, int64_t lda, const 
       lo[v] = vreinterpretq_s8_u8(vandq_u8(b, mask));
       hi[v] = vreinterpretq_s8_u8(vshrq_n_u8(b, 4));
     }
-    for (int i = 0; i < mr; i++) {
+    _Pragma("GCC unroll 4") for (int i = 0; i < mr; i++) {
       int8x8_t av = vld1_s8(a + i * lda + u * 8);
       for (int v = 0; v < 4; v++) acc[i][v] = vdotq_lane_s32(vdotq_lane_s32(acc[i][v], lo[v], av, 0), hi[v], av, 1);
     }
@@ -137,12 +137,70 @@ QG_DOT void qg_rows4_sdot(const uint8_t *w, const int8_t *a, int64_t lda, const 
     break;                     \
   }
 
-QG_DOT_T void qg_ukr8_sdot(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t nu, int32_t *raw) {
+QG_DOT_T static void qg_block8_sdot(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t nu,
+                                    int32_t *raw) {
   QG_DISPATCH_MR(qg_rows8_sdot)
 }
 
-QG_DOT_T void qg_ukr4_sdot(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t nu, int32_t *raw) {
+QG_DOT_T static void qg_block4_sdot(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t nu,
+                                    int32_t *raw) {
   QG_DISPATCH_MR(qg_rows4_sdot)
+}
+
+/* ---- blocks -------------------------------------------------------------------- */
+
+/* Block g's raw sums corrected and added, scaled, into f (qg_blocks): a
+ * separate multiply and add, as every path does. */
+static void qg_epi_neon(const int32_t *raw, int mr, const qg_blocks *b, int64_t g, float *f) {
+  const int32_t *ws = b->wsum + g * QG_NR;
+  const float *sc = b->scales + g * QG_NR;
+  for (int i = 0; i < mr; i++) {
+    int32x4_t c = vdupq_n_s32(qg_wrap_mul(b->sbias, b->sa[i * b->nb + g]));
+    int32x4_t z = vdupq_n_s32(b->azp[i]);
+    for (int v = 0; v < 4; v++) {
+      int32x4_t x = vsubq_s32(vld1q_s32(raw + i * QG_NR + 4 * v), c);
+      x = vsubq_s32(x, vmulq_s32(z, vld1q_s32(ws + 4 * v)));
+      float32x4_t p = vmulq_f32(vcvtq_f32_s32(x), vld1q_f32(sc + 4 * v));
+      vst1q_f32(f + i * QG_NR + 4 * v, vaddq_f32(vld1q_f32(f + i * QG_NR + 4 * v), p));
+    }
+  }
+}
+
+typedef void (*qg_block_fn)(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t nu, int32_t *raw);
+
+static void qg_blocks_neon(qg_block_fn fn, const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t nu,
+                           const qg_blocks *b, void *out) {
+  if (!b) {
+    fn(w, a, lda, mr, nu, out);
+    return;
+  }
+  int32_t raw[QG_MR * QG_NR];
+  float *f = out;
+  for (int i = 0; i < mr * QG_NR; i++) f[i] = 0.0f;
+  for (int64_t g = 0; g < b->nb; g++, w += b->wstride, a += b->astride) {
+    fn(w, a, lda, mr, nu, raw);
+    qg_epi_neon(raw, mr, b, g, f);
+  }
+}
+
+void qg_ukr8_neon(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t nu, const qg_blocks *b,
+                  void *out) {
+  qg_blocks_neon(qg_block8_neon, w, a, lda, mr, nu, b, out);
+}
+
+void qg_ukr4_neon(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t nu, const qg_blocks *b,
+                  void *out) {
+  qg_blocks_neon(qg_block4_neon, w, a, lda, mr, nu, b, out);
+}
+
+void qg_ukr8_sdot(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t nu, const qg_blocks *b,
+                  void *out) {
+  qg_blocks_neon(qg_block8_sdot, w, a, lda, mr, nu, b, out);
+}
+
+void qg_ukr4_sdot(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t nu, const qg_blocks *b,
+                  void *out) {
+  qg_blocks_neon(qg_block4_sdot, w, a, lda, mr, nu, b, out);
 }
 
 #else

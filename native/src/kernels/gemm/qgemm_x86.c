@@ -17,15 +17,18 @@
 #include <immintrin.h>
 #include <string.h>
 
+#define QG_UNROLL _Pragma("GCC unroll 4")
+
 static inline int32_t qg_load4(const int8_t *p) {
   int32_t v;
   memcpy(&v, p, sizeof v);
   return v;
 }
 
-/* ---- AVX2, 8-bit: two rows at a time ---------------------------------------- */
+#define QG_AVX2_T __attribute__((target("avx2")))
+#define QG_AVX2 QG_AVX2_T __attribute__((always_inline)) static inline
 
-#define QG_AVX2 __attribute__((target("avx2"), always_inline)) static inline
+/* ---- AVX2, 8-bit: two rows at a time ---------------------------------------- */
 
 /* Lanes (n, half) of four vectors holding channels 0-3, 4-7, 8-11, 12-15 as
  * pairs of partial sums, folded to 16 sums in channel order. */
@@ -36,14 +39,14 @@ QG_AVX2 void qg_fold8_avx2(__m256i c0, __m256i c1, __m256i c2, __m256i c3, int32
   _mm256_storeu_si256((__m256i *)(raw + 8), hi);
 }
 
-QG_AVX2 void qg_rows8_avx2(const uint8_t *w, const int8_t *a0, const int8_t *a1, int two, int64_t nu,
+QG_AVX2 void qg_rows8_avx2(const uint8_t *w, const int8_t *a0, const int8_t *a1, const int two, int64_t nu,
                            int32_t *raw0, int32_t *raw1) {
   __m256i c00 = _mm256_setzero_si256(), c01 = c00, c02 = c00, c03 = c00;
   __m256i c10 = c00, c11 = c00, c12 = c00, c13 = c00;
   for (int64_t u = 0; u < nu; u++, w += 128) {
     __m128i x0 = _mm_cvtepi8_epi16(_mm_loadl_epi64((const __m128i *)(a0 + u * 8)));
     __m128i x1 = _mm_cvtepi8_epi16(_mm_loadl_epi64((const __m128i *)(a1 + u * 8)));
-    for (int q = 0; q < 2; q++) {
+    _Pragma("GCC unroll 2") for (int q = 0; q < 2; q++) {
       __m256i b0 = _mm256_broadcastq_epi64(q ? _mm_unpackhi_epi64(x0, x0) : x0);
       __m256i b1 = _mm256_broadcastq_epi64(q ? _mm_unpackhi_epi64(x1, x1) : x1);
       const uint8_t *wq = w + q * 64;
@@ -67,8 +70,7 @@ QG_AVX2 void qg_rows8_avx2(const uint8_t *w, const int8_t *a0, const int8_t *a1,
   if (two) qg_fold8_avx2(c10, c11, c12, c13, raw1);
 }
 
-__attribute__((target("avx2"))) void qg_ukr8_avx2(const uint8_t *w, const int8_t *a, int64_t lda, int mr,
-                                                  int64_t nu, int32_t *raw) {
+QG_AVX2 void qg_block8_avx2(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t nu, int32_t *raw) {
   for (int i = 0; i < mr; i += 2) {
     if (mr - i >= 2)
       qg_rows8_avx2(w, a + i * lda, a + (i + 1) * lda, 1, nu, raw + i * QG_NR, raw + (i + 1) * QG_NR);
@@ -84,57 +86,103 @@ __attribute__((target("avx2"))) void qg_ukr8_avx2(const uint8_t *w, const int8_t
 QG_AVX2 void qg_rows4_avx2(const uint8_t *w, const int8_t *a, int64_t lda, const int mr, int64_t nu,
                            int32_t *raw) {
   const __m256i mask = _mm256_set1_epi8(15), ones = _mm256_set1_epi16(1);
-  __m256i c[QG_MR][2];
-  for (int i = 0; i < mr; i++) c[i][0] = c[i][1] = _mm256_setzero_si256();
+  /* The int32 sums live in raw (memory), updated once per QG_U16 units, so
+   * that the int16 sums, weights and constants fit the 16 registers. */
+  QG_UNROLL for (int i = 0; i < mr; i++) {
+    _mm256_storeu_si256((__m256i *)(raw + i * QG_NR), _mm256_setzero_si256());
+    _mm256_storeu_si256((__m256i *)(raw + i * QG_NR + 8), _mm256_setzero_si256());
+  }
   for (int64_t u0 = 0; u0 < nu; u0 += QG_U16) {
     int64_t ue = u0 + QG_U16 < nu ? u0 + QG_U16 : nu;
-    __m256i p[QG_MR][2];
-    for (int i = 0; i < mr; i++) p[i][0] = p[i][1] = _mm256_setzero_si256();
+    __m256i p0[QG_MR], p1[QG_MR];
+    QG_UNROLL for (int i = 0; i < mr; i++) p0[i] = p1[i] = _mm256_setzero_si256();
     for (int64_t u = u0; u < ue; u++) {
       const uint8_t *wu = w + u * 64;
       __m256i v0 = _mm256_loadu_si256((const __m256i *)wu);
       __m256i v1 = _mm256_loadu_si256((const __m256i *)(wu + 32));
       __m256i lo0 = _mm256_and_si256(v0, mask), hi0 = _mm256_and_si256(_mm256_srli_epi16(v0, 4), mask);
       __m256i lo1 = _mm256_and_si256(v1, mask), hi1 = _mm256_and_si256(_mm256_srli_epi16(v1, 4), mask);
-      for (int i = 0; i < mr; i++) {
+      QG_UNROLL for (int i = 0; i < mr; i++) {
         const int8_t *ar = a + i * lda + u * 8;
         __m256i q0 = _mm256_set1_epi32(qg_load4(ar)), q1 = _mm256_set1_epi32(qg_load4(ar + 4));
-        p[i][0] = _mm256_add_epi16(p[i][0], _mm256_add_epi16(_mm256_maddubs_epi16(lo0, q0),
-                                                             _mm256_maddubs_epi16(hi0, q1)));
-        p[i][1] = _mm256_add_epi16(p[i][1], _mm256_add_epi16(_mm256_maddubs_epi16(lo1, q0),
-                                                             _mm256_maddubs_epi16(hi1, q1)));
+        p0[i] = _mm256_add_epi16(p0[i], _mm256_add_epi16(_mm256_maddubs_epi16(lo0, q0),
+                                                         _mm256_maddubs_epi16(hi0, q1)));
+        p1[i] = _mm256_add_epi16(p1[i], _mm256_add_epi16(_mm256_maddubs_epi16(lo1, q0),
+                                                         _mm256_maddubs_epi16(hi1, q1)));
       }
     }
-    for (int i = 0; i < mr; i++) {
-      c[i][0] = _mm256_add_epi32(c[i][0], _mm256_madd_epi16(p[i][0], ones));
-      c[i][1] = _mm256_add_epi32(c[i][1], _mm256_madd_epi16(p[i][1], ones));
+    QG_UNROLL for (int i = 0; i < mr; i++) {
+      __m256i *r0 = (__m256i *)(raw + i * QG_NR), *r1 = (__m256i *)(raw + i * QG_NR + 8);
+      _mm256_storeu_si256(r0, _mm256_add_epi32(_mm256_loadu_si256(r0), _mm256_madd_epi16(p0[i], ones)));
+      _mm256_storeu_si256(r1, _mm256_add_epi32(_mm256_loadu_si256(r1), _mm256_madd_epi16(p1[i], ones)));
     }
-  }
-  for (int i = 0; i < mr; i++) {
-    _mm256_storeu_si256((__m256i *)(raw + i * QG_NR), c[i][0]);
-    _mm256_storeu_si256((__m256i *)(raw + i * QG_NR + 8), c[i][1]);
   }
 }
 
-#define QG_DISPATCH_MR(fn)                                                 \
-  switch (mr) {                                                            \
-  case 1:                                                                  \
-    fn(w, a, lda, 1, nu, raw);                                             \
-    break;                                                                 \
-  case 2:                                                                  \
-    fn(w, a, lda, 2, nu, raw);                                             \
-    break;                                                                 \
-  case 3:                                                                  \
-    fn(w, a, lda, 3, nu, raw);                                             \
-    break;                                                                 \
-  default:                                                                 \
-    fn(w, a, lda, 4, nu, raw);                                             \
-    break;                                                                 \
+QG_AVX2 void qg_block4_avx2(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t nu, int32_t *raw) {
+  switch (mr) {
+  case 1:
+    qg_rows4_avx2(w, a, lda, 1, nu, raw);
+    break;
+  case 2:
+    qg_rows4_avx2(w, a, lda, 2, nu, raw);
+    break;
+  case 3:
+    qg_rows4_avx2(w, a, lda, 3, nu, raw);
+    break;
+  default:
+    qg_rows4_avx2(w, a, lda, 4, nu, raw);
+    break;
   }
+}
 
-__attribute__((target("avx2"))) void qg_ukr4_avx2(const uint8_t *w, const int8_t *a, int64_t lda, int mr,
-                                                  int64_t nu, int32_t *raw) {
-  QG_DISPATCH_MR(qg_rows4_avx2)
+/* Block g's raw sums corrected and added, scaled, into f (qg_blocks). */
+QG_AVX2 void qg_epi_avx2(const int32_t *raw, int mr, const qg_blocks *b, int64_t g, float *f) {
+  const int32_t *ws = b->wsum + g * QG_NR;
+  const float *sc = b->scales + g * QG_NR;
+  for (int i = 0; i < mr; i++) {
+    __m256i c = _mm256_set1_epi32(qg_wrap_mul(b->sbias, b->sa[i * b->nb + g]));
+    __m256i z = _mm256_set1_epi32(b->azp[i]);
+    for (int h = 0; h < 2; h++) {
+      __m256i v = _mm256_loadu_si256((const __m256i *)(raw + i * QG_NR + 8 * h));
+      v = _mm256_sub_epi32(v, c);
+      v = _mm256_sub_epi32(v, _mm256_mullo_epi32(z, _mm256_loadu_si256((const __m256i *)(ws + 8 * h))));
+      __m256 p = _mm256_mul_ps(_mm256_cvtepi32_ps(v), _mm256_loadu_ps(sc + 8 * h));
+      float *fo = f + i * QG_NR + 8 * h;
+      _mm256_storeu_ps(fo, _mm256_add_ps(_mm256_loadu_ps(fo), p));
+    }
+  }
+}
+
+QG_AVX2 void qg_ukr_avx2(const int bits, const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t nu,
+                         const qg_blocks *b, void *out) {
+  if (!b) {
+    if (bits == 8)
+      qg_block8_avx2(w, a, lda, mr, nu, out);
+    else
+      qg_block4_avx2(w, a, lda, mr, nu, out);
+    return;
+  }
+  int32_t raw[QG_MR * QG_NR];
+  float *f = out;
+  for (int i = 0; i < mr * QG_NR; i++) f[i] = 0.0f;
+  for (int64_t g = 0; g < b->nb; g++, w += b->wstride, a += b->astride) {
+    if (bits == 8)
+      qg_block8_avx2(w, a, lda, mr, nu, raw);
+    else
+      qg_block4_avx2(w, a, lda, mr, nu, raw);
+    qg_epi_avx2(raw, mr, b, g, f);
+  }
+}
+
+QG_AVX2_T void qg_ukr8_avx2(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t nu,
+                            const qg_blocks *b, void *out) {
+  qg_ukr_avx2(8, w, a, lda, mr, nu, b, out);
+}
+
+QG_AVX2_T void qg_ukr4_avx2(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t nu,
+                            const qg_blocks *b, void *out) {
+  qg_ukr_avx2(4, w, a, lda, mr, nu, b, out);
 }
 
 /* ---- AVX-512 VNNI ------------------------------------------------------------ */
@@ -142,46 +190,81 @@ __attribute__((target("avx2"))) void qg_ukr4_avx2(const uint8_t *w, const int8_t
 #define QG_VNNI_T __attribute__((target("avx512f,avx512bw,avx512vnni")))
 #define QG_VNNI QG_VNNI_T __attribute__((always_inline)) static inline
 
-/* Two accumulators per row (even and odd quads) to hide vpdpbusd's latency. */
-QG_VNNI void qg_rows8_vnni(const uint8_t *w, const int8_t *a, int64_t lda, const int mr, int64_t nu,
-                           int32_t *raw) {
-  __m512i c[QG_MR][2];
-  for (int i = 0; i < mr; i++) c[i][0] = c[i][1] = _mm512_setzero_si512();
-  for (int64_t u = 0; u < nu; u++, w += 128) {
-    __m512i w0 = _mm512_loadu_si512((const void *)w);
-    __m512i w1 = _mm512_loadu_si512((const void *)(w + 64));
-    for (int i = 0; i < mr; i++) {
-      const int8_t *ar = a + i * lda + u * 8;
-      c[i][0] = _mm512_dpbusd_epi32(c[i][0], w0, _mm512_set1_epi32(qg_load4(ar)));
-      c[i][1] = _mm512_dpbusd_epi32(c[i][1], w1, _mm512_set1_epi32(qg_load4(ar + 4)));
-    }
-  }
-  for (int i = 0; i < mr; i++) _mm512_storeu_si512((void *)(raw + i * QG_NR), _mm512_add_epi32(c[i][0], c[i][1]));
-}
-
-QG_VNNI void qg_rows4_vnni(const uint8_t *w, const int8_t *a, int64_t lda, const int mr, int64_t nu,
-                           int32_t *raw) {
+/* mr rows; two accumulators per row (the unit's two quads) to hide
+ * vpdpbusd's latency. Blocks are finished in registers. */
+QG_VNNI void qg_rows_vnni(const int bits, const uint8_t *w, const int8_t *a, int64_t lda, const int mr,
+                          int64_t nu, const qg_blocks *b, void *out) {
   const __m512i mask = _mm512_set1_epi8(15);
-  __m512i c[QG_MR][2];
-  for (int i = 0; i < mr; i++) c[i][0] = c[i][1] = _mm512_setzero_si512();
-  for (int64_t u = 0; u < nu; u++, w += 64) {
-    __m512i v = _mm512_loadu_si512((const void *)w);
-    __m512i lo = _mm512_and_si512(v, mask), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), mask);
-    for (int i = 0; i < mr; i++) {
-      const int8_t *ar = a + i * lda + u * 8;
-      c[i][0] = _mm512_dpbusd_epi32(c[i][0], lo, _mm512_set1_epi32(qg_load4(ar)));
-      c[i][1] = _mm512_dpbusd_epi32(c[i][1], hi, _mm512_set1_epi32(qg_load4(ar + 4)));
+  __m512 f[QG_MR];
+  QG_UNROLL for (int i = 0; i < mr; i++) f[i] = _mm512_setzero_ps();
+  int64_t nb = b ? b->nb : 1;
+  for (int64_t g = 0; g < nb; g++) {
+    __m512i c0[QG_MR], c1[QG_MR];
+    QG_UNROLL for (int i = 0; i < mr; i++) c0[i] = c1[i] = _mm512_setzero_si512();
+    const uint8_t *wu = w;
+    const int8_t *au = a;
+    for (int64_t u = 0; u < nu; u++, au += 8) {
+      __m512i lo, hi;
+      if (bits == 8) {
+        lo = _mm512_loadu_si512((const void *)wu);
+        hi = _mm512_loadu_si512((const void *)(wu + 64));
+        wu += 128;
+      } else {
+        __m512i v = _mm512_loadu_si512((const void *)wu);
+        lo = _mm512_and_si512(v, mask);
+        hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), mask);
+        wu += 64;
+      }
+      QG_UNROLL for (int i = 0; i < mr; i++) {
+        c0[i] = _mm512_dpbusd_epi32(c0[i], lo, _mm512_set1_epi32(qg_load4(au + i * lda)));
+        c1[i] = _mm512_dpbusd_epi32(c1[i], hi, _mm512_set1_epi32(qg_load4(au + i * lda + 4)));
+      }
     }
+    if (!b) {
+      int32_t *raw = out;
+      QG_UNROLL for (int i = 0; i < mr; i++)
+        _mm512_storeu_si512((void *)(raw + i * QG_NR), _mm512_add_epi32(c0[i], c1[i]));
+      return;
+    }
+    __m512i ws = _mm512_loadu_si512((const void *)(b->wsum + g * QG_NR));
+    __m512 sc = _mm512_loadu_ps(b->scales + g * QG_NR);
+    QG_UNROLL for (int i = 0; i < mr; i++) {
+      __m512i v = _mm512_add_epi32(c0[i], c1[i]);
+      v = _mm512_sub_epi32(v, _mm512_set1_epi32(qg_wrap_mul(b->sbias, b->sa[i * nb + g])));
+      v = _mm512_sub_epi32(v, _mm512_mullo_epi32(_mm512_set1_epi32(b->azp[i]), ws));
+      f[i] = _mm512_add_ps(f[i], _mm512_mul_ps(_mm512_cvtepi32_ps(v), sc));
+    }
+    w += b->wstride;
+    a += b->astride;
   }
-  for (int i = 0; i < mr; i++) _mm512_storeu_si512((void *)(raw + i * QG_NR), _mm512_add_epi32(c[i][0], c[i][1]));
+  float *fo = out;
+  QG_UNROLL for (int i = 0; i < mr; i++) _mm512_storeu_ps(fo + i * QG_NR, f[i]);
 }
 
-QG_VNNI_T void qg_ukr8_vnni(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t nu, int32_t *raw) {
-  QG_DISPATCH_MR(qg_rows8_vnni)
+#define QG_DISPATCH_MR(fn, bits)                \
+  switch (mr) {                                 \
+  case 1:                                       \
+    fn(bits, w, a, lda, 1, nu, b, out);         \
+    break;                                      \
+  case 2:                                       \
+    fn(bits, w, a, lda, 2, nu, b, out);         \
+    break;                                      \
+  case 3:                                       \
+    fn(bits, w, a, lda, 3, nu, b, out);         \
+    break;                                      \
+  default:                                      \
+    fn(bits, w, a, lda, 4, nu, b, out);         \
+    break;                                      \
+  }
+
+QG_VNNI_T void qg_ukr8_vnni(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t nu,
+                            const qg_blocks *b, void *out) {
+  QG_DISPATCH_MR(qg_rows_vnni, 8)
 }
 
-QG_VNNI_T void qg_ukr4_vnni(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t nu, int32_t *raw) {
-  QG_DISPATCH_MR(qg_rows4_vnni)
+QG_VNNI_T void qg_ukr4_vnni(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t nu,
+                            const qg_blocks *b, void *out) {
+  QG_DISPATCH_MR(qg_rows_vnni, 4)
 }
 
 #else
