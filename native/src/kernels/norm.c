@@ -9,6 +9,7 @@
 #include <math.h>
 
 #include "kernels/common.h"
+#include "runtime/parallel.h"
 
 /* 16-byte vectors: native on every x86-64 and AArch64 target (32-byte GCC
  * vectors would round-trip through the stack without AVX). */
@@ -85,6 +86,55 @@ static void norm_row_f32(int64_t n, const float *x, float a, float c, const floa
 /* aten::native_layer_norm.out(Tensor input, SymInt[] normalized_shape,
  *   Tensor? weight, Tensor? bias, float eps, *, Tensor(a!) out0,
  *   Tensor(b!) out1, Tensor(c!) out2) -> (Tensor(a!), Tensor(b!), Tensor(c!)) */
+typedef struct layer_norm_job {
+  const px_tensor *in, *w, *b;
+  px_tensor *out, *mean_t, *rstd_t;
+  double eps;
+  int64_t N;
+} layer_norm_job;
+
+/* Rows [r0, r1) of layer_norm: each row whole on one thread. */
+static void layer_norm_rows(void *arg, int64_t r0, int64_t r1, int tid) {
+  (void)tid;
+  const layer_norm_job *J = arg;
+  const px_tensor *in = J->in, *w = J->w, *b = J->b;
+  px_tensor *out = J->out, *mean_t = J->mean_t, *rstd_t = J->rstd_t;
+  const double eps = J->eps;
+  const int64_t N = J->N;
+  for (int64_t r = r0; r < r1; r++) {
+    double mean, rstd;
+    if (in->dtype == PX_F32) {
+      const float *x = (const float *)in->data + r * N;
+      float *y = (float *)out->data + r * N;
+      float m = N ? sum_f32(N, x) / (float)N : NAN;
+      float var = N ? sqdev_f32(N, x, m) / (float)N : NAN;
+      float rs = 1.0f / sqrtf(var + (float)eps);
+      norm_row_f32(N, x, rs, -m * rs, w ? (const float *)w->data : NULL,
+                   b ? (const float *)b->data : NULL, y);
+      mean = m;
+      rstd = rs;
+    } else {
+      double s = 0.0, q = 0.0;
+      for (int64_t k = 0; k < N; k++) s += px_load_d(in->data, in->dtype, r * N + k);
+      mean = N ? s / (double)N : NAN;
+      for (int64_t k = 0; k < N; k++) {
+        double d = px_load_d(in->data, in->dtype, r * N + k) - mean;
+        q += d * d;
+      }
+      double var = N ? q / (double)N : NAN;
+      rstd = 1.0 / sqrt(var + eps);
+      for (int64_t k = 0; k < N; k++) {
+        double v = (px_load_d(in->data, in->dtype, r * N + k) - mean) * rstd;
+        if (w) v *= px_load_d(w->data, w->dtype, k);
+        if (b) v += px_load_d(b->data, b->dtype, k);
+        px_store_d(out->data, out->dtype, r * N + k, v);
+      }
+    }
+    px_store_d(mean_t->data, mean_t->dtype, r, mean);
+    px_store_d(rstd_t->data, rstd_t->dtype, r, rstd);
+  }
+}
+
 static int k_native_layer_norm(px_ctx *ctx, px_value *const *args) {
   px_tensor *in = args[0]->u.t;
   px_tensor *w = args[2]->tag == PX_V_NONE ? NULL : args[2]->u.t;
@@ -129,38 +179,8 @@ static int k_native_layer_norm(px_ctx *ctx, px_value *const *args) {
   if ((rc = px_resize_like(ctx, out, in)) || (rc = px_resize(ctx, mean_t, in->dim, ms)) ||
       (rc = px_resize(ctx, rstd_t, in->dim, ms)))
     return rc;
-  for (int64_t r = 0; r < M; r++) {
-    double mean, rstd;
-    if (in->dtype == PX_F32) {
-      const float *x = (const float *)in->data + r * N;
-      float *y = (float *)out->data + r * N;
-      float m = N ? sum_f32(N, x) / (float)N : NAN;
-      float var = N ? sqdev_f32(N, x, m) / (float)N : NAN;
-      float rs = 1.0f / sqrtf(var + (float)eps);
-      norm_row_f32(N, x, rs, -m * rs, w ? (const float *)w->data : NULL,
-                   b ? (const float *)b->data : NULL, y);
-      mean = m;
-      rstd = rs;
-    } else {
-      double s = 0.0, q = 0.0;
-      for (int64_t k = 0; k < N; k++) s += px_load_d(in->data, in->dtype, r * N + k);
-      mean = N ? s / (double)N : NAN;
-      for (int64_t k = 0; k < N; k++) {
-        double d = px_load_d(in->data, in->dtype, r * N + k) - mean;
-        q += d * d;
-      }
-      double var = N ? q / (double)N : NAN;
-      rstd = 1.0 / sqrt(var + eps);
-      for (int64_t k = 0; k < N; k++) {
-        double v = (px_load_d(in->data, in->dtype, r * N + k) - mean) * rstd;
-        if (w) v *= px_load_d(w->data, w->dtype, k);
-        if (b) v += px_load_d(b->data, b->dtype, k);
-        px_store_d(out->data, out->dtype, r * N + k, v);
-      }
-    }
-    px_store_d(mean_t->data, mean_t->dtype, r, mean);
-    px_store_d(rstd_t->data, rstd_t->dtype, r, rstd);
-  }
+  layer_norm_job J = {in, w, b, out, mean_t, rstd_t, eps, N};
+  px_parallel_for(M, 1, in->numel * 8, layer_norm_rows, &J);
   return 0;
 }
 
@@ -180,11 +200,24 @@ static int check_channel_vec(px_ctx *ctx, const px_tensor *t, int64_t C, const c
 }
 
 /* out[n, c, :] = x[n, c, :] * scale[c] + shift[c] (input [N, C, inner]). */
-static void apply_channel_affine(const px_tensor *in, px_tensor *out, int64_t N, int64_t C,
-                                 int64_t inner, const double *scale, const double *shift) {
-  for (int64_t n = 0; n < N; n++)
-    for (int64_t c = 0; c < C; c++) {
-      int64_t o = (n * C + c) * inner;
+typedef struct affine_job {
+  const px_tensor *in;
+  px_tensor *out;
+  int64_t C, inner;
+  const double *scale, *shift;
+} affine_job;
+
+/* Planes [u0, u1) of N x C (u = n * C + c). */
+static void channel_affine_planes(void *arg, int64_t u0, int64_t u1, int tid) {
+  (void)tid;
+  const affine_job *J = arg;
+  const px_tensor *in = J->in;
+  px_tensor *out = J->out;
+  const int64_t C = J->C, inner = J->inner;
+  const double *scale = J->scale, *shift = J->shift;
+  for (int64_t u = u0; u < u1; u++) {
+    {
+      int64_t c = u % C, o = u * inner;
       if (in->dtype == PX_F32 && out->dtype == PX_F32)
         affine_f32(inner, (const float *)in->data + o, (float)scale[c], (float)shift[c],
                    (float *)out->data + o);
@@ -193,6 +226,13 @@ static void apply_channel_affine(const px_tensor *in, px_tensor *out, int64_t N,
           px_store_d(out->data, out->dtype, o + k,
                      px_load_d(in->data, in->dtype, o + k) * scale[c] + shift[c]);
     }
+  }
+}
+
+static void apply_channel_affine(const px_tensor *in, px_tensor *out, int64_t N, int64_t C,
+                                 int64_t inner, const double *scale, const double *shift) {
+  affine_job J = {in, out, C, inner, scale, shift};
+  px_parallel_for(N * C, 1, N * C * inner * 8, channel_affine_planes, &J);
 }
 
 static int batch_norm_common_checks(px_ctx *ctx, const px_tensor *in, const px_tensor *w,
@@ -316,6 +356,64 @@ static int k_batch_norm_no_stats(px_ctx *ctx, px_value *const *args) {
 /* aten::native_group_norm.out(Tensor input, Tensor? weight, Tensor? bias,
  *   SymInt N, SymInt C, SymInt HxW, int group, float eps, *, Tensor(a!) out0,
  *   Tensor(b!) out1, Tensor(c!) out2) */
+typedef struct group_norm_job {
+  const px_tensor *in, *w, *b;
+  px_tensor *out, *mean_t, *rstd_t;
+  double eps;
+  int64_t C, HxW, G;
+} group_norm_job;
+
+/* Groups [u0, u1) of N x G (u = n * G + g), each whole on one thread. */
+static void group_norm_groups(void *arg, int64_t u0, int64_t u1, int tid) {
+  (void)tid;
+  const group_norm_job *J = arg;
+  const px_tensor *in = J->in, *w = J->w, *b = J->b;
+  px_tensor *out = J->out, *mean_t = J->mean_t, *rstd_t = J->rstd_t;
+  const double eps = J->eps;
+  const int64_t C = J->C, HxW = J->HxW, G = J->G, Cg = C / G, cnt = Cg * HxW;
+  for (int64_t u = u0; u < u1; u++) {
+    int64_t n = u / G, g = u % G;
+    int64_t base = (n * C + g * Cg) * HxW;
+    double mean, rstd;
+    if (in->dtype == PX_F32) {
+      const float *x = (const float *)in->data + base;
+      float m = cnt ? sum_f32(cnt, x) / (float)cnt : NAN;
+      float var = cnt ? sqdev_f32(cnt, x, m) / (float)cnt : NAN;
+      float rs = 1.0f / sqrtf(var + (float)eps);
+      for (int64_t c = 0; c < Cg; c++) {
+        int64_t ch = g * Cg + c;
+        float wv = w ? (float)px_load_d(w->data, w->dtype, ch) : 1.0f;
+        float bv = b ? (float)px_load_d(b->data, b->dtype, ch) : 0.0f;
+        float a = rs * wv;
+        affine_f32(HxW, x + c * HxW, a, bv - m * a, (float *)out->data + base + c * HxW);
+      }
+      mean = m;
+      rstd = rs;
+    } else {
+      double s = 0.0, q = 0.0;
+      for (int64_t k = 0; k < cnt; k++) s += px_load_d(in->data, in->dtype, base + k);
+      mean = cnt ? s / (double)cnt : NAN;
+      for (int64_t k = 0; k < cnt; k++) {
+        double d = px_load_d(in->data, in->dtype, base + k) - mean;
+        q += d * d;
+      }
+      double var = cnt ? q / (double)cnt : NAN;
+      rstd = 1.0 / sqrt(var + eps);
+      for (int64_t c = 0; c < Cg; c++) {
+        int64_t ch = g * Cg + c;
+        double a = rstd * (w ? px_load_d(w->data, w->dtype, ch) : 1.0);
+        double sh = (b ? px_load_d(b->data, b->dtype, ch) : 0.0) - mean * a;
+        for (int64_t k = 0; k < HxW; k++) {
+          int64_t o = base + c * HxW + k;
+          px_store_d(out->data, out->dtype, o, px_load_d(in->data, in->dtype, o) * a + sh);
+        }
+      }
+    }
+    px_store_d(mean_t->data, mean_t->dtype, n * G + g, mean);
+    px_store_d(rstd_t->data, rstd_t->dtype, n * G + g, rstd);
+  }
+}
+
 static int k_native_group_norm(px_ctx *ctx, px_value *const *args) {
   px_tensor *in = args[0]->u.t;
   px_tensor *w = args[1]->tag == PX_V_NONE ? NULL : args[1]->u.t;
@@ -348,48 +446,8 @@ static int k_native_group_norm(px_ctx *ctx, px_value *const *args) {
   if ((rc = px_resize_like(ctx, out, in)) || (rc = px_resize(ctx, mean_t, 2, ms)) ||
       (rc = px_resize(ctx, rstd_t, 2, ms)))
     return rc;
-  int64_t Cg = C / G, cnt = Cg * HxW;
-  for (int64_t n = 0; n < N; n++)
-    for (int64_t g = 0; g < G; g++) {
-      int64_t base = (n * C + g * Cg) * HxW;
-      double mean, rstd;
-      if (in->dtype == PX_F32) {
-        const float *x = (const float *)in->data + base;
-        float m = cnt ? sum_f32(cnt, x) / (float)cnt : NAN;
-        float var = cnt ? sqdev_f32(cnt, x, m) / (float)cnt : NAN;
-        float rs = 1.0f / sqrtf(var + (float)eps);
-        for (int64_t c = 0; c < Cg; c++) {
-          int64_t ch = g * Cg + c;
-          float wv = w ? (float)px_load_d(w->data, w->dtype, ch) : 1.0f;
-          float bv = b ? (float)px_load_d(b->data, b->dtype, ch) : 0.0f;
-          float a = rs * wv;
-          affine_f32(HxW, x + c * HxW, a, bv - m * a, (float *)out->data + base + c * HxW);
-        }
-        mean = m;
-        rstd = rs;
-      } else {
-        double s = 0.0, q = 0.0;
-        for (int64_t k = 0; k < cnt; k++) s += px_load_d(in->data, in->dtype, base + k);
-        mean = cnt ? s / (double)cnt : NAN;
-        for (int64_t k = 0; k < cnt; k++) {
-          double d = px_load_d(in->data, in->dtype, base + k) - mean;
-          q += d * d;
-        }
-        double var = cnt ? q / (double)cnt : NAN;
-        rstd = 1.0 / sqrt(var + eps);
-        for (int64_t c = 0; c < Cg; c++) {
-          int64_t ch = g * Cg + c;
-          double a = rstd * (w ? px_load_d(w->data, w->dtype, ch) : 1.0);
-          double sh = (b ? px_load_d(b->data, b->dtype, ch) : 0.0) - mean * a;
-          for (int64_t k = 0; k < HxW; k++) {
-            int64_t o = base + c * HxW + k;
-            px_store_d(out->data, out->dtype, o, px_load_d(in->data, in->dtype, o) * a + sh);
-          }
-        }
-      }
-      px_store_d(mean_t->data, mean_t->dtype, n * G + g, mean);
-      px_store_d(rstd_t->data, rstd_t->dtype, n * G + g, rstd);
-    }
+  group_norm_job J = {in, w, b, out, mean_t, rstd_t, eps, C, HxW, G};
+  px_parallel_for(N * G, 1, in->numel * 8, group_norm_groups, &J);
   return 0;
 }
 

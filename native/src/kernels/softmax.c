@@ -6,6 +6,7 @@
 #include <math.h>
 
 #include "kernels/common.h"
+#include "runtime/parallel.h"
 
 /* 16-byte vectors: native on every x86-64 and AArch64 target (32-byte GCC
  * vectors would round-trip through the stack without AVX). */
@@ -143,6 +144,36 @@ static void softmax_strided(const px_tensor *in, px_tensor *out, int64_t n, int6
   }
 }
 
+typedef struct softmax_job {
+  const px_tensor *in;
+  px_tensor *out;
+  int64_t n, inner;
+  bool log, f32;
+  float *scratch; /* n floats per thread: strided float32 rows */
+} softmax_job;
+
+/* Rows [r0, r1) of outer x inner (row r = o * inner + i). */
+static void softmax_rows(void *arg, int64_t r0, int64_t r1, int tid) {
+  const softmax_job *J = arg;
+  const int64_t n = J->n, inner = J->inner;
+  for (int64_t r = r0; r < r1; r++) {
+    int64_t o = r / inner, i = r % inner, base = o * n * inner + i;
+    if (J->f32 && inner == 1) {
+      softmax_row_f32(n, (const float *)J->in->data + base, (float *)J->out->data + base, J->log);
+    } else if (J->f32) {
+      /* gather the strided row, run the row kernel, scatter */
+      float *row = J->scratch + (size_t)tid * (size_t)n;
+      const float *x = J->in->data;
+      float *y = J->out->data;
+      for (int64_t k = 0; k < n; k++) row[k] = x[base + k * inner];
+      softmax_row_f32(n, row, row, J->log);
+      for (int64_t k = 0; k < n; k++) y[base + k * inner] = row[k];
+    } else {
+      softmax_strided(J->in, J->out, n, inner, base, J->log);
+    }
+  }
+}
+
 static int softmax_common(px_ctx *ctx, px_value *const *args, bool log) {
   px_tensor *in = args[0]->u.t, *out = args[3]->u.t;
   bool half_to_float = args[2]->u.b;
@@ -167,28 +198,15 @@ static int softmax_common(px_ctx *ctx, px_value *const *args, bool log) {
   int64_t outer = in->dim ? px_prod(in->sizes, 0, dim) : 1;
   int64_t inner = in->dim ? px_prod(in->sizes, dim + 1, in->dim) : 1;
   bool f32 = in->dtype == PX_F32 && out->dtype == PX_F32;
-  if (f32 && inner == 1) {
-    for (int64_t r = 0; r < outer; r++)
-      softmax_row_f32(n, (const float *)in->data + r * n, (float *)out->data + r * n, log);
-    return 0;
+  /* Rows (outer x inner of them) are shared out over the thread pool; each
+   * row is computed whole by one thread, so the split changes no bit. */
+  softmax_job J = {.in = in, .out = out, .n = n, .inner = inner, .log = log, .f32 = f32};
+  if (f32 && inner != 1) {
+    /* strided float32 rows are gathered into per-thread scratch */
+    J.scratch = px_scratch(ctx, sizeof(float) * (size_t)n * (size_t)px_parallel_threads());
+    if (!J.scratch) return PYEXEC_ERR_EXECUTION;
   }
-  if (f32) {
-    /* gather each strided row into scratch, run the row kernel, scatter */
-    float *row = px_scratch(ctx, sizeof(float) * (size_t)n);
-    if (!row) return PYEXEC_ERR_EXECUTION;
-    const float *x = in->data;
-    float *y = out->data;
-    for (int64_t o = 0; o < outer; o++)
-      for (int64_t i = 0; i < inner; i++) {
-        int64_t base = o * n * inner + i;
-        for (int64_t k = 0; k < n; k++) row[k] = x[base + k * inner];
-        softmax_row_f32(n, row, row, log);
-        for (int64_t k = 0; k < n; k++) y[base + k * inner] = row[k];
-      }
-    return 0;
-  }
-  for (int64_t o = 0; o < outer; o++)
-    for (int64_t i = 0; i < inner; i++) softmax_strided(in, out, n, inner, o * n * inner + i, log);
+  px_parallel_for(outer * inner, 1, in->numel * (f32 ? 16 : 64), softmax_rows, &J);
   return 0;
 }
 

@@ -4,7 +4,10 @@
  * path for same-shape contiguous operands, and the choice of loop by the
  * promoted dtype.
  */
+#include <stdatomic.h>
+
 #include "kernels/elementwise/ew.h"
+#include "runtime/parallel.h"
 
 /* ---- dtype conversion in and out of the compute type ----------------------- */
 
@@ -219,9 +222,103 @@ static void scatter(char *dst, int ddt, int64_t st, const void *src, int sdt, in
 
 #define EW_BLK 512
 #define EW_MAXIN 3
+/* Rows of a contiguous run are cut into pieces of this many elements when
+ * the work is split over threads (a multiple of every vector width). */
+#define EW_PIECE 4096
+
+/* One elementwise job over threads: work item u is piece u % npiece of outer
+ * row u / npiece (the iterator's rows). Every element is computed by the
+ * same loop whichever piece holds it, so outputs do not depend on the split. */
+typedef struct ew_job {
+  ew_fn fn;
+  int nin;
+  const px_tensor *const *in;
+  const int *want;
+  const bool *conv;
+  bool oconv, any_conv;
+  px_tensor *out;
+  int odt;
+  const eparam *p;
+  const px_iter *it; /* NULL: the simple path (one contiguous row) */
+  const char *const *ptr;
+  const int64_t *str;
+  int64_t inner, blk, npiece;
+  char *scratch; /* per thread: nin + 1 buffers of EW_BLK * 8 bytes */
+  atomic_int err;
+} ew_job;
+
+static void ew_chunk(void *arg, int64_t b, int64_t e, int tid) {
+  ew_job *J = arg;
+  eparam p = *J->p;
+  p.err = 0;
+  const char *ptr[EW_MAXIN];
+  int64_t str[EW_MAXIN];
+  if (!J->it) { /* contiguous operands: pieces of one row */
+    int64_t s0 = b * J->blk, s1 = e * J->blk < J->inner ? e * J->blk : J->inner;
+    for (int i = 0; i < J->nin; i++) {
+      ptr[i] = J->ptr[i] + (size_t)(s0 * J->str[i]) * px_elsize(J->in[i]->dtype);
+      str[i] = J->str[i];
+    }
+    J->fn(s1 - s0, ptr, str, (char *)J->out->data + (size_t)s0 * px_elsize(J->out->dtype), 1, &p);
+    if (p.err) atomic_store(&J->err, 1);
+    return;
+  }
+  px_iter it = *J->it;
+  /* seek to row b / npiece */
+  int64_t row = b / J->npiece, r = row;
+  for (int k = it.dim - 1; k >= 0; k--) {
+    it.idx[k] = r % it.sizes[k];
+    r /= it.sizes[k];
+  }
+  for (int i = 0; i < it.n; i++) {
+    it.off[i] = 0;
+    for (int k = 0; k < it.dim; k++) it.off[i] += it.idx[k] * it.strides[i][k];
+  }
+  char *scr = J->scratch + (size_t)tid * (size_t)(J->nin + 1) * EW_BLK * 8;
+  void *buf[EW_MAXIN];
+  for (int i = 0; i < J->nin; i++) buf[i] = scr + (size_t)i * EW_BLK * 8;
+  void *obuf = scr + (size_t)J->nin * EW_BLK * 8;
+  const size_t oes = px_elsize(J->out->dtype);
+  for (int64_t u = b; u < e;) {
+    int64_t pe = (row + 1) * J->npiece < e ? (row + 1) * J->npiece : e; /* this row's items */
+    int64_t s_end = (pe - row * J->npiece) * J->blk;
+    if (s_end > it.inner) s_end = it.inner;
+    for (int64_t s = (u - row * J->npiece) * J->blk, m; s < s_end; s += m) {
+      /* converting: EW_BLK at a time (the scratch size); else the whole stretch */
+      m = s_end - s;
+      if (J->any_conv && m > EW_BLK) m = EW_BLK;
+      for (int i = 0; i < J->nin; i++) {
+        int64_t st = it.inner_stride[i + 1];
+        const char *base = (const char *)J->in[i]->data + (size_t)(it.off[i + 1] + s * st) * px_elsize(J->in[i]->dtype);
+        if (J->conv[i]) {
+          /* a broadcast row needs only its one element converted */
+          gather(buf[i], J->want[i], base, J->in[i]->dtype, st, st == 0 ? 1 : m);
+          ptr[i] = buf[i];
+          str[i] = st == 0 ? 0 : 1;
+        } else {
+          ptr[i] = base;
+          str[i] = st;
+        }
+      }
+      int64_t ost = it.inner_stride[0];
+      char *obase = (char *)J->out->data + (size_t)(it.off[0] + s * ost) * oes;
+      if (J->oconv) {
+        J->fn(m, ptr, str, obuf, 1, &p);
+        scatter(obase, J->out->dtype, ost, obuf, J->odt, m);
+      } else {
+        J->fn(m, ptr, str, obase, ost, &p);
+      }
+    }
+    u = pe;
+    row++;
+    if (u < e) px_iter_next(&it);
+  }
+  if (p.err) atomic_store(&J->err, 1);
+}
 
 /* Runs fn over out (already sized) and nin inputs that broadcast to it.
- * Input k is read as dtype want[k]; fn writes dtype odt. */
+ * Input k is read as dtype want[k]; fn writes dtype odt. Large outputs are
+ * split over the thread pool by rows and pieces of rows. */
 int px_ew_run(px_ctx *ctx, ew_fn fn, int nin, const px_tensor *const *ins,
                   const int *want, px_tensor *out, int odt, eparam *p) {
   const int64_t n = out->numel;
@@ -267,57 +364,48 @@ int px_ew_run(px_ctx *ctx, ew_fn fn, int nin, const px_tensor *const *ins,
     if (conv[i] || !in[i]->contiguous || (in[i]->numel != n && in[i]->numel != 1))
       simple = false;
   }
+  /* Cost: bytes touched (a transcendental op costs more, but the split only
+   * needs the order of magnitude). */
+  int64_t cost = n * (int64_t)px_elsize(out->dtype);
+  for (int i = 0; i < nin; i++) cost += in[i]->numel == n ? n * (int64_t)px_elsize(in[i]->dtype) : 0;
   const char *ptr[EW_MAXIN];
   int64_t str[EW_MAXIN];
+  ew_job J = {.fn = fn, .nin = nin, .in = in, .want = want, .conv = conv, .oconv = oconv,
+              .any_conv = any_conv,
+              .out = out, .odt = odt, .p = p};
+  atomic_init(&J.err, 0);
   if (simple) {
     for (int i = 0; i < nin; i++) {
       ptr[i] = (const char *)in[i]->data;
       str[i] = in[i]->numel == n ? 1 : 0;
     }
-    fn(n, ptr, str, (char *)out->data, 1, p);
+    J.ptr = ptr;
+    J.str = str;
+    J.inner = n;
+    J.blk = EW_PIECE;
+    J.npiece = (n + EW_PIECE - 1) / EW_PIECE;
+    px_parallel_for(J.npiece, 1, cost, ew_chunk, &J);
   } else {
     px_iter it;
     px_iter_init(&it, out->dim, out->sizes);
     px_iter_add(&it, out);
     for (int i = 0; i < nin; i++) px_iter_add(&it, in[i]);
     px_iter_coalesce(&it);
-    void *buf[EW_MAXIN] = {NULL, NULL, NULL};
-    void *obuf = NULL;
-    for (int i = 0; i < nin; i++)
-      if (conv[i] && !(buf[i] = px_scratch(ctx, EW_BLK * 8))) return PYEXEC_ERR_EXECUTION;
-    if (oconv && !(obuf = px_scratch(ctx, EW_BLK * 8))) return PYEXEC_ERR_EXECUTION;
-    const size_t oes = px_elsize(out->dtype);
-    size_t ies[EW_MAXIN];
-    for (int i = 0; i < nin; i++) ies[i] = px_elsize(in[i]->dtype);
-    const int64_t blk = any_conv ? EW_BLK : it.inner;
-    do {
-      for (int64_t s = 0; s < it.inner; s += blk) {
-        int64_t m = it.inner - s < blk ? it.inner - s : blk;
-        for (int i = 0; i < nin; i++) {
-          int64_t st = it.inner_stride[i + 1];
-          const char *base =
-              (const char *)in[i]->data + (size_t)(it.off[i + 1] + s * st) * ies[i];
-          if (conv[i]) {
-            /* a broadcast row needs only its one element converted */
-            gather(buf[i], want[i], base, in[i]->dtype, st, st == 0 ? 1 : m);
-            ptr[i] = buf[i];
-            str[i] = st == 0 ? 0 : 1;
-          } else {
-            ptr[i] = base;
-            str[i] = st;
-          }
-        }
-        int64_t ost = it.inner_stride[0];
-        char *obase = (char *)out->data + (size_t)(it.off[0] + s * ost) * oes;
-        if (oconv) {
-          fn(m, ptr, str, obuf, 1, p);
-          scatter(obase, out->dtype, ost, obuf, odt, m);
-        } else {
-          fn(m, ptr, str, obase, ost, p);
-        }
-      }
-    } while (px_iter_next(&it));
+    int64_t rows = n / it.inner;
+    /* pieces of a row: EW_BLK when converting (the scratch size), else
+     * EW_PIECE where the rows are too few to share out, else whole rows */
+    J.blk = any_conv ? EW_BLK : rows >= 64 ? it.inner : EW_PIECE;
+    J.npiece = (it.inner + J.blk - 1) / J.blk;
+    J.it = &it;
+    J.inner = it.inner;
+    if (any_conv) {
+      int nt = px_parallel_threads();
+      J.scratch = px_scratch(ctx, (size_t)nt * (size_t)(nin + 1) * EW_BLK * 8);
+      if (!J.scratch) return PYEXEC_ERR_EXECUTION;
+    }
+    px_parallel_for(rows * J.npiece, 1, cost, ew_chunk, &J);
   }
+  if (atomic_load(&J.err)) p->err = 1;
   if (p->err) return px_fail(ctx, "ZeroDivisionError");
   return 0;
 }

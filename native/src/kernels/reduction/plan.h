@@ -159,6 +159,16 @@ static inline void odo_init(odo *o, int n, const int64_t *sz, const int64_t *st)
   o->off = 0;
 }
 
+/* Moves the odometer to its i-th position (0 <= i < product of sizes). */
+static inline void odo_seek(odo *o, int64_t i) {
+  o->off = 0;
+  for (int k = o->n - 1; k >= 0; k--) {
+    o->idx[k] = i % o->sz[k];
+    i /= o->sz[k];
+    o->off += o->idx[k] * o->st[k];
+  }
+}
+
 static inline void odo_next(odo *o) {
   for (int k = o->n - 1; k >= 0; k--) {
     if (++o->idx[k] < o->sz[k]) {

@@ -5,6 +5,7 @@
  * plan (plan.h), in float32, float64, int64 or bytes.
  */
 #include "kernels/reduction/plan.h"
+#include "runtime/parallel.h"
 
 /* ---- chunk and row loops ------------------------------------------------ */
 
@@ -351,6 +352,85 @@ static int pick_ct(int rk, int in_dtype, int out_dtype) {
 
 /* out = reduction of in over mask (out already resized). mean: divide by the
  * number of reduced elements. */
+typedef struct reduce_job {
+  const px_tensor *in;
+  px_tensor *out;
+  const rplan *P;
+  int rk, ct;
+  bool mean, dcar;
+  int64_t pl;     /* conversion piece (elements) */
+  char *buf;      /* per thread: pl elements of the compute type, or NULL */
+  int64_t cb, ncb; /* ROW form: column block and blocks per kept position */
+  char *acc;      /* ROW form, per thread: cb accumulators of 8 bytes */
+} reduce_job;
+
+/* INNER form: outputs [b, e). ROW form: items [b, e), item u being column
+ * block u % ncb of kept position u / ncb. */
+static void reduce_items(void *arg, int64_t b, int64_t e, int tid) {
+  const reduce_job *J = arg;
+  const rplan *P = J->P;
+  const px_tensor *in = J->in;
+  px_tensor *out = J->out;
+  const int rk = J->rk, ct = J->ct;
+  const int64_t pl = J->pl;
+  void *buf = J->buf ? J->buf + (size_t)tid * (size_t)pl * ct_size(ct) : NULL;
+  odo ko, ro;
+  odo_init(&ko, P->nk, P->ksz, P->kst);
+  odo_init(&ro, P->nr, P->rsz, P->rst);
+  double nred = (double)P->nred;
+  if (P->inner) {
+    odo_seek(&ko, b);
+    for (int64_t o = b; o < e; o++, odo_next(&ko)) {
+      if (J->dcar) {
+        double a = ident_d(rk);
+        for (int64_t rit = 0; rit < P->riters; rit++, odo_next(&ro))
+          FOR_PIECES(s, m, P->len, pl)
+          a = combine_d(rk, a, chunk_d(rk, ct, chunk_at(in, ct, ko.off + ro.off + s, m, buf), m));
+        store_d(out, o, J->mean ? a / nred : a);
+      } else {
+        int64_t a = ident_i(rk);
+        for (int64_t rit = 0; rit < P->riters; rit++, odo_next(&ro))
+          FOR_PIECES(s, m, P->len, pl)
+          a = combine_i(rk, a, chunk_i(rk, ct, chunk_at(in, ct, ko.off + ro.off + s, m, buf), m));
+        px_store_i(out->data, out->dtype, o, a);
+      }
+    }
+    return;
+  }
+  void *accp = J->acc + (size_t)tid * (size_t)J->cb * 8;
+  for (int64_t u = b; u < e; u++) {
+    int64_t kit = u / J->ncb, c0 = (u % J->ncb) * J->cb;
+    int64_t len = P->len - c0 < J->cb ? P->len - c0 : J->cb;
+    int64_t o = kit * P->len + c0;
+    odo_seek(&ko, kit);
+    if (J->dcar) {
+      double *acc = accp, id = ident_d(rk);
+      for (int64_t i = 0; i < len; i++) acc[i] = id;
+      for (int64_t rit = 0; rit < P->riters; rit++, odo_next(&ro))
+        FOR_PIECES(s, m, len, pl)
+        row_d(rk, ct, acc + s, chunk_at(in, ct, ko.off + ro.off + c0 + s, m, buf), m);
+      if (J->mean)
+        for (int64_t i = 0; i < len; i++) acc[i] /= nred;
+      if (out->dtype == PX_F32) {
+        float *q = (float *)out->data + o;
+        for (int64_t i = 0; i < len; i++) q[i] = (float)acc[i];
+      } else {
+        for (int64_t i = 0; i < len; i++) px_store_d(out->data, out->dtype, o + i, acc[i]);
+      }
+    } else {
+      int64_t *acc = accp, id = ident_i(rk);
+      for (int64_t i = 0; i < len; i++) acc[i] = id;
+      for (int64_t rit = 0; rit < P->riters; rit++, odo_next(&ro))
+        FOR_PIECES(s, m, len, pl)
+        row_i(rk, ct, acc + s, chunk_at(in, ct, ko.off + ro.off + c0 + s, m, buf), m);
+      if (out->dtype == PX_I64)
+        memcpy((int64_t *)out->data + o, acc, (size_t)len * sizeof(int64_t));
+      else
+        for (int64_t i = 0; i < len; i++) px_store_i(out->data, out->dtype, o + i, acc[i]);
+    }
+  }
+}
+
 static int reduce_run(px_ctx *ctx, const px_tensor *in, px_tensor *out, const bool *mask, int rk,
                       bool mean) {
   if (out->numel == 0) return 0;
@@ -371,63 +451,25 @@ static int reduce_run(px_ctx *ctx, const px_tensor *in, px_tensor *out, const bo
   }
   rplan P;
   plan_build(&P, in, mask);
-  void *buf;
-  int64_t pl;
-  if (chunk_buf(ctx, in, ct, P.len, &buf, &pl)) return ERR;
-  odo ko, ro;
-  odo_init(&ko, P.nk, P.ksz, P.kst);
-  odo_init(&ro, P.nr, P.rsz, P.rst);
-  double nred = (double)P.nred;
-  int64_t o = 0;
+  /* Outputs are shared out over the thread pool; each output (each column
+   * of a ROW block) is accumulated whole by one thread in the usual order,
+   * so the split changes no bit. */
+  reduce_job J = {.in = in, .out = out, .P = &P, .rk = rk, .ct = ct, .mean = mean, .dcar = dcar};
+  int nt = px_parallel_threads();
+  void *buf0;
+  if (chunk_buf(ctx, in, ct, P.len, &buf0, &J.pl)) return ERR;
+  if (buf0 && !(J.buf = px_scratch(ctx, (size_t)J.pl * ct_size(ct) * (size_t)nt))) return ERR;
+  int64_t items;
   if (P.inner) {
-    for (int64_t kit = 0; kit < P.kiters; kit++, odo_next(&ko)) {
-      if (dcar) {
-        double a = ident_d(rk);
-        for (int64_t rit = 0; rit < P.riters; rit++, odo_next(&ro))
-          FOR_PIECES(s, m, P.len, pl)
-          a = combine_d(rk, a, chunk_d(rk, ct, chunk_at(in, ct, ko.off + ro.off + s, m, buf), m));
-        store_d(out, o++, mean ? a / nred : a);
-      } else {
-        int64_t a = ident_i(rk);
-        for (int64_t rit = 0; rit < P.riters; rit++, odo_next(&ro))
-          FOR_PIECES(s, m, P.len, pl)
-          a = combine_i(rk, a, chunk_i(rk, ct, chunk_at(in, ct, ko.off + ro.off + s, m, buf), m));
-        px_store_i(out->data, out->dtype, o++, a);
-      }
-    }
-    return 0;
+    items = P.kiters;
+  } else {
+    /* ROW form: few blocks are cut into column pieces */
+    J.cb = P.kiters >= 16 || P.len <= 1024 ? P.len : 1024;
+    J.ncb = (P.len + J.cb - 1) / J.cb;
+    items = P.kiters * J.ncb;
+    if (!(J.acc = px_scratch(ctx, (size_t)J.cb * 8 * (size_t)nt))) return ERR;
   }
-  /* ROW form */
-  void *accp = px_scratch(ctx, (size_t)P.len * 8);
-  if (!accp) return ERR;
-  for (int64_t kit = 0; kit < P.kiters; kit++, odo_next(&ko)) {
-    if (dcar) {
-      double *acc = accp, id = ident_d(rk);
-      for (int64_t i = 0; i < P.len; i++) acc[i] = id;
-      for (int64_t rit = 0; rit < P.riters; rit++, odo_next(&ro))
-        FOR_PIECES(s, m, P.len, pl)
-        row_d(rk, ct, acc + s, chunk_at(in, ct, ko.off + ro.off + s, m, buf), m);
-      if (mean)
-        for (int64_t i = 0; i < P.len; i++) acc[i] /= nred;
-      if (out->dtype == PX_F32) {
-        float *q = (float *)out->data + o;
-        for (int64_t i = 0; i < P.len; i++) q[i] = (float)acc[i];
-      } else {
-        for (int64_t i = 0; i < P.len; i++) px_store_d(out->data, out->dtype, o + i, acc[i]);
-      }
-    } else {
-      int64_t *acc = accp, id = ident_i(rk);
-      for (int64_t i = 0; i < P.len; i++) acc[i] = id;
-      for (int64_t rit = 0; rit < P.riters; rit++, odo_next(&ro))
-        FOR_PIECES(s, m, P.len, pl)
-        row_i(rk, ct, acc + s, chunk_at(in, ct, ko.off + ro.off + s, m, buf), m);
-      if (out->dtype == PX_I64)
-        memcpy((int64_t *)out->data + o, acc, (size_t)P.len * sizeof(int64_t));
-      else
-        for (int64_t i = 0; i < P.len; i++) px_store_i(out->data, out->dtype, o + i, acc[i]);
-    }
-    o += P.len;
-  }
+  px_parallel_for(items, 1, in->numel * (int64_t)px_elsize(in->dtype), reduce_items, &J);
   return 0;
 }
 
