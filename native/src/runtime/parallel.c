@@ -53,10 +53,25 @@
 /* Below this cost (parallel.h's units: about one multiply-add or one byte)
  * a range runs inline; each thread taking part gets at least this much.
  * Waking the workers and waiting for them costs about 2-5 us when they are
- * spinning and 20-60 us when they sleep; 64K units is 15-40 us of work. */
+ * spinning and 20-60 us when they sleep; 64K units is 15-40 us of work.
+ * PYEXEC_PARALLEL_MIN_COST (read once) replaces it: the tests set it to 1 so
+ * that even the small programs of the operator tests are split. */
 #ifndef PX_PARALLEL_MIN_COST
 #define PX_PARALLEL_MIN_COST ((int64_t)1 << 16)
 #endif
+
+static int64_t g_min_cost;
+static pthread_once_t g_min_cost_once = PTHREAD_ONCE_INIT;
+
+static void read_min_cost(void) {
+  g_min_cost = PX_PARALLEL_MIN_COST;
+  const char *s = getenv("PYEXEC_PARALLEL_MIN_COST");
+  if (s && *s) {
+    char *end;
+    long long v = strtoll(s, &end, 10);
+    if (!*end && v >= 1) g_min_cost = v;
+  }
+}
 
 /* How long a worker (or the owner waiting for the last chunks) spins before
  * it sleeps. */
@@ -392,7 +407,8 @@ void px_parallel_for(int64_t n, int64_t grain, int64_t cost, px_parallel_fn fn, 
   if (grain < 1) grain = 1;
   int64_t units = (n - 1) / grain + 1;
   int t = px_parallel_threads();
-  int64_t by_cost = cost / PX_PARALLEL_MIN_COST;
+  pthread_once(&g_min_cost_once, read_min_cost);
+  int64_t by_cost = cost / g_min_cost;
   if (by_cost < t) t = (int)(by_cost < 1 ? 1 : by_cost);
   if (units < t) t = (int)units;
   if (t <= 1 || tl_in_task || atomic_flag_test_and_set_explicit(&g_busy, memory_order_acquire)) {
