@@ -108,4 +108,18 @@ void px_neon_softmax_row_f32(int64_t n, const float *x, float *y, bool log);
 #define PX_NEON_MATH 0
 #endif
 
+/* For the PRE argument of ew.h's UN loops: on AArch64 a float32 loop whose
+ * input and output are contiguous hands the row to the NEON loop FN and
+ * returns; the float64 instantiation of the same loop, strided rows and
+ * other machines run the generic loop. Expands to nothing outside AArch64. */
+#if PX_NEON_MATH
+#define PX_NEON_UN_ROW(FN)                                    \
+  if (sizeof(T) == sizeof(float) && sa == 1 && so == 1) {     \
+    FN(n, (const float *)(const void *)A, (float *)(void *)O); \
+    return;                                                   \
+  }
+#else
+#define PX_NEON_UN_ROW(FN)
+#endif
+
 #endif /* PX_NEON_MATH_H */

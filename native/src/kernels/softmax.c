@@ -7,6 +7,9 @@
 
 #include "kernels/common.h"
 #include "runtime/parallel.h"
+#if defined(__aarch64__)
+#include "kernels/neon_math.h" /* NEON rows with FMA (act_neon.c) */
+#endif
 
 /* 16-byte vectors: native on every x86-64 and AArch64 target (32-byte GCC
  * vectors would round-trip through the stack without AVX). */
@@ -123,6 +126,10 @@ static void softmax_row_f32(int64_t n, const float *x, float *y, bool log) {
     softmax_row_avx2(n, x, y, log);
     return;
   }
+#endif
+#if defined(__aarch64__) && PX_NEON_MATH
+  px_neon_softmax_row_f32(n, x, y, log);
+  return;
 #endif
   softmax_row_v4(n, x, y, log);
 }

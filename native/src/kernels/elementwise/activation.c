@@ -4,6 +4,7 @@
  * clamp (select.c). The machinery is ew.h.
  */
 #include "kernels/elementwise/ew.h"
+#include "kernels/neon_math.h" /* AArch64: contiguous float32 rows in NEON */
 
 static const double k_sqrt1_2 = 0.70710678118654752440;
 static const double k_sqrt_2_pi = 0.79788456080286535588; /* sqrt(2 / pi) */
@@ -28,13 +29,13 @@ static inline double gelu_tanh_d(double x) {
 UN_F(relu, , x < 0 ? (T)0 : x)
 UN_I(relu, , x < 0 ? (T)0 : x)
 OPS_FI(relu)
-UN_F(sigmoid, , (T)1 / ((T)1 + EXPV(-x)))
+UN_F(sigmoid, PX_NEON_UN_ROW(px_neon_sigmoid_f32), (T)1 / ((T)1 + EXPV(-x)))
 OPS_F(sigmoid)
-UN_F(silu, , x / ((T)1 + EXPV(-x)))
+UN_F(silu, PX_NEON_UN_ROW(px_neon_silu_f32), x / ((T)1 + EXPV(-x)))
 OPS_F(silu)
-UN_F(gelu, , GELU(x))
+UN_F(gelu, PX_NEON_UN_ROW(px_neon_gelu_f32), GELU(x))
 OPS_F(gelu)
-UN_F(gelu_tanh, , GELU_TANH(x))
+UN_F(gelu_tanh, PX_NEON_UN_ROW(px_neon_gelu_tanh_f32), GELU_TANH(x))
 OPS_F(gelu_tanh)
 UN_F(hardswish, , x * CLAMPP(x + (T)3, (T)0, (T)6) / (T)6)
 OPS_F(hardswish)

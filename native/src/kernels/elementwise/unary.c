@@ -6,6 +6,7 @@
  * machinery is ew.h.
  */
 #include "kernels/elementwise/ew.h"
+#include "kernels/neon_math.h" /* AArch64: contiguous float32 rows in NEON */
 
 /* ---- loops ---------------------------------------------------------------- */
 
@@ -41,11 +42,11 @@ OPS_FI(isinf)
 #define UN_MATH(OP, FN) \
   UN_F(OP, , M1(FN, x)) \
   OPS_F(OP)
-UN_F(exp, , EXPV(x))
+UN_F(exp, PX_NEON_UN_ROW(px_neon_exp_f32), EXPV(x))
 OPS_F(exp)
 UN_MATH(log, log)
 UN_MATH(sqrt, sqrt)
-UN_F(tanh, , TANHV(x))
+UN_F(tanh, PX_NEON_UN_ROW(px_neon_tanh_f32), TANHV(x))
 OPS_F(tanh)
 UN_MATH(sin, sin)
 UN_MATH(cos, cos)

@@ -20,6 +20,9 @@
 
 #include "runtime/parallel.h"
 
+/* AArch64: the NEON 6 x 16 kernel and its helpers (ukr_neon.c) */
+#include "kernels/gemm/ukr_neon.h"
+
 /* AVX2/FMA variants, chosen at run time; define PX_PORTABLE_KERNELS to build
  * only the portable code (to test it on an AVX2 machine). */
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__)) && !defined(PX_PORTABLE_KERNELS)
@@ -281,7 +284,7 @@ __attribute__((target("avx512f"))) static void ukr_8x32_avx512(int64_t kc, const
  * there). The isa field only picks the vector helpers beside the kernel
  * (packing, epilogue, small-M paths); a new ISA leaves it GEMM_ISA_PORTABLE
  * to use their portable versions. */
-enum { GEMM_ISA_PORTABLE, GEMM_ISA_AVX2, GEMM_ISA_AVX512 };
+enum { GEMM_ISA_PORTABLE, GEMM_ISA_AVX2, GEMM_ISA_AVX512, GEMM_ISA_NEON };
 
 typedef struct gemm_arch {
   int mr, nr;
@@ -300,6 +303,9 @@ static gemm_arch gemm_detect(void) {
   } else if (avx2) {
     g = (gemm_arch){6, 16, ukr_6x16_avx2, true, GEMM_ISA_AVX2};
   }
+#endif
+#if defined(__aarch64__) && PX_NEON_KERNELS /* NEON: part of every AArch64 CPU */
+  g = (gemm_arch){PX_NEON_GEMM_MR, PX_NEON_GEMM_NR, px_ukr_f32_6x16_neon, false, GEMM_ISA_NEON};
 #endif
   return g;
 }
@@ -389,6 +395,14 @@ static void pack_b_strided(const void *src, int64_t pc, int64_t kc, int64_t jc, 
 #if PX_X86_KERNELS
   if (rsb == 1 && csb != 1 && nr % 8 == 0 && gemm_select().avx2) {
     int64_t done = pack_b_trans_avx2(B, csb, kc, nc, nr, pb);
+    B += done * csb;
+    pb += done / nr * pstride;
+    nc -= done;
+  }
+#endif
+#if defined(__aarch64__) && PX_NEON_KERNELS
+  if (rsb == 1 && csb != 1 && nr == PX_NEON_GEMM_NR && gemm_select().isa == GEMM_ISA_NEON) {
+    int64_t done = px_pack_b_trans16_neon(B, csb, kc, nc, pb);
     B += done * csb;
     pb += done / nr * pstride;
     nc -= done;
@@ -730,6 +744,12 @@ static void gemm_block(const gemm_job *j, int64_t ic, int64_t mc, int64_t pc, in
         }
         if (j->g.avx2) {
           tile_epilogue_avx2(ct, j->ldc, m, n, bias, j->clamp, j->lo, j->hi);
+          continue;
+        }
+#endif
+#if defined(__aarch64__) && PX_NEON_KERNELS
+        if (j->g.isa == GEMM_ISA_NEON) {
+          px_tile_epilogue_neon(ct, j->ldc, m, n, bias, j->clamp, j->lo, j->hi);
           continue;
         }
 #endif
