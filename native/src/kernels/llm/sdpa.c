@@ -20,10 +20,13 @@
  * vectorised dot products and row updates otherwise (decode).
  */
 #include <math.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "kernels/gemm/gemm.h"
 #include "kernels/llm/llm.h"
+#include "runtime/parallel.h"
 
 enum {
   TILE_ROWS = 64,  /* query rows per tile */
@@ -189,37 +192,78 @@ static int attend_tile(px_ctx *ctx, const attn *a, attn_work *w, int64_t b, int6
   return 0;
 }
 
+/* Tiles of the attention shared out over the thread pool: item u is query
+ * tile u % ntiles of (batch, kv head) u / ntiles; each tile is computed whole
+ * by one thread with its own scratch, so the split changes no bit. */
+typedef struct attn_job {
+  px_ctx *ctx;
+  const attn *a;
+  attn_work *w; /* one per thread */
+  int64_t M, mt, ntiles;
+  atomic_int rc;
+  atomic_flag msg_taken; /* the first failing tile writes ctx's message */
+} attn_job;
+
+static void attend_tiles(void *arg, int64_t u0, int64_t u1, int tid) {
+  attn_job *J = arg;
+  const attn *a = J->a;
+  char msg[256];
+  /* a private context, so that tiles failing at once do not write one message */
+  px_ctx local = *J->ctx;
+  local.msg = msg;
+  local.msg_cap = sizeof msg;
+  msg[0] = 0;
+  for (int64_t u = u0; u < u1 && !atomic_load_explicit(&J->rc, memory_order_relaxed); u++) {
+    int64_t bg = u / J->ntiles, i0 = (u % J->ntiles) * J->mt;
+    int rc = attend_tile(&local, a, &J->w[tid], bg / a->Hkv, bg % a->Hkv, i0, J->M - i0 < J->mt ? J->M - i0 : J->mt);
+    if (rc) {
+      if (!atomic_flag_test_and_set(&J->msg_taken)) {
+        snprintf(J->ctx->msg, J->ctx->msg_cap, "%s", msg);
+        atomic_store(&J->rc, rc);
+      }
+      return;
+    }
+  }
+}
+
 static int attend(px_ctx *ctx, const attn *a) {
   int64_t r = a->Hq / a->Hkv, M = a->S * r, D = a->D;
   int64_t mt = M < TILE_ROWS ? M : TILE_ROWS;
   int64_t kmax = a->mask ? a->Skv : a->start_pos + a->S;
   int64_t nb = kmax < KEY_BLOCK ? (kmax > 0 ? kmax : 1) : KEY_BLOCK;
-  attn_work w = {0};
+  int64_t ntiles = (M + mt - 1) / mt, items = a->B * a->Hkv * ntiles;
+  /* One tile alone runs inline, where the GEMM inside may split instead. */
+  int nt = items > 1 ? px_parallel_threads() : 1;
+  attn_work *ws = px_scratch(ctx, sizeof(attn_work) * (size_t)nt);
+  if (!ws) return PYEXEC_ERR_EXECUTION;
   size_t fl = sizeof(float);
-  w.qt = px_scratch(ctx, fl * (size_t)(mt * D));
-  w.sc = px_scratch(ctx, fl * (size_t)(mt * KEY_BLOCK));
-  w.acc = px_scratch(ctx, fl * (size_t)(mt * D));
-  w.m = px_scratch(ctx, fl * (size_t)mt);
-  w.l = px_scratch(ctx, fl * (size_t)mt);
-  w.lim = px_scratch(ctx, sizeof(int64_t) * (size_t)mt);
-  if (!w.qt || !w.sc || !w.acc || !w.m || !w.l || !w.lim) return PYEXEC_ERR_EXECUTION;
-  if (a->k->dtype != PX_F32) {
-    w.kf = px_scratch(ctx, fl * (size_t)(nb * D));
-    w.vf = px_scratch(ctx, fl * (size_t)(nb * D));
-    if (!w.kf || !w.vf) return PYEXEC_ERR_EXECUTION;
+  for (int t = 0; t < nt; t++) {
+    attn_work w = {0};
+    w.qt = px_scratch(ctx, fl * (size_t)(mt * D));
+    w.sc = px_scratch(ctx, fl * (size_t)(mt * KEY_BLOCK));
+    w.acc = px_scratch(ctx, fl * (size_t)(mt * D));
+    w.m = px_scratch(ctx, fl * (size_t)mt);
+    w.l = px_scratch(ctx, fl * (size_t)mt);
+    w.lim = px_scratch(ctx, sizeof(int64_t) * (size_t)mt);
+    if (!w.qt || !w.sc || !w.acc || !w.m || !w.l || !w.lim) return PYEXEC_ERR_EXECUTION;
+    if (a->k->dtype != PX_F32) {
+      w.kf = px_scratch(ctx, fl * (size_t)(nb * D));
+      w.vf = px_scratch(ctx, fl * (size_t)(nb * D));
+      if (!w.kf || !w.vf) return PYEXEC_ERR_EXECUTION;
+    }
+    if (mt >= GEMM_ROWS) {
+      size_t g1 = px_gemm_f32_work_size(mt, nb, D), g2 = px_gemm_f32_work_size(mt, D, nb);
+      w.gemm = px_scratch(ctx, g1 > g2 ? g1 : g2);
+      if (!w.gemm) return PYEXEC_ERR_EXECUTION;
+    }
+    ws[t] = w;
   }
-  if (mt >= GEMM_ROWS) {
-    size_t ws = px_gemm_f32_work_size(mt, nb, D), ws2 = px_gemm_f32_work_size(mt, D, nb);
-    w.gemm = px_scratch(ctx, ws > ws2 ? ws : ws2);
-    if (!w.gemm) return PYEXEC_ERR_EXECUTION;
-  }
-  for (int64_t b = 0; b < a->B; b++)
-    for (int64_t g = 0; g < a->Hkv; g++)
-      for (int64_t i0 = 0; i0 < M; i0 += mt) {
-        int rc = attend_tile(ctx, a, &w, b, g, i0, M - i0 < mt ? M - i0 : mt);
-        if (rc) return rc;
-      }
-  return 0;
+  attn_job J = {.ctx = ctx, .a = a, .w = ws, .M = M, .mt = mt, .ntiles = ntiles};
+  atomic_init(&J.rc, 0);
+  atomic_flag_clear(&J.msg_taken);
+  /* cost: the multiply-adds of Q K^T and P V */
+  px_parallel_for(items, 1, 2 * a->B * a->Hq * a->S * kmax * D, attend_tiles, &J);
+  return atomic_load(&J.rc);
 }
 
 /* Checks custom_sdpa's arguments and fills *a; resizes out to q's shape.
