@@ -61,6 +61,8 @@ static void scratch_reset(void) {
 
 typedef struct {
   int bits, high_first, with_bias, clamp;
+  int bf16;    /* scales that are exactly bfloat16 (XNNPACK's qb4w), packed as such */
+  int wconst;  /* every weight at its lowest value (block sums past int16) */
   int64_t M, N, K, block;
   int32_t wzp;
 } qcase;
@@ -107,8 +109,18 @@ static void run_case(const qcase *c) {
       if (w[i] < lo) w[i] = lo;
       if (w[i] > hi) w[i] = hi;
     }
+  if (c->wconst)
+    for (int64_t i = 0; i < N * K; i++) w[i] = c->bits == 8 ? -128 : 0;
   encode(c, w, data, row_bytes);
-  for (int64_t i = 0; i < N * nb; i++) scales[i] = rnd_float(0.001f, 0.05f);
+  for (int64_t i = 0; i < N * nb; i++) {
+    scales[i] = rnd_float(0.001f, 0.05f);
+    if (c->bf16) {
+      uint32_t u;
+      memcpy(&u, &scales[i], sizeof u);
+      u &= 0xFFFF0000u;
+      memcpy(&scales[i], &u, sizeof u);
+    }
+  }
   for (int64_t n = 0; n < N; n++) {
     bias[n] = rnd_float(-2.0f, 2.0f);
     ibias[n] = rnd_int(-5000, 5000);
@@ -265,6 +277,7 @@ static void test_products(void) {
           qcase c = {.bits = bits, .M = M, .N = 19 + (int64_t)ib, .K = blocks[ib][1], .block = blocks[ib][0]};
           c.high_first = hf;
           c.with_bias = hf;
+          c.bf16 = (int)(ib % 3 != 0);
           c.clamp = (int)(ib & 1);
           c.wzp = bits == 4 ? 8 : 0;
           run_case(&c);
@@ -279,6 +292,11 @@ static void test_products(void) {
     qcase c4b = {.bits = 4, .M = 2, .N = 18, .K = 64, .block = 32, .wzp = zps4[i]};
     run_case(&c4b);
   }
+  /* blockwise sums past int16 (kept as int32) */
+  qcase wc8 = {.bits = 8, .M = 3, .N = 17, .K = 1024, .block = 512, .wconst = 1, .bf16 = 1};
+  run_case(&wc8);
+  qcase wc4 = {.bits = 4, .M = 2, .N = 17, .K = 8192, .block = 4096, .wconst = 1, .wzp = 15};
+  run_case(&wc4);
   /* long depths (int32 sums well past 2^24), more tiles and row blocks */
   qcase big8 = {.bits = 8, .M = 6, .N = 40, .K = 4100, .with_bias = 1};
   run_case(&big8);

@@ -35,8 +35,9 @@ struct px_qweights {
   int32_t sbias;   /* see qgemm_impl.h */
   int blockwise;   /* desc.block > 0 */
   uint8_t *packed; /* ntiles * tile_bytes */
-  int32_t *wsum;   /* [tile][block][QG_NR] */
-  float *scales;   /* [tile][block][QG_NR] (padding channels 0) */
+  void *wsum;      /* [tile][block][QG_NR], int32 (int16 if ws16) */
+  void *scales;    /* [tile][block][QG_NR], float (bfloat16 if sbf16); padding channels 0 */
+  int ws16, sbf16; /* only for blockwise weights */
   float *bias;     /* [ntiles * QG_NR] or NULL */
   size_t bytes;
 };
@@ -205,13 +206,11 @@ static void qg_ukr_c(int bits, const uint8_t *w, const int8_t *a, int64_t lda, i
       qg_block8_c(w, a, lda, mr, nu, acc);
     else
       qg_block4_c(w, a, lda, mr, nu, acc);
-    const int32_t *ws = b->wsum + g * QG_NR;
-    const float *sc = b->scales + g * QG_NR;
     for (int i = 0; i < mr; i++) {
       int32_t c = qg_wrap_mul(b->sbias, b->sa[i * b->nb + g]);
       for (int j = 0; j < QG_NR; j++) {
-        int32_t v = qg_wrap(acc[i][j] - (uint32_t)c - (uint32_t)qg_wrap_mul(b->azp[i], ws[j]));
-        f[i * QG_NR + j] = f[i * QG_NR + j] + (float)v * sc[j];
+        int32_t v = qg_wrap(acc[i][j] - (uint32_t)c - (uint32_t)qg_wrap_mul(b->azp[i], qg_blk_wsum(b, g, j)));
+        f[i * QG_NR + j] = f[i * QG_NR + j] + (float)v * qg_blk_scale(b, g, j);
       }
     }
   }
@@ -312,20 +311,29 @@ px_qweights *px_qweights_pack(const px_qweights_desc *d) {
   w->sbias = d->bits == 4 ? d->zero_point : QG_BIAS8;
   w->blockwise = d->block > 0;
   size_t npad = (size_t)w->ntiles * QG_NR;
+  size_t nmeta = npad * (size_t)nb;
   size_t packed_bytes = (size_t)w->ntiles * (size_t)w->tile_bytes;
+  if (w->blockwise) {
+    w->sbf16 = 1;
+    for (int64_t i = 0; i < nscales && w->sbf16; i++) {
+      uint32_t u;
+      memcpy(&u, &d->scales[i], sizeof u);
+      w->sbf16 = (u & 0xFFFF) == 0;
+    }
+  }
+  int32_t *sums = qg_alloc(nmeta * sizeof(int32_t));
   w->packed = qg_alloc(packed_bytes);
-  w->wsum = qg_alloc(npad * (size_t)nb * sizeof(int32_t));
-  w->scales = qg_alloc(npad * (size_t)nb * sizeof(float));
+  w->scales = qg_alloc(nmeta * (w->sbf16 ? 2 : 4));
   if (d->bias) w->bias = qg_alloc(npad * sizeof(float));
-  if (!w->packed || !w->wsum || !w->scales || (d->bias && !w->bias)) {
+  if (!sums || !w->packed || !w->scales || (d->bias && !w->bias)) {
+    free(sums);
     px_qweights_free(w);
     px_no_memory("quantized weights");
     return NULL;
   }
-  w->bytes = sizeof *w + packed_bytes + npad * (size_t)nb * 8 + (d->bias ? npad * sizeof(float) : 0);
   memset(w->packed, 0, packed_bytes);
-  memset(w->wsum, 0, npad * (size_t)nb * sizeof(int32_t));
-  memset(w->scales, 0, npad * (size_t)nb * sizeof(float));
+  memset(sums, 0, nmeta * sizeof(int32_t));
+  memset(w->scales, 0, nmeta * (w->sbf16 ? 2 : 4));
   if (w->bias) {
     memset(w->bias, 0, npad * sizeof(float));
     memcpy(w->bias, d->bias, (size_t)d->N * sizeof(float));
@@ -341,6 +349,7 @@ px_qweights *px_qweights_pack(const px_qweights_desc *d) {
         int v = qg_weight(d, n, g * w->bk + kk);
         int c = v - d->zero_point;
         if (d->bits == 8 && (c < -128 || c > 127)) {
+          free(sums);
           px_qweights_free(w);
           px_invalid_program("quantized weights: weight %d minus the zero point %d is out of int8 range", v,
                              (int)d->zero_point);
@@ -354,10 +363,39 @@ px_qweights *px_qweights_pack(const px_qweights_desc *d) {
         else
           unit[j * 4 + r % 4] |= (uint8_t)(v << (r / 4 * 4));
       }
-      w->wsum[(t * nb + g) * QG_NR + j] = sum;
-      w->scales[(t * nb + g) * QG_NR + j] = d->block > 0 ? d->scales[n * nb + g] : d->scales[n];
+      size_t at = (size_t)((t * nb + g) * QG_NR + j);
+      sums[at] = sum;
+      float sc = d->block > 0 ? d->scales[n * nb + g] : d->scales[n];
+      if (w->sbf16) {
+        uint32_t u;
+        memcpy(&u, &sc, sizeof u);
+        ((uint16_t *)w->scales)[at] = (uint16_t)(u >> 16);
+      } else {
+        ((float *)w->scales)[at] = sc;
+      }
     }
   }
+  /* the sums as int16 when every one fits (blockwise only) */
+  if (w->blockwise) {
+    w->ws16 = 1;
+    for (size_t i = 0; i < nmeta && w->ws16; i++) w->ws16 = sums[i] >= INT16_MIN && sums[i] <= INT16_MAX;
+  }
+  if (w->ws16) {
+    int16_t *s16 = qg_alloc(nmeta * sizeof(int16_t));
+    if (!s16) {
+      free(sums);
+      px_qweights_free(w);
+      px_no_memory("quantized weights");
+      return NULL;
+    }
+    for (size_t i = 0; i < nmeta; i++) s16[i] = (int16_t)sums[i];
+    free(sums);
+    w->wsum = s16;
+  } else {
+    w->wsum = sums;
+  }
+  w->bytes = sizeof *w + packed_bytes + nmeta * (size_t)((w->ws16 ? 2 : 4) + (w->sbf16 ? 2 : 4)) +
+             (d->bias ? npad * sizeof(float) : 0);
   return w;
 }
 
@@ -441,7 +479,7 @@ typedef struct {
 static inline int32_t qg_fix(const px_qweights *w, int32_t raw, int32_t sa, int32_t azp, int64_t t,
                              int64_t g, int j) {
   uint32_t v = (uint32_t)raw - (uint32_t)w->sbias * (uint32_t)sa -
-               (uint32_t)azp * (uint32_t)w->wsum[(t * w->nb + g) * QG_NR + j];
+               (uint32_t)azp * (uint32_t)((const int32_t *)w->wsum)[(t * w->nb + g) * QG_NR + j];
   return qg_wrap(v);
 }
 
@@ -455,7 +493,7 @@ static void qg_run_f32(void *arg, int64_t t0, int64_t t1, int tid) {
   for (int64_t t = t0; t < t1; t++) {
     const uint8_t *wt = w->packed + t * w->tile_bytes;
     int nn = (int)(w->N - t * QG_NR < QG_NR ? w->N - t * QG_NR : QG_NR);
-    const float *sc = w->scales + t * nb * QG_NR;
+    const float *sc = w->blockwise ? NULL : (const float *)w->scales + t * QG_NR; /* per channel */
     const float *bias = w->bias ? w->bias + t * QG_NR : NULL;
     for (int64_t m0 = 0; m0 < J->M; m0 += QG_MR) {
       int mr = (int)(J->M - m0 < QG_MR ? J->M - m0 : QG_MR);
@@ -464,8 +502,10 @@ static void qg_run_f32(void *arg, int64_t t0, int64_t t1, int tid) {
                        .sbias = w->sbias,
                        .sa = J->sa + m0 * nb,
                        .azp = J->a_zp + m0,
-                       .wsum = w->wsum + t * nb * QG_NR,
-                       .scales = sc,
+                       .wsum = (const char *)w->wsum + t * nb * QG_NR * (w->ws16 ? 2 : 4),
+                       .scales = (const char *)w->scales + t * nb * QG_NR * (w->sbf16 ? 2 : 4),
+                       .ws16 = w->ws16,
+                       .sbf16 = w->sbf16,
                        .wstride = w->nu * w->unit_bytes,
                        .astride = w->bkp};
         J->ukr(wt, J->ap + m0 * Kp, Kp, mr, w->nu, &B, facc);

@@ -44,14 +44,18 @@
  *   out[i][j] = sum_g float(raw_g[i][j] - sbias * sa[i * nb + g]
  *                           - azp[i] * wsum[g * QG_NR + j]) * scales[g * QG_NR + j]
  * (int32 arithmetic wrapping; a separate multiply and add, no fused
- * multiply-add, so every path rounds the same way). */
+ * multiply-add, so every path rounds the same way). To keep blockwise 4-bit
+ * weights close to their file size, the sums are stored as int16 when they
+ * fit and the scales as bfloat16 when every one is exactly a bfloat16 (as
+ * XNNPACK's qb4w scales are). */
 typedef struct qg_blocks {
   int64_t nb;          /* blocks */
   int32_t sbias;       /* see above */
   const int32_t *sa;   /* activation sums of the call's rows */
   const int32_t *azp;  /* activation zero points of the call's rows */
-  const int32_t *wsum; /* the tile's weight sums, [g][QG_NR] */
-  const float *scales; /* the tile's scales, [g][QG_NR] */
+  const void *wsum;    /* the tile's weight sums, [g][QG_NR]: int16 if ws16, else int32 */
+  const void *scales;  /* the tile's scales, [g][QG_NR]: bfloat16 if sbf16, else float */
+  int ws16, sbf16;
   int64_t wstride;     /* weight bytes per block of the tile */
   int64_t astride;     /* activation bytes per block of a packed row */
 } qg_blocks;
@@ -61,6 +65,20 @@ typedef struct qg_blocks {
  * raw[i * QG_NR + j] for i < mr; otherwise float, as qg_blocks says. */
 typedef void (*qg_ukr_fn)(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t nu,
                           const qg_blocks *b, void *out);
+
+/* Block g's weight sum and scale for channel j (qg_blocks). */
+static inline int32_t qg_blk_wsum(const qg_blocks *b, int64_t g, int j) {
+  return b->ws16 ? ((const int16_t *)b->wsum)[g * QG_NR + j] : ((const int32_t *)b->wsum)[g * QG_NR + j];
+}
+static inline float qg_bf16(uint16_t h) {
+  uint32_t u = (uint32_t)h << 16;
+  float f;
+  __builtin_memcpy(&f, &u, sizeof f);
+  return f;
+}
+static inline float qg_blk_scale(const qg_blocks *b, int64_t g, int j) {
+  return b->sbf16 ? qg_bf16(((const uint16_t *)b->scales)[g * QG_NR + j]) : ((const float *)b->scales)[g * QG_NR + j];
+}
 
 /* Wrapping int32 products as the SIMD instructions compute them. */
 static inline int32_t qg_wrap_mul(int32_t x, int32_t y) {

@@ -152,15 +152,21 @@ QG_DOT_T static void qg_block4_sdot(const uint8_t *w, const int8_t *a, int64_t l
 /* Block g's raw sums corrected and added, scaled, into f (qg_blocks): a
  * separate multiply and add, as every path does. */
 static void qg_epi_neon(const int32_t *raw, int mr, const qg_blocks *b, int64_t g, float *f) {
-  const int32_t *ws = b->wsum + g * QG_NR;
-  const float *sc = b->scales + g * QG_NR;
+  int32x4_t ws[4];
+  float32x4_t sc[4];
+  for (int v = 0; v < 4; v++) {
+    int64_t at = g * QG_NR + 4 * v;
+    ws[v] = b->ws16 ? vmovl_s16(vld1_s16((const int16_t *)b->wsum + at)) : vld1q_s32((const int32_t *)b->wsum + at);
+    sc[v] = b->sbf16 ? vreinterpretq_f32_u32(vshll_n_u16(vld1_u16((const uint16_t *)b->scales + at), 16))
+                     : vld1q_f32((const float *)b->scales + at);
+  }
   for (int i = 0; i < mr; i++) {
     int32x4_t c = vdupq_n_s32(qg_wrap_mul(b->sbias, b->sa[i * b->nb + g]));
     int32x4_t z = vdupq_n_s32(b->azp[i]);
     for (int v = 0; v < 4; v++) {
       int32x4_t x = vsubq_s32(vld1q_s32(raw + i * QG_NR + 4 * v), c);
-      x = vsubq_s32(x, vmulq_s32(z, vld1q_s32(ws + 4 * v)));
-      float32x4_t p = vmulq_f32(vcvtq_f32_s32(x), vld1q_f32(sc + 4 * v));
+      x = vsubq_s32(x, vmulq_s32(z, ws[v]));
+      float32x4_t p = vmulq_f32(vcvtq_f32_s32(x), sc[v]);
       vst1q_f32(f + i * QG_NR + 4 * v, vaddq_f32(vld1q_f32(f + i * QG_NR + 4 * v), p));
     }
   }

@@ -138,16 +138,24 @@ QG_AVX2 void qg_block4_avx2(const uint8_t *w, const int8_t *a, int64_t lda, int 
 
 /* Block g's raw sums corrected and added, scaled, into f (qg_blocks). */
 QG_AVX2 void qg_epi_avx2(const int32_t *raw, int mr, const qg_blocks *b, int64_t g, float *f) {
-  const int32_t *ws = b->wsum + g * QG_NR;
-  const float *sc = b->scales + g * QG_NR;
+  __m256i ws[2];
+  __m256 sc[2];
+  for (int h = 0; h < 2; h++) {
+    int64_t at = g * QG_NR + 8 * h;
+    ws[h] = b->ws16 ? _mm256_cvtepi16_epi32(_mm_loadu_si128((const __m128i *)((const int16_t *)b->wsum + at)))
+                    : _mm256_loadu_si256((const __m256i *)((const int32_t *)b->wsum + at));
+    sc[h] = b->sbf16 ? _mm256_castsi256_ps(_mm256_slli_epi32(
+                           _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)((const uint16_t *)b->scales + at))), 16))
+                     : _mm256_loadu_ps((const float *)b->scales + at);
+  }
   for (int i = 0; i < mr; i++) {
     __m256i c = _mm256_set1_epi32(qg_wrap_mul(b->sbias, b->sa[i * b->nb + g]));
     __m256i z = _mm256_set1_epi32(b->azp[i]);
     for (int h = 0; h < 2; h++) {
       __m256i v = _mm256_loadu_si256((const __m256i *)(raw + i * QG_NR + 8 * h));
       v = _mm256_sub_epi32(v, c);
-      v = _mm256_sub_epi32(v, _mm256_mullo_epi32(z, _mm256_loadu_si256((const __m256i *)(ws + 8 * h))));
-      __m256 p = _mm256_mul_ps(_mm256_cvtepi32_ps(v), _mm256_loadu_ps(sc + 8 * h));
+      v = _mm256_sub_epi32(v, _mm256_mullo_epi32(z, ws[h]));
+      __m256 p = _mm256_mul_ps(_mm256_cvtepi32_ps(v), sc[h]);
       float *fo = f + i * QG_NR + 8 * h;
       _mm256_storeu_ps(fo, _mm256_add_ps(_mm256_loadu_ps(fo), p));
     }
@@ -226,8 +234,11 @@ QG_VNNI void qg_rows_vnni(const int bits, const uint8_t *w, const int8_t *a, int
         _mm512_storeu_si512((void *)(raw + i * QG_NR), _mm512_add_epi32(c0[i], c1[i]));
       return;
     }
-    __m512i ws = _mm512_loadu_si512((const void *)(b->wsum + g * QG_NR));
-    __m512 sc = _mm512_loadu_ps(b->scales + g * QG_NR);
+    __m512i ws = b->ws16 ? _mm512_cvtepi16_epi32(_mm256_loadu_si256((const __m256i *)((const int16_t *)b->wsum + g * QG_NR)))
+                         : _mm512_loadu_si512((const void *)((const int32_t *)b->wsum + g * QG_NR));
+    __m512 sc = b->sbf16 ? _mm512_castsi512_ps(_mm512_slli_epi32(
+                               _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)((const uint16_t *)b->scales + g * QG_NR))), 16))
+                         : _mm512_loadu_ps((const float *)b->scales + g * QG_NR);
     QG_UNROLL for (int i = 0; i < mr; i++) {
       __m512i v = _mm512_add_epi32(c0[i], c1[i]);
       v = _mm512_sub_epi32(v, _mm512_set1_epi32(qg_wrap_mul(b->sbias, b->sa[i * nb + g])));
