@@ -14,6 +14,7 @@
 
 #include "backends/xnnpack/nodes.h"
 #include "kernels/elementwise/flat.h"
+#include "runtime/parallel.h"
 
 /* A row-major px_tensor describing v's current dims (data shared). */
 static void view_of(const xnn_value *v, int dtype, px_tensor *t) {
@@ -55,6 +56,48 @@ static inline float clampf(float v, float lo, float hi) {
   return v < lo ? lo : v > hi ? hi : v;
 }
 
+/* Elements per piece when a contiguous run is split over threads (a
+ * multiple of every vector width). */
+#define XNN_PIECE 4096
+
+typedef struct binary_job {
+  const px_iter *it;
+  const float *pa, *pb;
+  float *po;
+  int op;
+  bool clamp;
+  float lo, hi;
+  int64_t blk, npiece;
+} binary_job;
+
+/* Items [u0, u1): item u is piece u % npiece of iterator row u / npiece. */
+static void binary_items(void *arg, int64_t u0, int64_t u1, int tid) {
+  (void)tid;
+  const binary_job *J = arg;
+  px_iter it = *J->it;
+  int64_t row = u0 / J->npiece, r = row;
+  for (int k = it.dim - 1; k >= 0; k--) {
+    it.idx[k] = r % it.sizes[k];
+    r /= it.sizes[k];
+  }
+  for (int i = 0; i < it.n; i++) {
+    it.off[i] = 0;
+    for (int k = 0; k < it.dim; k++) it.off[i] += it.idx[k] * it.strides[i][k];
+  }
+  for (int64_t u = u0; u < u1;) {
+    int64_t pe = (row + 1) * J->npiece < u1 ? (row + 1) * J->npiece : u1;
+    int64_t s0 = (u - row * J->npiece) * J->blk, s1 = (pe - row * J->npiece) * J->blk;
+    if (s1 > it.inner) s1 = it.inner;
+    const float *x = J->pa + it.off[0] + s0 * it.inner_stride[0], *y = J->pb + it.off[1] + s0 * it.inner_stride[1];
+    float *z = J->po + it.off[2] + s0;
+    /* the output is row-major and written in order: its inner stride is 1 */
+    px_f32_binary(J->op, s1 - s0, x, it.inner_stride[0], y, it.inner_stride[1], z, J->clamp, J->lo, J->hi);
+    u = pe;
+    row++;
+    if (u < u1) px_iter_next(&it);
+  }
+}
+
 int xnn_exec_binary(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
   (void)ctx;
   px_tensor a, b, o;
@@ -76,12 +119,13 @@ int xnn_exec_binary(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
   px_iter_add(&it, &b);
   px_iter_add(&it, &o);
   px_iter_coalesce(&it);
-  do {
-    const float *x = pa + it.off[0], *y = pb + it.off[1];
-    float *z = po + it.off[2];
-    /* the output is row-major and written in order: its inner stride is 1 */
-    px_f32_binary(op, it.inner, x, it.inner_stride[0], y, it.inner_stride[1], z, clamp, lo, hi);
-  } while (px_iter_next(&it));
+  /* Rows of the iterator (pieces of them when there are few) are shared out
+   * over the thread pool; the split changes no bit. */
+  int64_t rows = o.numel / it.inner;
+  binary_job J = {.it = &it, .pa = pa, .pb = pb, .po = po, .op = op, .clamp = clamp, .lo = lo, .hi = hi};
+  J.blk = rows >= 64 ? it.inner : XNN_PIECE;
+  J.npiece = (it.inner + J.blk - 1) / J.blk;
+  px_parallel_for(rows * J.npiece, 1, o.numel * 12, binary_items, &J);
   return 0;
 }
 
@@ -116,6 +160,29 @@ static inline float unary_op(const xnn_node *node, float x) {
   }
 }
 
+typedef struct unary_job {
+  const xnn_node *node;
+  const float *x;
+  float *y;
+  int64_t n;
+} unary_job;
+
+static void unary_pieces(void *arg, int64_t p0, int64_t p1, int tid) {
+  (void)tid;
+  const unary_job *J = arg;
+  int64_t b = p0 * XNN_PIECE, e = p1 * XNN_PIECE < J->n ? p1 * XNN_PIECE : J->n, n = e - b;
+  const float *x = J->x + b;
+  float *y = J->y + b;
+  switch (J->node->type) {
+    case XNN_NODE_sigmoid: px_f32_sigmoid(n, x, y); return;
+    case XNN_NODE_tanh: px_f32_tanh(n, x, y); return;
+    case XNN_NODE_exp: px_f32_exp(n, x, y); return;
+    case XNN_NODE_gelu: px_f32_gelu(n, x, y); return;
+    default: break;
+  }
+  for (int64_t k = 0; k < n; k++) y[k] = unary_op(J->node, x[k]);
+}
+
 int xnn_exec_unary(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
   (void)ctx;
   const xnn_value *xv = &values[node->in[0]];
@@ -130,31 +197,28 @@ int xnn_exec_unary(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
     if (n && ov->data != xv->data) memmove(ov->data, xv->data, (size_t)n * sizeof(float));
     return 0;
   }
-  const float *x = xv->data;
-  float *y = ov->data;
-  switch (node->type) {
-    case XNN_NODE_sigmoid: px_f32_sigmoid(n, x, y); return 0;
-    case XNN_NODE_tanh: px_f32_tanh(n, x, y); return 0;
-    case XNN_NODE_exp: px_f32_exp(n, x, y); return 0;
-    case XNN_NODE_gelu: px_f32_gelu(n, x, y); return 0;
-    default: break;
-  }
-  for (int64_t k = 0; k < n; k++) y[k] = unary_op(node, x[k]);
+  /* pieces of XNN_PIECE elements shared out over the thread pool */
+  unary_job J = {node, xv->data, ov->data, n};
+  px_parallel_for((n + XNN_PIECE - 1) / XNN_PIECE, 1, n * 16, unary_pieces, &J);
   return 0;
 }
 
 /* ---- softmax --------------------------------------------------------------------- */
 
-int xnn_exec_softmax(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
-  (void)ctx;
-  const xnn_value *xv = &values[node->in[0]];
-  xnn_value *ov = &values[node->out[0]];
-  int64_t cols = xv->dims[xv->num_dims - 1];
-  int64_t n = xnn_numel(xv);
-  if (!n || !cols) return 0;
-  const float *x = xv->data;
-  float *y = ov->data;
-  for (int64_t r = 0; r < n / cols; r++) {
+typedef struct softmax_job {
+  const float *x;
+  float *y;
+  int64_t cols;
+} softmax_job;
+
+/* Rows [r0, r1), each whole on one thread. */
+static void softmax_rows(void *arg, int64_t r0, int64_t r1, int tid) {
+  (void)tid;
+  const softmax_job *J = arg;
+  const float *x = J->x;
+  float *y = J->y;
+  const int64_t cols = J->cols;
+  for (int64_t r = r0; r < r1; r++) {
     const float *xr = x + r * cols;
     float *yr = y + r * cols;
     float mx = -INFINITY;
@@ -167,5 +231,16 @@ int xnn_exec_softmax(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
     const float inv = 1.0f / sum;
     for (int64_t c = 0; c < cols; c++) yr[c] *= inv;
   }
+}
+
+int xnn_exec_softmax(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
+  (void)ctx;
+  const xnn_value *xv = &values[node->in[0]];
+  xnn_value *ov = &values[node->out[0]];
+  int64_t cols = xv->dims[xv->num_dims - 1];
+  int64_t n = xnn_numel(xv);
+  if (!n || !cols) return 0;
+  softmax_job J = {xv->data, ov->data, cols};
+  px_parallel_for(n / cols, 1, n * 16, softmax_rows, &J);
   return 0;
 }
