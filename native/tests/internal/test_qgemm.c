@@ -19,6 +19,7 @@
 #include "core/error.h"
 #include "kernels/gemm/qgemm.h"
 #include "kernels/kernel.h"
+#include "runtime/parallel.h"
 
 static int failures = 0;
 static int checks = 0;
@@ -297,6 +298,11 @@ static void test_products(void) {
   run_case(&wc8);
   qcase wc4 = {.bits = 4, .M = 2, .N = 17, .K = 8192, .block = 4096, .wconst = 1, .wzp = 15};
   run_case(&wc4);
+  /* rows over several of the drivers' 64-row work items */
+  qcase tall8 = {.bits = 8, .M = 150, .N = 20, .K = 40, .with_bias = 1, .clamp = 1};
+  run_case(&tall8);
+  qcase tall4 = {.bits = 4, .M = 131, .N = 35, .K = 64, .block = 32, .bf16 = 1, .wzp = 8};
+  run_case(&tall4);
   /* long depths (int32 sums well past 2^24), more tiles and row blocks */
   qcase big8 = {.bits = 8, .M = 6, .N = 40, .K = 4100, .with_bias = 1};
   run_case(&big8);
@@ -406,6 +412,7 @@ static void test_pack_errors(void) {
 }
 
 int main(void) {
+  setenv("PYEXEC_PARALLEL_MIN_COST", "1", 1); /* split even small products over the threads */
   static const int paths[] = {PX_QGEMM_PORTABLE, PX_QGEMM_AVX2, PX_QGEMM_AVX512_VNNI, PX_QGEMM_NEON,
                               PX_QGEMM_NEON_DOT};
   int best = px_qgemm_path();
@@ -422,6 +429,17 @@ int main(void) {
     printf("qgemm: %s: %s\n", path_name, failures == before ? "ok" : "FAILED");
   }
   CHECK(px_qgemm_use_path(PX_QGEMM_AUTO) == 0 && px_qgemm_path() == best);
+  /* the same checks with the work split over 3 threads: every output is
+   * still exact, so results do not depend on the thread count */
+  int threads = px_parallel_get_num_threads();
+  if (px_parallel_set_num_threads(3) == PYEXEC_OK) {
+    path_name = "3 threads";
+    int before = failures;
+    rng_state = 0x9E3779B97F4A7C15ull;
+    test_products();
+    printf("qgemm: %s, 3 threads: %s\n", px_qgemm_path_name(best), failures == before ? "ok" : "FAILED");
+    px_parallel_set_num_threads(threads);
+  }
   path_name = "qd8";
   test_qd8();
   path_name = "pack";

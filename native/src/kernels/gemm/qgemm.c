@@ -434,6 +434,13 @@ void px_quantize_qd8(const float *x, int64_t M, int64_t K, int64_t ldx, int8_t *
 
 /* ---- drivers ------------------------------------------------------------- */
 
+/* The work is split over tiles of QG_NR channels times blocks of QG_MB rows
+ * (a multiple of QG_MR); each output element belongs to one item and is
+ * computed the same way whichever thread runs it, so results do not depend
+ * on the thread count. Items of one tile are adjacent, so a thread's chunk
+ * reuses a tile's weights over its rows. */
+#define QG_MB 64
+
 /* The activations, copied into blocks padded to bkp with zeros, and their
  * per-block sums: ap[m * Kp + g * bkp + kk], sa[m * nb + g]. */
 static void qg_pack_a(const px_qweights *w, int64_t M, const int8_t *a, int64_t lda, int8_t *ap,
@@ -458,6 +465,7 @@ typedef struct {
   const px_qweights *w;
   qg_ukr_fn ukr;
   int64_t M;
+  int64_t nmb; /* row blocks of QG_MB rows: work item it is tile it / nmb, row block it % nmb */
   const int8_t *ap;
   const int32_t *sa;
   /* qd8 -> f32 */
@@ -483,20 +491,22 @@ static inline int32_t qg_fix(const px_qweights *w, int32_t raw, int32_t sa, int3
   return qg_wrap(v);
 }
 
-static void qg_run_f32(void *arg, int64_t t0, int64_t t1, int tid) {
+static void qg_run_f32(void *arg, int64_t i0, int64_t i1, int tid) {
   (void)tid;
   const qg_job *J = arg;
   const px_qweights *w = J->w;
   int64_t Kp = w->nb * w->bkp, nb = w->nb;
   int32_t raw[QG_MR * QG_NR];
   float facc[QG_MR * QG_NR];
-  for (int64_t t = t0; t < t1; t++) {
+  for (int64_t it = i0; it < i1; it++) {
+    int64_t t = it / J->nmb, mb = it % J->nmb;
+    int64_t mend = (mb + 1) * QG_MB < J->M ? (mb + 1) * QG_MB : J->M;
     const uint8_t *wt = w->packed + t * w->tile_bytes;
     int nn = (int)(w->N - t * QG_NR < QG_NR ? w->N - t * QG_NR : QG_NR);
     const float *sc = w->blockwise ? NULL : (const float *)w->scales + t * QG_NR; /* per channel */
     const float *bias = w->bias ? w->bias + t * QG_NR : NULL;
-    for (int64_t m0 = 0; m0 < J->M; m0 += QG_MR) {
-      int mr = (int)(J->M - m0 < QG_MR ? J->M - m0 : QG_MR);
+    for (int64_t m0 = mb * QG_MB; m0 < mend; m0 += QG_MR) {
+      int mr = (int)(mend - m0 < QG_MR ? mend - m0 : QG_MR);
       if (w->blockwise) {
         qg_blocks B = {.nb = nb,
                        .sbias = w->sbias,
@@ -532,18 +542,20 @@ static void qg_run_f32(void *arg, int64_t t0, int64_t t1, int tid) {
   }
 }
 
-static void qg_run_qs8(void *arg, int64_t t0, int64_t t1, int tid) {
+static void qg_run_qs8(void *arg, int64_t i0, int64_t i1, int tid) {
   (void)tid;
   const qg_job *J = arg;
   const px_qweights *w = J->w;
   int64_t Kp = w->bkp;
   int32_t raw[QG_MR * QG_NR];
-  for (int64_t t = t0; t < t1; t++) {
+  for (int64_t it = i0; it < i1; it++) {
+    int64_t t = it / J->nmb, mb = it % J->nmb;
+    int64_t mend = (mb + 1) * QG_MB < J->M ? (mb + 1) * QG_MB : J->M;
     const uint8_t *wt = w->packed + t * w->tile_bytes;
     int64_t n0 = t * QG_NR;
     int nn = (int)(w->N - n0 < QG_NR ? w->N - n0 : QG_NR);
-    for (int64_t m0 = 0; m0 < J->M; m0 += QG_MR) {
-      int mr = (int)(J->M - m0 < QG_MR ? J->M - m0 : QG_MR);
+    for (int64_t m0 = mb * QG_MB; m0 < mend; m0 += QG_MR) {
+      int mr = (int)(mend - m0 < QG_MR ? mend - m0 : QG_MR);
       J->ukr(wt, J->ap + m0 * Kp, Kp, mr, w->nu, NULL, raw);
       for (int i = 0; i < mr; i++) {
         int64_t m = m0 + i;
@@ -593,7 +605,8 @@ int px_qgemm_qd8_f32(px_ctx *ctx, const px_qweights *w, int64_t M, const int8_t 
   J.ldc = ldc;
   J.lo = lo;
   J.hi = hi;
-  px_parallel_for(w->ntiles, 1, M * w->K * w->N, qg_run_f32, &J);
+  J.nmb = (M + QG_MB - 1) / QG_MB;
+  px_parallel_for(w->ntiles * J.nmb, 1, M * w->K * w->N, qg_run_f32, &J);
   return 0;
 }
 
@@ -620,6 +633,7 @@ int px_qgemm_qs8(px_ctx *ctx, const px_qweights *w, int64_t M, const int8_t *a, 
   J.qhi = (float)(qmax - out_zp);
   J.qout = out;
   J.ldc = ldc;
-  px_parallel_for(w->ntiles, 1, M * w->K * w->N, qg_run_qs8, &J);
+  J.nmb = (M + QG_MB - 1) / QG_MB;
+  px_parallel_for(w->ntiles * J.nmb, 1, M * w->K * w->N, qg_run_qs8, &J);
   return 0;
 }
