@@ -2,10 +2,13 @@
  * parallel.c - the library-wide thread pool behind parallel.h.
  *
  * One pool for the whole process, created on the first range that is worth
- * splitting, with (threads - 1) workers: the calling thread always takes
- * chunk 0 itself. A job is split statically: with T taking part, chunk t
- * holds grain units [t*U/T, (t+1)*U/T) of the U = ceil(n/grain) units and
- * runs on thread t (tid t), so the split is a pure function of (n, grain, T).
+ * splitting, with (threads - 1) workers; the calling thread works too. A job
+ * is cut statically: with T threads taking part, into C = min(U, 4T) chunks,
+ * chunk c holding grain units [c*U/C, (c+1)*U/C) of the U = ceil(n/grain)
+ * units, so the cut is a pure function of (n, grain, T). The chunks are
+ * taken in order by whichever of the T threads is free (the caller is tid 0,
+ * worker i tid i), so a thread the OS preempts on a busy machine holds up
+ * one chunk, not a fixed share.
  *
  * One job owns the workers at a time. A range that cannot own them - a
  * nested px_parallel_for from inside a chunk, or another application thread
@@ -15,8 +18,8 @@
  * anything but its own job's chunks (no deadlock). Results never depend on
  * this: kernels compute each output element the same way in any chunk.
  *
- * Waking: a worker that has just finished spins for a short while on the job
- * counter (a model runs one kernel after the other, so the next job usually
+ * Waking: a worker that has just finished spins for a short while on the
+ * claim word (a model runs one kernel after the other, so the next job usually
  * comes within microseconds), then sleeps on a condition variable; the owner
  * spins likewise for the last chunks, then sleeps.
  *
@@ -81,18 +84,29 @@ typedef struct job {
   px_parallel_fn fn;
   void *arg;
   int64_t n, grain, units;
-  int nthreads; /* threads taking part, caller included */
+  int nchunks;
 } job;
 
-/* One worker; its ticket is bumped (under the pool's mutex) for each job it
- * takes part in, so a worker never looks at a job it is not part of. */
 typedef struct worker {
-  _Alignas(64) atomic_uint_fast64_t ticket;
-  pthread_cond_t wake; /* a new ticket, or stop */
+  pthread_cond_t wake; /* a new job, or stop */
   bool sleeping;       /* waiting on `wake` (under the pool's mutex) */
   int index;           /* 1..nworkers: the tid it runs */
+  uint64_t start_gen;  /* the generation when it was made */
   pthread_t thread;
 } worker;
+
+/* The claim word: which job is current and which of its chunks is next.
+ * Bits 40..63 the job's generation, 27..39 the threads taking part, 13..26
+ * the chunk count, 0..12 the next chunk. A chunk is taken by a
+ * compare-and-swap on the whole word, so a thread can only ever take a chunk
+ * of the job it read, and only if its index is below that job's thread count. */
+#define CW_NEXT_BITS 13
+#define CW_CHUNKS_SHIFT 13
+#define CW_THREADS_SHIFT 27
+#define CW_GEN_SHIFT 40
+#define CW_MASK13 ((uint64_t)0x1fff)
+#define PX_MAX_CHUNKS 4096 /* below 2^13 */
+#define CHUNKS_PER_THREAD 4
 
 typedef struct pool {
   pthread_mutex_t mu;
@@ -101,8 +115,10 @@ typedef struct pool {
   int nworkers;
   bool owner_waiting; /* the owner waits on `done` (under mu) */
   atomic_bool stop;   /* set under mu */
-  atomic_int pending; /* workers of the job not done yet */
-  job cur;            /* written before the tickets are bumped */
+  uint64_t gen;       /* the owner's job counter */
+  job cur;            /* written before the claim word names its job */
+  _Alignas(64) atomic_uint_fast64_t claim; /* stored under mu */
+  _Alignas(64) atomic_int done_chunks;
 } pool;
 
 static pool g_pool = {.mu = PTHREAD_MUTEX_INITIALIZER, .done = PTHREAD_COND_INITIALIZER};
@@ -293,43 +309,68 @@ static inline void cpu_relax(void) {
 #endif
 }
 
-static void run_chunk(const job *j, int t) {
-  int64_t u0 = j->units * t / j->nthreads, u1 = j->units * (t + 1) / j->nthreads;
+static void run_chunk(const job *j, int c, int tid) {
+  int64_t u0 = j->units * c / j->nchunks, u1 = j->units * (c + 1) / j->nchunks;
   int64_t b = u0 * j->grain, e = u1 * j->grain;
   if (e > j->n) e = j->n;
-  if (b < e) j->fn(j->arg, b, e, t);
+  if (b < e) j->fn(j->arg, b, e, tid);
+}
+
+/* Takes the next chunk of the job the claim word names, as thread `index`;
+ * -1 when there is none for it. *gen receives the job's generation. */
+static int claim_chunk(pool *pl, int index, uint64_t *gen) {
+  uint64_t c = atomic_load_explicit(&pl->claim, memory_order_acquire);
+  for (;;) {
+    *gen = c >> CW_GEN_SHIFT;
+    uint64_t next = c & CW_MASK13, chunks = (c >> CW_CHUNKS_SHIFT) & CW_MASK13;
+    int threads = (int)((c >> CW_THREADS_SHIFT) & CW_MASK13);
+    if (next >= chunks || index >= threads) return -1;
+    if (atomic_compare_exchange_weak_explicit(&pl->claim, &c, c + 1, memory_order_acq_rel, memory_order_acquire))
+      return (int)next;
+  }
+}
+
+/* Runs chunks of the current job as thread `index` until none is left for it. */
+static void work_chunks(pool *pl, int index, uint64_t *gen) {
+  int c;
+  while ((c = claim_chunk(pl, index, gen)) >= 0) {
+    /* the job cannot change before this chunk is counted done */
+    const job *j = &pl->cur;
+    int nchunks = j->nchunks;
+    run_chunk(j, c, index);
+    if (atomic_fetch_add_explicit(&pl->done_chunks, 1, memory_order_acq_rel) + 1 == nchunks) {
+      pthread_mutex_lock(&pl->mu);
+      if (pl->owner_waiting) pthread_cond_signal(&pl->done);
+      pthread_mutex_unlock(&pl->mu);
+    }
+  }
 }
 
 static void *worker_main(void *p) {
   worker *w = p;
   pool *pl = &g_pool;
-  uint64_t seen = 0; /* tickets start at 0 (set before the thread) */
+  uint64_t seen = w->start_gen;
   tl_in_task = 1;
   for (;;) {
-    /* Wait for this worker's next job: spin, then sleep. */
+    /* Wait for a job newer than the last one seen: spin, then sleep. */
     int64_t t0 = now_ns();
     for (int k = 1;; k++) {
-      if (atomic_load_explicit(&w->ticket, memory_order_acquire) != seen ||
+      if ((atomic_load_explicit(&pl->claim, memory_order_acquire) >> CW_GEN_SHIFT) != seen ||
           atomic_load_explicit(&pl->stop, memory_order_acquire))
         break;
       cpu_relax();
       if ((k & 63) == 0 && now_ns() - t0 > PX_SPIN_NS) {
         pthread_mutex_lock(&pl->mu);
         w->sleeping = true;
-        while (atomic_load(&w->ticket) == seen && !atomic_load(&pl->stop)) pthread_cond_wait(&w->wake, &pl->mu);
+        while ((atomic_load(&pl->claim) >> CW_GEN_SHIFT) == seen && !atomic_load(&pl->stop))
+          pthread_cond_wait(&w->wake, &pl->mu);
         w->sleeping = false;
         pthread_mutex_unlock(&pl->mu);
         break;
       }
     }
     if (atomic_load_explicit(&pl->stop, memory_order_acquire)) break;
-    seen = atomic_load_explicit(&w->ticket, memory_order_acquire);
-    run_chunk(&pl->cur, w->index);
-    if (atomic_fetch_sub_explicit(&pl->pending, 1, memory_order_acq_rel) == 1) {
-      pthread_mutex_lock(&pl->mu);
-      if (pl->owner_waiting) pthread_cond_signal(&pl->done);
-      pthread_mutex_unlock(&pl->mu);
-    }
+    work_chunks(pl, w->index, &seen);
   }
   return NULL;
 }
@@ -364,7 +405,8 @@ static void atfork_child(void) {
   pl->nworkers = 0;
   pl->owner_waiting = false;
   atomic_store(&pl->stop, false);
-  atomic_store(&pl->pending, 0);
+  atomic_store(&pl->claim, 0);
+  pl->gen = 0;
   pthread_mutex_init(&pl->mu, NULL);
   pthread_cond_init(&pl->done, NULL);
   atomic_flag_clear(&g_busy);
@@ -381,15 +423,15 @@ static int pool_resize(pool *pl, int want) {
   pthread_once(&g_atfork_once, register_atfork);
   pool_stop(pl);
   if (want <= 0) return 0;
-  pl->workers = aligned_alloc(64, sizeof(worker) * (size_t)want);
+  pl->workers = malloc(sizeof(worker) * (size_t)want);
   if (!pl->workers) return 0;
   pthread_attr_t attr;
   pthread_attr_init(&attr);
   pthread_attr_setstacksize(&attr, (size_t)1 << 20);
   for (int i = 0; i < want; i++) {
     worker *w = &pl->workers[i];
-    atomic_init(&w->ticket, 0);
     pthread_cond_init(&w->wake, NULL);
+    w->start_gen = pl->gen;
     w->sleeping = false;
     w->index = i + 1;
     if (pthread_create(&w->thread, &attr, worker_main, w) != 0) {
@@ -428,28 +470,34 @@ void px_parallel_for(int64_t n, int64_t grain, int64_t cost, px_parallel_fn fn, 
     fn(arg, 0, n, 0);
     return;
   }
+  /* Several chunks per thread, taken as threads come free: a thread the OS
+   * preempts holds up only its current chunk (the others take the rest). The
+   * chunks depend only on (n, grain, t). */
+  int64_t nchunks = units < (int64_t)t * CHUNKS_PER_THREAD ? units : (int64_t)t * CHUNKS_PER_THREAD;
+  if (nchunks > PX_MAX_CHUNKS) nchunks = PX_MAX_CHUNKS;
+  pl->cur = (job){.fn = fn, .arg = arg, .n = n, .grain = grain, .units = units, .nchunks = (int)nchunks};
+  atomic_store_explicit(&pl->done_chunks, 0, memory_order_relaxed);
+  pl->gen = (pl->gen + 1) & ((UINT64_C(1) << (64 - CW_GEN_SHIFT)) - 1);
+  uint64_t word = pl->gen << CW_GEN_SHIFT | (uint64_t)t << CW_THREADS_SHIFT | (uint64_t)nchunks << CW_CHUNKS_SHIFT;
   pthread_mutex_lock(&pl->mu);
-  pl->cur = (job){.fn = fn, .arg = arg, .n = n, .grain = grain, .units = units, .nthreads = t};
-  atomic_store_explicit(&pl->pending, t - 1, memory_order_relaxed);
-  for (int i = 0; i < t - 1; i++) {
-    worker *w = &pl->workers[i];
-    atomic_fetch_add_explicit(&w->ticket, 1, memory_order_release);
-    if (w->sleeping) pthread_cond_signal(&w->wake);
-  }
+  atomic_store_explicit(&pl->claim, word, memory_order_release);
+  for (int i = 0; i < t - 1; i++)
+    if (pl->workers[i].sleeping) pthread_cond_signal(&pl->workers[i].wake);
   pthread_mutex_unlock(&pl->mu);
 
+  uint64_t gen;
   tl_in_task = 1;
-  run_chunk(&pl->cur, 0);
+  work_chunks(pl, 0, &gen);
   tl_in_task = 0;
 
-  if (atomic_load_explicit(&pl->pending, memory_order_acquire)) {
+  if (atomic_load_explicit(&pl->done_chunks, memory_order_acquire) != nchunks) {
     int64_t t0 = now_ns();
-    for (int k = 1; atomic_load_explicit(&pl->pending, memory_order_acquire); k++) {
+    for (int k = 1; atomic_load_explicit(&pl->done_chunks, memory_order_acquire) != nchunks; k++) {
       cpu_relax();
       if ((k & 63) == 0 && now_ns() - t0 > PX_SPIN_NS) {
         pthread_mutex_lock(&pl->mu);
         pl->owner_waiting = true;
-        while (atomic_load(&pl->pending)) pthread_cond_wait(&pl->done, &pl->mu);
+        while (atomic_load(&pl->done_chunks) != nchunks) pthread_cond_wait(&pl->done, &pl->mu);
         pl->owner_waiting = false;
         pthread_mutex_unlock(&pl->mu);
         break;

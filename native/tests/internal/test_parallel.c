@@ -1,7 +1,7 @@
 /*
  * test_parallel.c - the thread pool (runtime/parallel.h) driven directly:
- * every range covered exactly once in grain-aligned chunks with tids below
- * the count, small work inline, nested ranges inline, several application
+ * every range covered exactly once in grain-aligned chunks (as many as the
+ * pool's rule says) with tids below the count, small work inline, nested ranges inline, several application
  * threads at once (one owns the workers, the others run inline, never more
  * threads busy than the count), count changes between jobs, and a fork
  * after a parallel run. Linked with the library's objects; run under
@@ -41,6 +41,7 @@ typedef struct cover {
   atomic_int bad;      /* chunks breaking the contract */
   atomic_int tid_mask; /* tids seen */
   atomic_int busy, max_busy;
+  atomic_int calls;
 } cover;
 
 static void cover_fn(void *p, int64_t b, int64_t e, int tid) {
@@ -49,6 +50,7 @@ static void cover_fn(void *p, int64_t b, int64_t e, int tid) {
   int m = atomic_load(&c->max_busy);
   while (now > m && !atomic_compare_exchange_weak(&c->max_busy, &m, now)) {
   }
+  atomic_fetch_add(&c->calls, 1);
   if (b < 0 || e > c->n || b >= e || b % c->grain || (e % c->grain && e != c->n) || tid < 0 ||
       tid >= c->nthreads)
     atomic_fetch_add(&c->bad, 1);
@@ -60,7 +62,8 @@ static void cover_fn(void *p, int64_t b, int64_t e, int tid) {
   atomic_fetch_sub(&c->busy, 1);
 }
 
-static void check_cover(int64_t n, int64_t grain, int64_t cost, int *tids_used) {
+/* Runs one range; *tids_used: how many distinct tids ran chunks, *calls: chunks. */
+static void check_cover(int64_t n, int64_t grain, int64_t cost, int *tids_used, int *calls) {
   cover c = {.grain = grain, .n = n, .nthreads = px_parallel_threads()};
   c.hits = calloc((size_t)n + 1, sizeof *c.hits);
   px_parallel_for(n, grain, cost, cover_fn, &c);
@@ -69,7 +72,8 @@ static void check_cover(int64_t n, int64_t grain, int64_t cost, int *tids_used) 
   CHECK(once);
   CHECK(atomic_load(&c.bad) == 0);
   CHECK(atomic_load(&c.max_busy) <= c.nthreads);
-  if (tids_used) *tids_used = __builtin_popcount((unsigned)atomic_load(&c.tid_mask));
+  *tids_used = __builtin_popcount((unsigned)atomic_load(&c.tid_mask));
+  *calls = atomic_load(&c.calls);
   free(c.hits);
 }
 
@@ -81,15 +85,19 @@ static void test_cover(void) {
     static const int64_t grains[] = {1, 3, 16, 5000};
     for (size_t i = 0; i < sizeof ns / sizeof *ns; i++)
       for (size_t g = 0; g < sizeof grains / sizeof *grains; g++) {
-        int used = 0;
-        check_cover(ns[i], grains[g], BIG, &used);
+        int used = 0, calls = 0;
+        check_cover(ns[i], grains[g], BIG, &used, &calls);
         int64_t units = (ns[i] + grains[g] - 1) / grains[g];
-        CHECK(used == (units < t ? units : t)); /* the static split gives every thread a chunk */
+        /* min(units, t) threads take part, cutting min(units, 4 t) chunks;
+         * one thread runs the range inline, whole */
+        int64_t takers = units < t ? units : t;
+        CHECK(calls == (takers == 1 ? 1 : units < 4 * takers ? units : 4 * takers));
+        CHECK(used >= 1 && used <= takers);
       }
     /* small work: one chunk, inline */
-    int used = 0;
-    check_cover(4096, 1, 100, &used);
-    CHECK(used == 1);
+    int used = 0, calls = 0;
+    check_cover(4096, 1, 100, &used, &calls);
+    CHECK(used == 1 && calls == 1);
   }
   px_parallel_for(0, 1, BIG, cover_fn, NULL); /* nothing to do: fn never called */
 }
@@ -131,7 +139,7 @@ static void test_nested(void) {
   int once = 1;
   for (int i = 0; i < 64 * 8; i++) once &= atomic_load(&ns.hits[i]) == 1;
   CHECK(once);
-  CHECK(atomic_load(&ns.outer_calls) == 3);
+  CHECK(atomic_load(&ns.outer_calls) == 12); /* 4 chunks per thread */
   CHECK(atomic_load(&ns.inner_calls) == 64 && atomic_load(&ns.inner_bad) == 0);
   free(ns.hits);
 }
@@ -221,9 +229,9 @@ static void test_count(void) {
 
 static void test_fork(void) {
   px_parallel_set_num_threads(2);
-  int used = 0;
-  check_cover(1000, 1, BIG, &used);
-  CHECK(used == 2);
+  int used = 0, calls = 0;
+  check_cover(1000, 1, BIG, &used, &calls);
+  CHECK(calls == 8 && used >= 1 && used <= 2);
   fflush(stderr);
   pid_t pid = fork();
   if (pid == 0) {
@@ -234,7 +242,7 @@ static void test_fork(void) {
       c.hits = calloc(1001, sizeof *c.hits);
       px_parallel_for(1000, 1, BIG, cover_fn, &c);
       for (int i = 0; i < 1000; i++) ok &= atomic_load(&c.hits[i]) == 1;
-      ok &= __builtin_popcount((unsigned)atomic_load(&c.tid_mask)) == 2;
+      ok &= atomic_load(&c.calls) == 8 && atomic_load(&c.bad) == 0;
       free(c.hits);
     }
     _exit(ok ? 0 : 1);
@@ -243,8 +251,8 @@ static void test_fork(void) {
   int status = 0;
   waitpid(pid, &status, 0);
   CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-  check_cover(1000, 1, BIG, &used); /* the parent's pool still works */
-  CHECK(used == 2);
+  check_cover(1000, 1, BIG, &used, &calls); /* the parent's pool still works */
+  CHECK(calls == 8);
 }
 
 int main(void) {
