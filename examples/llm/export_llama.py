@@ -33,13 +33,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-# dim 64, 2 layers, 4 query heads sharing 2 kv heads (head_dim 16), vocab 256
+# dim 32, 2 layers, 4 query heads sharing 2 kv heads (head_dim 8), vocab 64:
+# about 30,000 parameters, small enough for the programs to be fuzz seeds too
 TINY_PARAMS: dict[str, Any] = {
-    "dim": 64,
+    "dim": 32,
     "n_layers": 2,
     "n_heads": 4,
     "n_kv_heads": 2,
-    "vocab_size": 256,
+    "vocab_size": 64,
     "multiple_of": 32,
     "norm_eps": 1e-5,
     "rope_theta": 500000.0,

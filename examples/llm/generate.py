@@ -2,7 +2,7 @@
 (examples/llm/export_llama.py writes some), once with pyexec and once with
 ExecuTorch's runtime on the same file(s), printing both token sequences:
 
-    python examples/llm/generate.py llm_out/llama_portable.pte --prompt 1,17,99,3 --steps 20
+    python examples/llm/generate.py llm_out/llama_portable.pte --prompt 1,17,29,3 --steps 20
     python examples/llm/generate.py llm_out/llama_xnnpack_ptd.pte --data llm_out/llama_xnnpack_ptd_weights.ptd
 
 Token ids in and out (no tokenizer). The program is forward(tokens [1, S],
@@ -140,7 +140,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("program", type=Path, help="the .pte export_llm wrote")
     parser.add_argument("--data", type=Path, help="its .ptd, if the weights are kept apart")
-    parser.add_argument("--prompt", default="1,17,99,3,42", help="comma-separated token ids (default 1,17,99,3,42)")
+    parser.add_argument("--prompt", default="1,17,29,3,42", help="comma-separated token ids (default 1,17,29,3,42)")
     parser.add_argument("--steps", type=int, default=20, help="tokens to generate (default 20)")
     args = parser.parse_args()
 

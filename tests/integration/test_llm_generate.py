@@ -53,7 +53,7 @@ generate = _example("generate")
 pytestmark = pytest.mark.slow  # exports three models with export_llm (about 20-60 s each when not cached)
 
 MAX_SEQ_LEN = 32
-PROMPT = [1, 17, 99, 3, 42, 64, 5]
+PROMPT = [1, 17, 59, 3, 42, 33, 5]
 VOCAB = export_llama.TINY_PARAMS["vocab_size"]
 
 FLOAT_TOL = {"rtol": 0.0, "atol": 1e-4}
@@ -110,9 +110,11 @@ def test_the_exports_are_export_llms(files: dict[str, tuple[Path, Path | None]])
         assert bool(delegates) == variant.startswith("xnnpack"), (variant, delegates)
         assert set(delegates) <= {"XnnpackBackend"}
         assert (ptd is not None) == (variant == "xnnpack-ptd")
-    # the weights really are in the data file: the program alone is small
+    # the weights really are in the data file, not in the program
+    weights = export_llama.random_checkpoint(export_llama.TINY_PARAMS, MAX_SEQ_LEN, seed=0)
+    nbytes = sum(w.numel() * w.element_size() for w in weights.values())
     pte, ptd = files["xnnpack-ptd"]
-    assert ptd is not None and pte.stat().st_size * 5 < ptd.stat().st_size
+    assert ptd is not None and ptd.stat().st_size >= nbytes > 2 * pte.stat().st_size, (nbytes, pte, ptd)
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
