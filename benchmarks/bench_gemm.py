@@ -36,7 +36,7 @@ def build(build_dir: Path, exe: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--build", default=str(ROOT / "native" / "build"), help="library build directory")
-    parser.add_argument("--runs", type=int, default=5, help="timed runs per figure (best kept)")
+    parser.add_argument("--runs", type=int, default=20, help="timed runs per figure (best kept)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         exe = Path(tmp) / "gemm_peak"

@@ -15,6 +15,7 @@
 
 #include "kernels/common.h"
 #include "kernels/gemm/gemm.h"
+#include "runtime/parallel.h"
 
 /* 16-byte vectors for the portable paths (native on every x86-64 and AArch64
  * target); 32-byte ones only inside functions compiled for AVX2. */
@@ -251,47 +252,65 @@ DEFINE_DW_PLANE(dw_plane, , v4f, 4, v4_load, v4_store)
 DEFINE_DW_PLANE(dw_plane_avx2, __attribute__((target("avx2,fma"))), v8f, 8, v8_load, v8_store)
 #endif
 
-/* Depthwise (one input channel per group): direct loops. */
-static void depthwise_f32(const conv_geom *g, const float *in, const float *w, const float *bias,
-                          float *out) {
+/* Arguments of depthwise_planes. */
+typedef struct dw_args {
+  const conv_geom *g;
+  const float *in, *w, *bias;
+  float *out;
+} dw_args;
+
+/* Output planes [begin, end) (plane = n * Cout + oc), each computed whole. */
+static void depthwise_planes(void *arg, int64_t begin, int64_t end, int tid) {
+  (void)tid;
+  const dw_args *a = arg;
+  const conv_geom *g = a->g;
   int64_t HW = g->H * g->W, OHW = g->OH * g->OW;
 #if PX_X86_KERNELS
   bool avx2 = have_avx2();
 #endif
-  for (int64_t n = 0; n < g->N; n++)
-    for (int64_t oc = 0; oc < g->Cout; oc++) {
-      const float *plane = in + (n * g->Cin + oc / g->Cout_g) * HW;
-      float *o = out + (n * g->Cout + oc) * OHW;
-      const float *wk = w + oc * g->KH * g->KW;
-      float b = bias ? bias[oc] : 0.0f;
-      if (g->sw == 1) {
+  for (int64_t q = begin; q < end; q++) {
+    const int64_t n = q / g->Cout, oc = q % g->Cout;
+    const float *plane = a->in + (n * g->Cin + oc / g->Cout_g) * HW;
+    float *o = a->out + q * OHW;
+    const float *wk = a->w + oc * g->KH * g->KW;
+    float b = a->bias ? a->bias[oc] : 0.0f;
+    if (g->sw == 1) {
 #if PX_X86_KERNELS
-        if (avx2) {
-          dw_plane_avx2(g, plane, wk, b, o);
-          continue;
-        }
-#endif
-        dw_plane(g, plane, wk, b, o);
+      if (avx2) {
+        dw_plane_avx2(g, plane, wk, b, o);
         continue;
       }
-      fill_f32(OHW, b, o);
-      for (int64_t ki = 0; ki < g->KH; ki++)
-        for (int64_t kj = 0; kj < g->KW; kj++) {
-          float wv = wk[ki * g->KW + kj];
-          int64_t off = kj * g->dw - g->pw;
-          int64_t lo = off >= 0 ? 0 : (-off + g->sw - 1) / g->sw;
-          int64_t hi = g->W - off <= 0 ? 0 : (g->W - off - 1) / g->sw + 1;
-          if (hi > g->OW) hi = g->OW;
-          if (lo > hi) lo = hi;
-          for (int64_t oh = 0; oh < g->OH; oh++) {
-            int64_t ih = oh * g->sh - g->ph + ki * g->dh;
-            if (ih < 0 || ih >= g->H) continue;
-            const float *src = plane + ih * g->W + off;
-            float *dst = o + oh * g->OW;
-            for (int64_t ow = lo; ow < hi; ow++) dst[ow] += wv * src[ow * g->sw];
-          }
-        }
+#endif
+      dw_plane(g, plane, wk, b, o);
+      continue;
     }
+    fill_f32(OHW, b, o);
+    for (int64_t ki = 0; ki < g->KH; ki++)
+      for (int64_t kj = 0; kj < g->KW; kj++) {
+        float wv = wk[ki * g->KW + kj];
+        int64_t off = kj * g->dw - g->pw;
+        int64_t lo = off >= 0 ? 0 : (-off + g->sw - 1) / g->sw;
+        int64_t hi = g->W - off <= 0 ? 0 : (g->W - off - 1) / g->sw + 1;
+        if (hi > g->OW) hi = g->OW;
+        if (lo > hi) lo = hi;
+        for (int64_t oh = 0; oh < g->OH; oh++) {
+          int64_t ih = oh * g->sh - g->ph + ki * g->dh;
+          if (ih < 0 || ih >= g->H) continue;
+          const float *src = plane + ih * g->W + off;
+          float *dst = o + oh * g->OW;
+          for (int64_t ow = lo; ow < hi; ow++) dst[ow] += wv * src[ow * g->sw];
+        }
+      }
+  }
+}
+
+/* Depthwise (one input channel per group): direct loops, output planes
+ * split over the thread pool. */
+static void depthwise_f32(const conv_geom *g, const float *in, const float *w, const float *bias,
+                          float *out) {
+  dw_args a = {g, in, w, bias, out};
+  int64_t planes = g->N * g->Cout;
+  px_parallel_for(planes, 1, planes * g->OH * g->OW * g->KH * g->KW, depthwise_planes, &a);
 }
 
 static int conv_f32(px_ctx *ctx, const conv_geom *g, bool transposed, const float *in,

@@ -6,8 +6,10 @@
  * epilogue), on small integers so that every float sum is exact and must
  * equal the integer one. The micro-kernel is chosen once per process, so the
  * test runs itself again with PYEXEC_GEMM_ISA=avx2 and =portable to check the
- * fallbacks on a machine that has AVX-512. Linked against the library's
- * objects (see the Makefile).
+ * fallbacks on a machine that has AVX-512. Then, on random (non-integer)
+ * values, the products split over 2 and 3 threads must equal the
+ * single-threaded ones bit for bit. Linked against the library's objects
+ * (see the Makefile).
  */
 #include <math.h>
 #include <stdio.h>
@@ -18,6 +20,7 @@
 
 #include "kernels/gemm/gemm.h"
 #include "kernels/kernel.h"
+#include "runtime/parallel.h"
 
 static int failures = 0, checks = 0;
 static char msg[1024];
@@ -150,14 +153,60 @@ out:
   free(A), free(At), free(B), free(Bt), free(C), free(bias), free(pb), free(R);
 }
 
+/* Random floats: sums of them depend on the order of the additions, so equal
+ * results across thread counts mean equal orders. */
+static float frand(uint64_t *st) {
+  *st = *st * 6364136223846793005ull + 1442695040888963407ull;
+  return (float)((int64_t)(*st >> 40) - (1 << 23)) / (float)(1 << 23);
+}
+
+static void threads_invariance(void) {
+  static const int64_t shapes[][3] = {{250, 70, 513}, {9, 300, 40}, {1000, 33, 64}, {40, 1000, 300}};
+  for (size_t sh = 0; sh < sizeof shapes / sizeof shapes[0]; sh++) {
+    const int64_t M = shapes[sh][0], N = shapes[sh][1], K = shapes[sh][2];
+    float *A = malloc(sizeof(float) * (size_t)(M * K)), *B = malloc(sizeof(float) * (size_t)(K * N));
+    float *bias = malloc(sizeof(float) * (size_t)N);
+    float *pb = malloc(px_gemm_f32_prepack_size(N, K) + 64);
+    float *C[3][2];
+    uint64_t st = 42 + sh;
+    for (int64_t i = 0; i < M * K; i++) A[i] = frand(&st);
+    for (int64_t i = 0; i < K * N; i++) B[i] = frand(&st);
+    for (int64_t j = 0; j < N; j++) bias[j] = frand(&st);
+    px_gemm_f32_prepack_b(N, K, B, N, 1, pb);
+    px_gemm_epilogue ep = {bias, -0.5f, 0.5f};
+    for (int t = 0; t < 3; t++) {
+      CHECK(px_parallel_set_num_threads(t + 1) == 0, "set %d threads", t + 1);
+      for (int v = 0; v < 2; v++) {
+        C[t][v] = malloc(sizeof(float) * (size_t)(M * N));
+        void *work = malloc(px_gemm_f32_work_size(M, N, K));
+        int rc = v == 0 ? px_gemm_f32_prepacked_ep(&ctx, work, M, N, K, A, K, 1, NULL, NULL, pb, 0.0f,
+                                                   C[t][v], N, &ep)
+                        : px_gemm_f32(&ctx, work, M, N, K, 1.0f, A, K, 1, B, N, 1, 0.0f, C[t][v], N);
+        CHECK(rc == 0, "%s", msg);
+        free(work);
+      }
+    }
+    for (int t = 1; t < 3; t++)
+      for (int v = 0; v < 2; v++)
+        CHECK(memcmp(C[t][v], C[0][v], sizeof(float) * (size_t)(M * N)) == 0,
+              "M=%lld N=%lld K=%lld: %d threads differ from 1 (%s)", (long long)M, (long long)N,
+              (long long)K, t + 1, v == 0 ? "prepacked" : "packed");
+    for (int t = 0; t < 3; t++) free(C[t][0]), free(C[t][1]);
+    free(A), free(B), free(bias), free(pb);
+  }
+  px_parallel_set_num_threads(1);
+}
+
 int main(int argc, char **argv) {
   (void)argc;
+  setenv("PYEXEC_PARALLEL_MIN_COST", "1", 1); /* split even small products over the threads */
   static const int64_t Ms[] = {1, 5, 7, 8, 9, 17, 121, 250};
   static const int64_t Ns[] = {1, 3, 16, 17, 31, 32, 33, 70};
   static const int64_t Ks[] = {1, 7, 300, 513};
   for (size_t a = 0; a < sizeof Ms / sizeof Ms[0]; a++)
     for (size_t b = 0; b < sizeof Ns / sizeof Ns[0]; b++)
       for (size_t c = 0; c < sizeof Ks / sizeof Ks[0]; c++) one_shape(Ms[a], Ns[b], Ks[c]);
+  threads_invariance();
   px_scratch_release(&ctx);
   const char *isa = getenv("PYEXEC_GEMM_ISA");
   printf("GEMM (%s, panel width %d): %d checks, %d failed\n", isa ? isa : "best", px_gemm_f32_panel_width(),
