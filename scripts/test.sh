@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Installs everything the tests need into .venv and runs every check once:
-# lint, the library in each flavour (regular, ASan+UBSan, libFuzzer) built
-# once, the C tests once per flavour, the Python suite against the regular and
-# the ASan library (the second run reuses the first's cached exports), and the
-# fuzzer (regressions, then a short run). Run from anywhere:
+# lint, the library in each flavour (regular, ASan+UBSan, ThreadSanitizer,
+# libFuzzer) built once, the C tests once per flavour, the Python suite
+# against the regular and the ASan library (the second run reuses the first's
+# cached exports), the thread tests against the TSan library, and the fuzzer
+# (regressions, then a short run). Run from anywhere:
 #     bash scripts/test.sh
 #
 # Setup and builds are prerequisites: the first that fails stops the run. Each
@@ -117,6 +118,17 @@ sys.exit(0 if 'native/build/asan/libpyexec.so' in open('/proc/self/maps').read()
       --ignore=tests/integration/test_ray.py
 }
 
+# The thread tests against the ThreadSanitizer library (native/build/tsan,
+# gcc): the pool, Methods from many Python threads while the count changes,
+# fork after a parallel run. Any race report fails the test's subprocess.
+pytest_tsan() {
+  local tsan_env=(env PYTHONPATH="$PWD" PYEXEC_LIBRARY="$PWD/native/build/tsan/libpyexec.so"
+    LD_PRELOAD="$(make -s -C native tsan-runtime)" TSAN_OPTIONS=halt_on_error=1:die_after_fork=0)
+  "${tsan_env[@]}" python -c "import pyexec, sys
+sys.exit(0 if 'native/build/tsan/libpyexec.so' in open('/proc/self/maps').read() else 'the TSan library is not the one loaded')" &&
+    "${tsan_env[@]}" pytest -q -p no:cacheprovider tests/unit/test_threads_pool.py
+}
+
 # libFuzzer over load + method load + execute: every committed crash input
 # once, then a bounded run from the seed corpus (fixtures, native/fuzz/seeds,
 # and programs exported by scripts/make_fuzz_seeds.py).
@@ -130,13 +142,16 @@ run_stage "lint: ruff and mypy" lint
 require "setup: clang for the sanitizer and fuzz builds" setup_clang
 require "build: regular library" make -C native -j2 all
 require "build: ASan+UBSan library and C tests" make -C native -j2 asan
+require "build: ThreadSanitizer library and C tests" make -C native -j2 tsan
 require "build: libFuzzer harness" make -C native -j2 fuzz
 require "build: install the package (wheel library)" install_package
 run_stage "C tests" make -C native test
 run_stage "C tests under ASan+UBSan" make -C native asan-test
+run_stage "C tests under ThreadSanitizer" make -C native tsan-test
 run_stage "aarch64: cross build, C tests and model fixtures under qemu" aarch64_emulated
 run_stage "fuzz: committed regression inputs" make -C native fuzz-regress
 run_stage "pytest" pytest_regular
 run_stage "pytest against the ASan library" pytest_asan
+run_stage "thread tests against the TSan library" pytest_tsan
 run_stage "fuzz: ${FUZZ_TIME:-60} s from the seed corpus" fuzz_run
 summary
