@@ -7,7 +7,9 @@ The rows are generated and materialized in the object store before the
 clock starts; a Ray run is timed from building the actor pool to the last
 classified block stored (results left in the object store, not fetched).
 Each Ray run pays for starting its actors; the marginal rate, from runs at
-N and 2N rows (2N-N rows over the difference in time), leaves that out.
+N and 2N rows (2N-N rows over the difference in time), leaves that out. Both
+at the example's batch size (256 rows a call) and at the program's largest
+(1024): Ray Data's cost is mostly per batch.
 
     python benchmarks/bench_ray.py [--quick]
 """
@@ -17,6 +19,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -30,38 +33,51 @@ spec = importlib.util.spec_from_file_location("batch_inference", ROOT / "example
 assert spec is not None and spec.loader is not None
 batch = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(batch)
+BATCH_SIZES = (batch.BATCH_SIZE, batch.MAX_BATCH)  # the example's, and the largest its program takes
 
 
-def one_process(pte: bytes, model: torch.nn.Module, rows: int, quick: bool) -> list[tuple[str, float]]:
-    """(runtime, rows/s) of the loop over pre-generated rows, BATCH_SIZE at a time."""
+def one_process(pte: bytes, model: torch.nn.Module, rows: int, quick: bool) -> list[tuple[str, int, float]]:
+    """(runtime, batch size, rows/s) of the loop over pre-generated rows:
+    pyexec at each batch size the Ray runs use, ExecuTorch's runtime and
+    torch eager at the example's."""
     from executorch.runtime import Runtime
 
     x = batch.features(np.arange(rows))
     xt = torch.from_numpy(x)
-    slices = [slice(s, s + batch.BATCH_SIZE) for s in range(0, rows, batch.BATCH_SIZE)]
     method = pyexec.load(pte).load_method(output_type="numpy")
     et = Runtime.get().load_program(pte).load_method("forward")
 
-    def run_pyexec() -> None:
-        for s in slices:
-            method.execute([x[s]])
+    def cuts(size: int) -> list[slice]:
+        return [slice(s, s + size) for s in range(0, rows, size)]
+
+    def run_pyexec(slices: list[slice]) -> Callable[[], None]:
+        def run() -> None:
+            for s in slices:
+                method.execute([x[s]])
+
+        return run
 
     def run_et() -> None:
-        for s in slices:
+        for s in cuts(batch.BATCH_SIZE):
             et.execute([xt[s]])
 
     def run_eager() -> None:
         with torch.no_grad():
-            for s in slices:
+            for s in cuts(batch.BATCH_SIZE):
                 model(xt[s])
 
-    us = interleaved_us([run_pyexec, run_et, run_eager], budget_s=0.2 if quick else 0.5, rounds=3 if quick else 7)
-    return [(name, rows / (t / 1e6)) for name, t in zip(("pyexec", "ExecuTorch", "torch eager"), us)]
+    fns = [run_pyexec(cuts(size)) for size in BATCH_SIZES] + [run_et, run_eager]
+    names = [("pyexec", size) for size in BATCH_SIZES] + [
+        ("ExecuTorch", batch.BATCH_SIZE),
+        ("torch eager", batch.BATCH_SIZE),
+    ]
+    us = interleaved_us(fns, budget_s=0.2 if quick else 0.5, rounds=3 if quick else 7)
+    return [(name, size, rows / (t / 1e6)) for (name, size), t in zip(names, us)]
 
 
-def ray_seconds(program: pyexec.Program, dataset: Any, actors: int) -> float:
+def ray_seconds(program: pyexec.Program, dataset: Any, actors: int, batch_size: int) -> float:
     t0 = time.perf_counter()
-    out = batch.classify(program, dataset, actors).materialize()
+    out = batch.classify(program, dataset, actors, batch_size).materialize()
     dt = time.perf_counter() - t0
     assert out.count() == dataset.count()
     return dt
@@ -86,49 +102,47 @@ def main() -> None:
         import ray.data
 
         ray.data.DataContext.get_current().enable_progress_bars = False
-        small, large = batch.make_dataset(rows, blocks=16), batch.make_dataset(2 * rows, blocks=32)
-        # The results are those of one local Method (checked once, on the small set).
-        got = batch.collect(batch.classify(program, small, 2))
+        sets = {rows: batch.make_dataset(rows, blocks=16), 2 * rows: batch.make_dataset(2 * rows, blocks=32)}
+        # The results are those of one local Method (checked once, on the smaller set).
+        got = batch.collect(batch.classify(program, sets[rows], 2))
         want = batch.classify_locally(program, rows)
         np.testing.assert_allclose(got["logits"], want["logits"], rtol=1e-6, atol=1e-6)
-        best: dict[tuple[int, int], float] = {}
+        best: dict[tuple[int, int, int], float] = {}
         for _ in range(rounds):  # interleaved: a burst of load hits every variant alike
-            for actors in (1, 2):
-                for n, ds in ((rows, small), (2 * rows, large)):
-                    best[actors, n] = min(best.get((actors, n), float("inf")), ray_seconds(program, ds, actors))
+            for size in BATCH_SIZES:
+                for actors in (1, 2):
+                    for n, ds in sets.items():
+                        t = ray_seconds(program, ds, actors, size)
+                        best[size, actors, n] = min(best.get((size, actors, n), float("inf")), t)
     finally:
         ray.shutdown()
 
-    base = local[0][1]
-    table = [[f"one process, {name}", f"{rows:,}", "", f"{rate:,.0f}", f"{rate / base:.2f}x"] for name, rate in local]
-    for actors in (1, 2):
-        t1, t2 = best[actors, rows], best[actors, 2 * rows]
-        marginal = rows / (t2 - t1) if t2 > t1 else float("nan")
-        table.append(
-            [
-                f"Ray Data, {actors} actor(s), pyexec",
-                f"{rows:,}",
-                f"{t1:.2f} s",
-                f"{rows / t1:,.0f}",
-                f"{rows / t1 / base:.3f}x",
-            ]
-        )
-        table.append(
-            [
-                f"Ray Data, {actors} actor(s), pyexec",
-                f"{2 * rows:,}",
-                f"{t2:.2f} s",
-                f"{2 * rows / t2:,.0f}",
-                f"{2 * rows / t2 / base:.3f}x",
-            ]
-        )
-        table.append(
-            [f"Ray Data, {actors} actor(s), marginal", f"+{rows:,}", f"+{t2 - t1:.2f} s", f"{marginal:,.0f}", ""]
-        )
+    base = {size: rate for name, size, rate in local if name == "pyexec"}
+    table = [
+        [f"one process, {name}", str(size), f"{rows:,}", "", f"{rate:,.0f}", f"{rate / base[size]:.2f}x"]
+        for name, size, rate in local
+    ]
+    for size in BATCH_SIZES:
+        for actors in (1, 2):
+            t1, t2 = best[size, actors, rows], best[size, actors, 2 * rows]
+            what = f"Ray Data, {actors} actor{'s' if actors > 1 else ''}"
+            for n, t in ((rows, t1), (2 * rows, t2)):
+                table.append([what, str(size), f"{n:,}", f"{t:.2f} s", f"{n / t:,.0f}", f"{n / t / base[size]:.3f}x"])
+            marginal = rows / (t2 - t1) if t2 > t1 else float("nan")
+            table.append(
+                [
+                    f"{what}, marginal",
+                    str(size),
+                    f"+{rows:,}",
+                    f"+{t2 - t1:.2f} s",
+                    f"{marginal:,.0f}",
+                    f"{marginal / base[size]:.3f}x",
+                ]
+            )
     print_table(
-        f"Ray Data batch inference (examples/ray, MLP {batch.FEATURES}-64-{batch.CLASSES}, "
-        f"batches of {batch.BATCH_SIZE}, ray.init(num_cpus=2))",
-        ["variant", "rows", "wall", "rows/s", "vs one process, pyexec"],
+        f"Ray Data batch inference (examples/ray: MLP {batch.FEATURES}-64-{batch.CLASSES}, ray.init(num_cpus=2)); "
+        "wall from building the actor pool to the last block stored",
+        ["variant", "batch", "rows", "wall", "rows/s", "vs one process, pyexec, same batch"],
         table,
     )
 
