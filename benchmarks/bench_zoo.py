@@ -6,7 +6,12 @@ pyexec's outputs are checked against torch eager before anything is timed.
     python benchmarks/bench_zoo.py [--quick] [--only NAME ...]
 
 Ratios are speed-ups (other's time / pyexec's time): above 1 means pyexec is
-faster."""
+faster. GFLOP/s counts the convolutions' and matrix products' flops (torch's
+flop counter, 2 per multiply-add) over pyexec's time, printed beside the
+machine's single-core FMA peak (benchmarks/bench_gemm.py). mobilenet_v2,
+resnet18 and r3d_18 are torchvision's layouts rebuilt by hand with random
+weights; ExecuTorch's portable kernels cannot run r3d_18 (no 3-D convolution),
+so its column is n/a there."""
 
 from __future__ import annotations
 
@@ -20,6 +25,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from _common import fmt_us, interleaved_us, print_table
+from bench_gemm import measure_peak
+from bench_xnnpack import MobileNetV2, ResNet18  # torchvision's layouts rebuilt by hand
 from support.export import assert_close, export_program  # tests/, put on the path by _common
 from support.zoo import AudioConv, DecoderStep, InvertedResidual, ResNetBlock, TransformerLayer
 from torch import nn
@@ -101,6 +108,46 @@ class DynamicEncoder(nn.Module):
         return x.mean(1)
 
 
+class Block3d(nn.Module):
+    """torchvision's video BasicBlock (r3d_18): two 3x3x3 conv-bn, a 1x1x1
+    strided projection on the skip path when the shape changes."""
+
+    def __init__(self, cin: int, cout: int, stride: int) -> None:
+        super().__init__()
+        self.c1, self.b1 = nn.Conv3d(cin, cout, 3, stride, 1, bias=False), nn.BatchNorm3d(cout)
+        self.c2, self.b2 = nn.Conv3d(cout, cout, 3, 1, 1, bias=False), nn.BatchNorm3d(cout)
+        self.down = (
+            nn.Sequential(nn.Conv3d(cin, cout, 1, stride, bias=False), nn.BatchNorm3d(cout))
+            if stride != 1 or cin != cout
+            else nn.Identity()
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.relu(self.b2(self.c2(F.relu(self.b1(self.c1(x))))) + self.down(x))
+
+
+class R3D18(nn.Module):
+    """r3d_18 (torchvision's layout, random weights): (3, 7, 7) stem with
+    stride (1, 2, 2), four stages of two 3-D basic blocks (64, 128, 256, 512;
+    stride 2 from the second), global average pool, 400-way classifier."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = nn.Sequential(
+            nn.Conv3d(3, 64, (3, 7, 7), (1, 2, 2), (1, 3, 3), bias=False), nn.BatchNorm3d(64), nn.ReLU()
+        )
+        blocks: list[nn.Module] = []
+        cin = 64
+        for i, c in enumerate([64, 128, 256, 512]):
+            blocks += [Block3d(cin, c, 1 if i == 0 else 2), Block3d(c, c, 1)]
+            cin = c
+        self.layers = nn.Sequential(*blocks)
+        self.fc = nn.Linear(512, 400)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(F.adaptive_avg_pool3d(self.layers(self.stem(x)), 1).flatten(1))
+
+
 @dataclass
 class Entry:
     make: Callable[[], tuple[nn.Module, tuple[Any, ...]]]
@@ -133,6 +180,9 @@ ZOO: dict[str, Entry] = {
         heavy=False,
         unplanned_inputs=True,
     ),
+    "mobilenet_v2": Entry(lambda: (MobileNetV2(), (torch.randn(1, 3, 224, 224),)), heavy=True),
+    "resnet18": Entry(lambda: (ResNet18(), (torch.randn(1, 3, 224, 224),)), heavy=True),
+    "r3d_18": Entry(lambda: (R3D18(), (torch.randn(1, 3, 4, 32, 32),)), heavy=True),
     "dynamic_encoder": Entry(
         lambda: (DynamicEncoder(), (torch.randint(0, 1000, (1, 96)),)),
         heavy=False,
@@ -142,10 +192,13 @@ ZOO: dict[str, Entry] = {
 }
 
 
+CNNS = ("resnet_block", "mobilenet_block", "small_cnn", "mobilenet_v2", "resnet18", "r3d_18")
+
+
 def _prepare(module: nn.Module) -> nn.Module:
     module.eval().requires_grad_(False)
     for m in module.modules():  # non-trivial batch-norm statistics
-        if isinstance(m, nn.BatchNorm2d):
+        if isinstance(m, (nn.BatchNorm2d, nn.BatchNorm3d)):
             m.running_mean.uniform_(-0.5, 0.5)
             m.running_var.uniform_(0.5, 1.5)
     return module
@@ -165,7 +218,12 @@ def bench_model(name: str, entry: Entry, budget_s: float, rounds: int) -> tuple[
     inputs = entry.run_inputs() if entry.run_inputs else example
     ours = pyexec.load(pte).load_method("forward")
     et_program = Runtime.get().load_program(pte)  # ExecuTorch's Method does not keep it alive
-    et = et_program.load_method("forward")
+    try:  # ExecuTorch's portable kernels lack some ops (3-D convolution and pooling)
+        et = et_program.load_method("forward")
+        et.execute([x.clone() for x in inputs])
+    except Exception as e:  # noqa: BLE001 - any refusal: that column is n/a
+        print(f"{name}: ExecuTorch cannot run it ({type(e).__name__})", file=sys.stderr)
+        et = None
 
     # Correct first: pyexec against torch eager on copies (caches are mutated).
     with torch.no_grad():
@@ -188,8 +246,24 @@ def bench_model(name: str, entry: Entry, budget_s: float, rounds: int) -> tuple[
         with torch.no_grad():
             return module(*inputs)
 
+    if et is None:
+        a, c = interleaved_us([run_ours, run_eager], budget_s=budget_s, rounds=rounds)
+        return a, math.nan, c
     a, b, c = interleaved_us([run_ours, run_et, run_eager], budget_s=budget_s, rounds=rounds)
     return a, b, c
+
+
+def model_flops(entry: Entry) -> float:
+    """Floating-point operations of one call (torch's flop counter over the
+    eager module: convolutions and matrix products, 2 per multiply-add)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    torch.manual_seed(0)
+    module, example = entry.make()
+    inputs = entry.run_inputs() if entry.run_inputs else example
+    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        module.eval()(*[x.clone() if isinstance(x, torch.Tensor) else x for x in inputs])
+    return float(counter.get_total_flops())
 
 
 def main() -> None:
@@ -200,26 +274,43 @@ def main() -> None:
     torch.set_num_threads(1)
     budget, rounds = (0.05, 3) if args.quick else (0.25, 5)
     rows = []
-    speedups_et, speedups_eager = [], []
+    speedups_et, speedups_eager, speedups_cnn = [], [], []
     for name, entry in ZOO.items():
         if args.only and name not in args.only:
             continue
         ours, et, eager = bench_model(name, entry, budget, rounds)
-        speedups_et.append(et / ours)
+        gflops = model_flops(entry) / (ours * 1e3)  # flops / µs / 1e3 = GFLOP/s
+        if not math.isnan(et):
+            speedups_et.append(et / ours)
         speedups_eager.append(eager / ours)
-        rows.append([
-            name + (" *" if entry.heavy else ""), fmt_us(ours), fmt_us(et), fmt_us(eager),
-            f"{et / ours:.2f}x", f"{eager / ours:.2f}x",
-        ])
-        print(f"{name}: pyexec {fmt_us(ours)}, ExecuTorch {fmt_us(et)}, torch {fmt_us(eager)}", file=sys.stderr)
-    geo_et = math.exp(sum(math.log(s) for s in speedups_et) / len(speedups_et))
-    geo_eager = math.exp(sum(math.log(s) for s in speedups_eager) / len(speedups_eager))
-    rows.append(["geometric mean", "", "", "", f"{geo_et:.2f}x", f"{geo_eager:.2f}x"])
+        if name in CNNS:
+            speedups_cnn.append(eager / ours)
+        et_col = fmt_us(et) if not math.isnan(et) else "n/a"
+        rows.append(
+            [
+                name + (" *" if entry.heavy else ""),
+                fmt_us(ours),
+                et_col,
+                fmt_us(eager),
+                f"{et / ours:.2f}x" if not math.isnan(et) else "n/a",
+                f"{eager / ours:.2f}x",
+                f"{gflops:.1f}" if gflops >= 0.05 else "",
+            ]
+        )
+        print(f"{name}: pyexec {fmt_us(ours)}, ExecuTorch {et_col}, torch {fmt_us(eager)}", file=sys.stderr)
+
+    def geo(xs: list[float]) -> str:
+        return f"{math.exp(sum(math.log(s) for s in xs) / len(xs)):.2f}x" if xs else ""
+
+    rows.append(["geometric mean", "", "", "", geo(speedups_et), geo(speedups_eager), ""])
+    if speedups_cnn:
+        rows.append(["geometric mean, CNNs", "", "", "", "", geo(speedups_cnn), ""])
     print_table(
         "Model zoo, one thread, per call (* matrix / convolution bound)",
-        ["model", "pyexec", "ExecuTorch", "torch eager", "vs ExecuTorch", "vs torch"],
+        ["model", "pyexec", "ExecuTorch", "torch eager", "vs ExecuTorch", "vs torch", "pyexec GFLOP/s"],
         rows,
     )
+    print(f"\nsingle-core float32 FMA peak of this machine: {measure_peak():.1f} GFLOP/s (benchmarks/bench_gemm.py)")
 
 
 if __name__ == "__main__":
