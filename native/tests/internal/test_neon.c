@@ -310,6 +310,46 @@ static void test_neon_ukr(void) {
   }
 }
 
+/* The small-M paths: C += alpha * A @ B with B column-major (dots) or
+ * row-major (rows), every remainder of the 4 x 4 dot tiles and the 4-row /
+ * 8-column steps of the rows kernel. */
+static void test_neon_small_m(void) {
+  static const int64_t Ms[] = {1, 3, 4, 5, 9};
+  static const int64_t Ns[] = {1, 4, 7, 9, 17};
+  static const int64_t Ks[] = {1, 3, 4, 8, 13, 37};
+  enum { LDC = 19 };
+  for (size_t a = 0; a < 5; a++)
+    for (size_t b = 0; b < 5; b++)
+      for (size_t q = 0; q < 6; q++)
+        for (int kind = 0; kind < 3; kind++) { /* dots, rows, dots with strided A */
+          const int64_t M = Ms[a], N = Ns[b], K = Ks[q];
+          float A[800], B[800], C[9 * LDC], C0[9 * LDC]; /* A: < 9 * 38, B: < 37 * 19 */
+          double R[9 * 17], E[9 * 17];
+          fill(A, sizeof A / sizeof *A);
+          fill(B, sizeof B / sizeof *B);
+          fill(C0, sizeof C0 / sizeof *C0);
+          memcpy(C, C0, sizeof C);
+          const float alpha = kind == 1 ? 0.75f : -1.5f;
+          const int64_t rsa = kind == 2 ? 1 : K + 1, csa = kind == 2 ? M : 1;
+          if (kind == 1) { /* B row-major K x N, row stride N + 2 */
+            ref_gemm(M, N, K, alpha, A, rsa, csa, B, N + 2, 1, 1.0f, C0, LDC, R, E);
+            px_gemm_rows_neon(M, N, K, alpha, A, rsa, csa, B, N + 2, C, LDC);
+          } else { /* B column-major: column j at B + j * (K + 1) */
+            ref_gemm(M, N, K, alpha, A, rsa, csa, B, 1, K + 1, 1.0f, C0, LDC, R, E);
+            px_gemm_dots_neon(M, N, K, alpha, A, rsa, csa, B, K + 1, C, LDC);
+          }
+          char what[96];
+          snprintf(what, sizeof what, "%s M=%lld N=%lld K=%lld", kind == 1 ? "rows" : kind ? "dots (strided A)" : "dots",
+                   (long long)M, (long long)N, (long long)K);
+          check_close(what, M, N, C, LDC, R, E);
+          int outside = 0;
+          for (int64_t i = 0; i < 9; i++)
+            for (int64_t j = 0; j < LDC; j++)
+              if ((i >= M || j >= N) && memcmp(&C[i * LDC + j], &C0[i * LDC + j], sizeof(float))) outside = 1;
+          CHECK(!outside, "%s: wrote outside the product", what);
+        }
+}
+
 static void test_neon_pack(void) {
   static const int64_t shapes[][2] = {{1, 16}, {7, 33}, {8, 48}, {13, 15}, {64, 70}};
   for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
@@ -483,6 +523,7 @@ int main(void) {
   test_gemm_prepacked();
 #if PX_NEON_KERNELS
   test_neon_ukr();
+  test_neon_small_m();
   test_neon_pack();
   test_neon_epilogue();
 #endif

@@ -865,11 +865,23 @@ int px_gemm_f32(px_ctx *ctx, void *work, int64_t M, int64_t N, int64_t K, float 
         return 0;
       }
 #endif
+#if defined(__aarch64__) && PX_NEON_KERNELS
+      if (g.isa == GEMM_ISA_NEON) {
+        px_gemm_rows_neon(M, N, K, alpha, A, rsa, csa, B, rsb, C, ldc);
+        return 0;
+      }
+#endif
       gemm_rows(M, N, K, alpha, A, rsa, csa, B, rsb, C, ldc);
     } else {
 #if PX_X86_KERNELS
       if (g.avx2) {
         gemm_dots_avx2(M, N, K, alpha, A, rsa, csa, B, csb, C, ldc);
+        return 0;
+      }
+#endif
+#if defined(__aarch64__) && PX_NEON_KERNELS
+      if (g.isa == GEMM_ISA_NEON) {
+        px_gemm_dots_neon(M, N, K, alpha, A, rsa, csa, B, csb, C, ldc);
         return 0;
       }
 #endif

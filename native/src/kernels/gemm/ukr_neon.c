@@ -278,6 +278,138 @@ void px_tile_epilogue_neon(float *c, int64_t ldc, int m, int n, const float *bia
     }
   }
 }
+
+/* ---- small-M products without packing ---------------------------------- */
+
+/* The depth tail and the store of one dot product: C += alpha * (sum of
+ * the lanes of v + the products past K4). */
+static inline void dot_store(float32x4_t v, const float *a, const float *b, int64_t K4, int64_t K,
+                             float alpha, float *c) {
+  float t = vaddvq_f32(v);
+  for (int64_t k = K4; k < K; k++) t = __builtin_fmaf(a[k], b[k], t);
+  *c += alpha * t;
+}
+
+/* C[i, j] += alpha * dot(row i of A, column j of B) for 4 rows x 4 columns
+ * (the first cols stored; b[q] for missing columns repeats column 0): 16
+ * accumulators over depth in steps of 4. */
+__attribute__((noinline)) static void dots_4x4(int64_t K, float alpha, const float *a0, int64_t rsa, const float *const b[4],
+                     float *C, int64_t ldc, int cols) {
+  const float *a1 = a0 + rsa, *a2 = a1 + rsa, *a3 = a2 + rsa;
+  const float *b0 = b[0], *b1 = b[1], *b2 = b[2], *b3 = b[3];
+  float32x4_t s00 = vdupq_n_f32(0.0f), s01 = s00, s02 = s00, s03 = s00;
+  float32x4_t s10 = s00, s11 = s00, s12 = s00, s13 = s00;
+  float32x4_t s20 = s00, s21 = s00, s22 = s00, s23 = s00;
+  float32x4_t s30 = s00, s31 = s00, s32 = s00, s33 = s00;
+  const int64_t K4 = K / 4 * 4;
+  for (int64_t k = 0; k < K4; k += 4) {
+    const float32x4_t w0 = vld1q_f32(b0 + k), w1 = vld1q_f32(b1 + k);
+    const float32x4_t w2 = vld1q_f32(b2 + k), w3 = vld1q_f32(b3 + k);
+    float32x4_t x = vld1q_f32(a0 + k);
+    s00 = vfmaq_f32(s00, x, w0), s01 = vfmaq_f32(s01, x, w1);
+    s02 = vfmaq_f32(s02, x, w2), s03 = vfmaq_f32(s03, x, w3);
+    x = vld1q_f32(a1 + k);
+    s10 = vfmaq_f32(s10, x, w0), s11 = vfmaq_f32(s11, x, w1);
+    s12 = vfmaq_f32(s12, x, w2), s13 = vfmaq_f32(s13, x, w3);
+    x = vld1q_f32(a2 + k);
+    s20 = vfmaq_f32(s20, x, w0), s21 = vfmaq_f32(s21, x, w1);
+    s22 = vfmaq_f32(s22, x, w2), s23 = vfmaq_f32(s23, x, w3);
+    x = vld1q_f32(a3 + k);
+    s30 = vfmaq_f32(s30, x, w0), s31 = vfmaq_f32(s31, x, w1);
+    s32 = vfmaq_f32(s32, x, w2), s33 = vfmaq_f32(s33, x, w3);
+  }
+  const float32x4_t acc[4][4] = {{s00, s01, s02, s03}, {s10, s11, s12, s13},
+                                 {s20, s21, s22, s23}, {s30, s31, s32, s33}};
+  const float *ar[4] = {a0, a1, a2, a3};
+  for (int i = 0; i < 4; i++)
+    for (int q = 0; q < cols; q++) dot_store(acc[i][q], ar[i], b[q], K4, K, alpha, C + i * ldc + q);
+}
+
+/* One row x 4 columns, two accumulators per column (depth steps of 8). */
+__attribute__((noinline)) static void dots_1x4(int64_t K, float alpha, const float *a0, const float *const b[4], float *C,
+                     int cols) {
+  const float *b0 = b[0], *b1 = b[1], *b2 = b[2], *b3 = b[3];
+  float32x4_t s0 = vdupq_n_f32(0.0f), s1 = s0, s2 = s0, s3 = s0, t0 = s0, t1 = s0, t2 = s0, t3 = s0;
+  const int64_t K8 = K / 8 * 8, K4 = K / 4 * 4;
+  int64_t k = 0;
+  for (; k < K8; k += 8) {
+    const float32x4_t x = vld1q_f32(a0 + k), y = vld1q_f32(a0 + k + 4);
+    s0 = vfmaq_f32(s0, x, vld1q_f32(b0 + k)), t0 = vfmaq_f32(t0, y, vld1q_f32(b0 + k + 4));
+    s1 = vfmaq_f32(s1, x, vld1q_f32(b1 + k)), t1 = vfmaq_f32(t1, y, vld1q_f32(b1 + k + 4));
+    s2 = vfmaq_f32(s2, x, vld1q_f32(b2 + k)), t2 = vfmaq_f32(t2, y, vld1q_f32(b2 + k + 4));
+    s3 = vfmaq_f32(s3, x, vld1q_f32(b3 + k)), t3 = vfmaq_f32(t3, y, vld1q_f32(b3 + k + 4));
+  }
+  if (k < K4) {
+    const float32x4_t x = vld1q_f32(a0 + k);
+    s0 = vfmaq_f32(s0, x, vld1q_f32(b0 + k)), s1 = vfmaq_f32(s1, x, vld1q_f32(b1 + k));
+    s2 = vfmaq_f32(s2, x, vld1q_f32(b2 + k)), s3 = vfmaq_f32(s3, x, vld1q_f32(b3 + k));
+  }
+  const float32x4_t acc[4] = {vaddq_f32(s0, t0), vaddq_f32(s1, t1), vaddq_f32(s2, t2), vaddq_f32(s3, t3)};
+  for (int q = 0; q < cols; q++) dot_store(acc[q], a0, b[q], K4, K, alpha, C + q);
+}
+
+void px_gemm_dots_neon(int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t rsa,
+                       int64_t csa, const float *B, int64_t csb, float *C, int64_t ldc) {
+  if (csa != 1) { /* A's rows not contiguous (not produced by gemm.c's callers today) */
+    for (int64_t i = 0; i < M; i++)
+      for (int64_t j = 0; j < N; j++) {
+        float t = 0.0f;
+        for (int64_t k = 0; k < K; k++) t = __builtin_fmaf(A[i * rsa + k * csa], B[j * csb + k], t);
+        C[i * ldc + j] += alpha * t;
+      }
+    return;
+  }
+  for (int64_t j = 0; j < N; j += 4) {
+    const int cols = N - j < 4 ? (int)(N - j) : 4;
+    /* missing columns read column j again and are not stored */
+    const float *b[4];
+    for (int q = 0; q < 4; q++) b[q] = B + (j + (q < cols ? q : 0)) * csb;
+    int64_t i = 0;
+    for (; i + 4 <= M; i += 4) dots_4x4(K, alpha, A + i * rsa, rsa, b, C + i * ldc + j, ldc, cols);
+    for (; i < M; i++) dots_1x4(K, alpha, A + i * rsa, b, C + i * ldc + j, cols);
+  }
+}
+
+void px_gemm_rows_neon(int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t rsa,
+                       int64_t csa, const float *B, int64_t rsb, float *C, int64_t ldc) {
+  const int64_t N8 = N / 8 * 8;
+  for (int64_t i = 0; i < M; i++) {
+    float *cr = C + i * ldc;
+    const float *ar = A + i * rsa;
+    int64_t k = 0;
+    for (; k + 4 <= K; k += 4) { /* four rows of B per pass over the row of C */
+      const float s0 = alpha * ar[k * csa], s1 = alpha * ar[(k + 1) * csa];
+      const float s2 = alpha * ar[(k + 2) * csa], s3 = alpha * ar[(k + 3) * csa];
+      const float *b0 = B + k * rsb, *b1 = b0 + rsb, *b2 = b1 + rsb, *b3 = b2 + rsb;
+      int64_t j = 0;
+      for (; j < N8; j += 8) {
+        float32x4_t c0 = vld1q_f32(cr + j), c1 = vld1q_f32(cr + j + 4);
+        c0 = vfmaq_n_f32(c0, vld1q_f32(b0 + j), s0);
+        c1 = vfmaq_n_f32(c1, vld1q_f32(b0 + j + 4), s0);
+        c0 = vfmaq_n_f32(c0, vld1q_f32(b1 + j), s1);
+        c1 = vfmaq_n_f32(c1, vld1q_f32(b1 + j + 4), s1);
+        c0 = vfmaq_n_f32(c0, vld1q_f32(b2 + j), s2);
+        c1 = vfmaq_n_f32(c1, vld1q_f32(b2 + j + 4), s2);
+        c0 = vfmaq_n_f32(c0, vld1q_f32(b3 + j), s3);
+        c1 = vfmaq_n_f32(c1, vld1q_f32(b3 + j + 4), s3);
+        vst1q_f32(cr + j, c0);
+        vst1q_f32(cr + j + 4, c1);
+      }
+      for (; j < N; j++)
+        cr[j] = __builtin_fmaf(s3, b3[j], __builtin_fmaf(s2, b2[j], __builtin_fmaf(s1, b1[j], __builtin_fmaf(s0, b0[j], cr[j]))));
+    }
+    for (; k < K; k++) {
+      const float s0 = alpha * ar[k * csa];
+      const float *b0 = B + k * rsb;
+      int64_t j = 0;
+      for (; j < N8; j += 8) {
+        vst1q_f32(cr + j, vfmaq_n_f32(vld1q_f32(cr + j), vld1q_f32(b0 + j), s0));
+        vst1q_f32(cr + j + 4, vfmaq_n_f32(vld1q_f32(cr + j + 4), vld1q_f32(b0 + j + 4), s0));
+      }
+      for (; j < N; j++) cr[j] = __builtin_fmaf(s0, b0[j], cr[j]);
+    }
+  }
+}
 #else
 /* ISO C wants at least one declaration in a translation unit. */
 typedef int px_ukr_neon_unused;

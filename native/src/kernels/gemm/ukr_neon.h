@@ -42,6 +42,16 @@ int64_t px_pack_b_trans16_neon(const float *B, int64_t csb, int64_t kc, int64_t 
  * scalar epilogue computes. */
 void px_tile_epilogue_neon(float *c, int64_t ldc, int m, int n, const float *bias, bool clamp,
                            float lo, float hi);
+/* Few rows of A, B not packed (gemm.c's small-M paths), C += alpha * A @ B:
+ * px_gemm_dots_neon for a column-major B (element (k, j) at B[j * csb + k],
+ * a transposed weight: dot products, 4 x 4 tiles of 4-lane accumulators);
+ * px_gemm_rows_neon for a row-major B (element (k, j) at B[k * rsb + j]:
+ * each row of C a sum of scaled rows of B, four at a time). A's element
+ * (i, k) at A[i * rsa + k * csa]. */
+void px_gemm_dots_neon(int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t rsa,
+                       int64_t csa, const float *B, int64_t csb, float *C, int64_t ldc);
+void px_gemm_rows_neon(int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t rsa,
+                       int64_t csa, const float *B, int64_t rsb, float *C, int64_t ldc);
 #else
 #define PX_NEON_KERNELS 0
 #endif
