@@ -58,7 +58,8 @@ static void cover_fn(void *p, int64_t b, int64_t e, int tid) {
   for (int64_t i = b; i < e; i++) atomic_fetch_add(&c->hits[i], 1);
   /* a little work, so that the workers overlap */
   volatile double x = 0;
-  for (int k = 0; k < 2000; k++) x += k;
+  for (int k = 0; k < 2000; k++) x = x + k;
+  (void)x;
   atomic_fetch_sub(&c->busy, 1);
 }
 
