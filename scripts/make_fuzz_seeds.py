@@ -8,11 +8,26 @@ are seeds too. Run from anywhere, in the test venv (needs torch and
 executorch):
 
     python scripts/make_fuzz_seeds.py [--out DIR] [--max-bytes N]
+
+Programs with their weights in a data file are seeds as NAME.pxpd, the pair
+in one input as the harness splits it: "PXPD", u32 little-endian size of the
+.pte, the .pte, then the .ptd (native/fuzz/fuzz_program.c). Those are the
+data-file fixture (native/tests/data/add_weight), MLPs exported with
+external_constants=True and lowered to XNNPACK with their weights in the
+.ptd, and ExecuTorch's llama example as examples/llm/export_llama.py exports
+it (the portable program as a .pte, the XNNPACK one with a .ptd as a pair;
+the same cached exports tests/integration/test_llm_generate.py runs). One
+pair is written on its own with
+
+    python scripts/make_fuzz_seeds.py --pack PTE PTD OUT.pxpd
+
+(native/fuzz/seeds/add_weight.pxpd is the fixture's pair, made so).
 """
 
 from __future__ import annotations
 
 import argparse
+import struct
 import sys
 from pathlib import Path
 
@@ -55,11 +70,53 @@ def xnnpack_models() -> dict[str, tuple[object, tuple[object, ...]]]:
     }
 
 
+def pack(pte: bytes, ptd: bytes) -> bytes:
+    """A program and its data file as one input of the fuzz harness."""
+    return b"PXPD" + struct.pack("<I", len(pte)) + pte + ptd
+
+
+def data_file_pairs() -> dict[str, tuple[bytes, bytes]]:
+    """(.pte, .ptd) pairs: the fixture, an MLP with external constants and one
+    lowered to XNNPACK with its weights in the data file, and the llama
+    example's XNNPACK program with its .ptd."""
+    import torch
+    from support.external import export_external
+    from support.llm import llama_example
+
+    pairs: dict[str, tuple[bytes, bytes]] = {}
+    fixture = ROOT / "native" / "tests" / "data" / "add_weight"
+    if fixture.with_suffix(".ptd").is_file():
+        pairs["add_weight"] = (fixture.with_suffix(".pte").read_bytes(), fixture.with_suffix(".ptd").read_bytes())
+
+    class Mlp(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.l1, self.l2 = torch.nn.Linear(4, 8), torch.nn.Linear(8, 3)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.l2(torch.relu(self.l1(x)))
+
+    torch.manual_seed(0)
+    mlp = Mlp().eval()
+    for kind in ("portable", "xnnpack"):
+        pairs[f"external_mlp_{kind}"] = export_external(mlp, (torch.randn(2, 4),), kind)
+    pte, ptd = llama_example("xnnpack-ptd")
+    assert ptd is not None
+    pairs["llama_xnnpack_ptd"] = (pte, ptd)
+    return pairs
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", type=Path, default=ROOT / "native" / "build" / "fuzz" / "seeds")
     parser.add_argument("--max-bytes", type=int, default=256 * 1024, help="skip programs larger than this")
+    parser.add_argument("--pack", nargs=3, type=Path, metavar=("PTE", "PTD", "OUT"), help="write one pair and stop")
     args = parser.parse_args()
+    if args.pack:
+        pte, ptd, out = args.pack
+        out.write_bytes(pack(pte.read_bytes(), ptd.read_bytes()))
+        print(f"{out}: {out.stat().st_size} bytes")
+        return
 
     from support.export import export_program
     from support.models import MODELS, export_spec
@@ -80,15 +137,20 @@ def main() -> None:
     demo = ROOT / "pyexec" / "demo" / "decoder.pte"
     if demo.exists():
         programs["demo_decoder"] = demo.read_bytes()
+    from support.llm import llama_example
+
+    programs["llama_portable"] = llama_example("portable")[0]
+    inputs = {f"{name}.pte": data for name, data in programs.items()}
+    inputs.update({f"{name}.pxpd": pack(pte, ptd) for name, (pte, ptd) in data_file_pairs().items()})
 
     written = 0
-    for name, data in sorted(programs.items()):
+    for name, data in sorted(inputs.items()):
         if len(data) > args.max_bytes:
             print(f"skip {name}: {len(data)} bytes")
             continue
-        (args.out / f"{name}.pte").write_bytes(data)
+        (args.out / name).write_bytes(data)
         written += 1
-    print(f"{written} seed programs in {args.out}")
+    print(f"{written} seed inputs in {args.out}")
 
 
 if __name__ == "__main__":

@@ -10,6 +10,19 @@
  *
  * The program is loaded with pyexec_program_load_borrowed over a copy of
  * exactly `size` bytes, so a read one byte past the file is caught.
+ *
+ * Program + data file (.ptd): an input that starts with the 4 bytes "PXPD"
+ * is a pair, laid out as
+ *
+ *     "PXPD", u32 little-endian N, N bytes of .pte, the rest: the .ptd
+ *
+ * (N larger than what follows: the whole rest is the program and the data
+ * file is empty). The data file is attached from an exact-size copy with
+ * pyexec_program_attach_data_buffer before the methods are loaded, and they
+ * are loaded and run whether the attach succeeded or not (a refused data
+ * file must leave the program as it was). Seeds of this form come from
+ * scripts/make_fuzz_seeds.py (`--pack PTE PTD OUT` writes one); any other
+ * input is a .pte alone, as before.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -180,13 +193,46 @@ static void run_method(pyexec_program *prog, const char *name, uint32_t seed) {
   }
 }
 
+/* Splits a "PXPD" pair (see the top of the file); otherwise the whole input
+ * is the program and there is no data file (*ptd NULL). */
+static void split_pair(const uint8_t *data, size_t size, const uint8_t **pte, size_t *pte_size,
+                       const uint8_t **ptd, size_t *ptd_size) {
+  *pte = data;
+  *pte_size = size;
+  *ptd = NULL;
+  *ptd_size = 0;
+  if (size < 8 || memcmp(data, "PXPD", 4) != 0) return;
+  uint32_t n = (uint32_t)data[4] | (uint32_t)data[5] << 8 | (uint32_t)data[6] << 16 | (uint32_t)data[7] << 24;
+  size_t rest = size - 8;
+  *pte = data + 8;
+  *pte_size = n < rest ? n : rest;
+  *ptd = data + 8 + *pte_size;
+  *ptd_size = rest - *pte_size;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  const uint8_t *pte, *ptd;
+  size_t pte_size, ptd_size;
+  split_pair(data, size, &pte, &pte_size, &ptd, &ptd_size);
   /* An exact-size copy: malloc's alignment (16) satisfies load_borrowed. */
-  uint8_t *copy = malloc(size ? size : 1);
+  uint8_t *copy = malloc(pte_size ? pte_size : 1);
   if (!copy) return 0;
-  if (size) memcpy(copy, data, size);
+  if (pte_size) memcpy(copy, pte, pte_size);
   pyexec_program *prog;
-  if (pyexec_program_load_borrowed(copy, size, &prog) == PYEXEC_OK) {
+  if (pyexec_program_load_borrowed(copy, pte_size, &prog) == PYEXEC_OK) {
+    if (ptd) {
+      /* Exact size too, so that the library's checks, not the slack of a
+       * larger block, stop a read past the file. */
+      uint8_t *data_copy = malloc(ptd_size ? ptd_size : 1);
+      if (data_copy) {
+        if (ptd_size) memcpy(data_copy, ptd, ptd_size);
+        pyexec_status st = pyexec_program_attach_data_buffer(prog, data_copy, ptd_size);
+        free(data_copy); /* the library keeps its own copy */
+        /* one data file per program: a second attach is always refused */
+        if (st == PYEXEC_OK)
+          check(pyexec_program_attach_data_buffer(prog, ptd, ptd_size) == PYEXEC_ERR_INVALID_ARGUMENT);
+      }
+    }
     size_t n = pyexec_program_method_count(prog);
     check(pyexec_program_method_name(prog, n) == NULL);
     for (size_t i = 0; i < n && i < MAX_METHODS; i++) {
