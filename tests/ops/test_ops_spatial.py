@@ -678,3 +678,21 @@ def test_xnnpack_conv_gemm_edges(cin, cout, kernel, stride, rows):
     assert_close(got[0], run_with_executorch(pte, [x])[0], rtol=1e-4, atol=1e-5, what="vs ExecuTorch")
     with torch.no_grad():
         assert_close(got[0], module(x.clone()), rtol=1e-4, atol=1e-5, what="vs eager")
+
+
+def test_depthwise_wide_rows():
+    """Portable depthwise convolution over rows wide enough for its 16-lane
+    vector path (AVX-512 machines; 8 lanes elsewhere), with padding columns,
+    dilation and a non-finite input, against eager."""
+    x = make((2, 24, 9, 70), torch.float32, seed=7)
+    x[0, 0, 2, 30] = math.nan
+    x[1, 5, 4, 0] = math.inf
+    w3, w5 = make((24, 1, 3, 3), torch.float32, seed=8), make((48, 1, 5, 5), torch.float32, seed=9)
+    b = make((24,), torch.float32, seed=10)
+    module = Fn(
+        lambda x, w3, w5, b: (
+            F.conv2d(x, w3, b, padding=1, groups=24),
+            F.conv2d(x, w5, None, padding=(2, 4), dilation=(1, 2), groups=24),
+        )
+    )
+    check(module, (x, w3, w5, b), expect={"aten::convolution.out"}, rtol=1e-4, atol=1e-5)

@@ -27,6 +27,11 @@ typedef float v8f_u __attribute__((vector_size(32), aligned(4), may_alias));
 #define v4_store(p, v) (*(v4f_u *)(p) = (v))
 #define v8_load(p) (*(const v8f_u *)(p))
 #define v8_store(p, v) (*(v8f_u *)(p) = (v))
+/* 64-byte vectors: only inside functions compiled for AVX-512. */
+typedef float v16f __attribute__((vector_size(64)));
+typedef float v16f_u __attribute__((vector_size(64), aligned(4), may_alias));
+#define v16_load(p) (*(const v16f_u *)(p))
+#define v16_store(p, v) (*(v16f_u *)(p) = (v))
 
 /* AVX2/FMA variants, chosen at run time; define PX_PORTABLE_KERNELS to build
  * only the portable code (to test it on an AVX2 machine). */
@@ -250,6 +255,7 @@ static void col2im_f32(const conv_geom *g, const float *col, float *out) {
 DEFINE_DW_PLANE(dw_plane, , v4f, 4, v4_load, v4_store)
 #if PX_X86_KERNELS
 DEFINE_DW_PLANE(dw_plane_avx2, __attribute__((target("avx2,fma"))), v8f, 8, v8_load, v8_store)
+DEFINE_DW_PLANE(dw_plane_avx512, __attribute__((target("avx512f"))), v16f, 16, v16_load, v16_store)
 #endif
 
 /* Arguments of depthwise_planes. */
@@ -267,6 +273,8 @@ static void depthwise_planes(void *arg, int64_t begin, int64_t end, int tid) {
   int64_t HW = g->H * g->W, OHW = g->OH * g->OW;
 #if PX_X86_KERNELS
   bool avx2 = have_avx2();
+  /* 16-wide vectors pay off only when rows hold several of them */
+  bool avx512 = avx2 && g->OW >= 48 && (__builtin_cpu_init(), __builtin_cpu_supports("avx512f"));
 #endif
   for (int64_t q = begin; q < end; q++) {
     const int64_t n = q / g->Cout, oc = q % g->Cout;
@@ -276,6 +284,10 @@ static void depthwise_planes(void *arg, int64_t begin, int64_t end, int tid) {
     float b = a->bias ? a->bias[oc] : 0.0f;
     if (g->sw == 1) {
 #if PX_X86_KERNELS
+      if (avx512) {
+        dw_plane_avx512(g, plane, wk, b, o);
+        continue;
+      }
       if (avx2) {
         dw_plane_avx2(g, plane, wk, b, o);
         continue;
