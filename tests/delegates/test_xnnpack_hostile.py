@@ -181,7 +181,7 @@ CASES: dict[str, tuple[Callable[[], bytes], tuple[str, ...], str]] = {
     "constant_key": (constant_key, INVALID, "named_key"),
     "external_id": (external_id, INVALID, "external_id 5000 is out of range"),
     "value_flags": (value_flags, INVALID, "flags 0x4 has unknown bits"),
-    "datatype_quantized": (datatype_quantized, UNSUPPORTED, "qint8"),
+    "datatype_quantized": (datatype_quantized, INVALID, "datatype qint8 needs PerTensorQuant"),
     "permutation": (permutation, INVALID, "perm is not a permutation"),
     "delegate_processed_index": (delegate_processed_index, INVALID, "segment 77"),
     "delegate_location": (delegate_location, INVALID, "location 9 is unknown"),

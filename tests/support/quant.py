@@ -61,11 +61,28 @@ def _embedding(module: torch.nn.Module, quant: dict[str, Any]) -> torch.nn.Modul
     return handler.quantized_model()
 
 
+def _torchao_8dax(module: torch.nn.Module, quant: dict[str, Any]) -> torch.nn.Module:
+    """torchao's Int8DynamicActivationIntxWeightConfig as export_llm's
+    "8da4w" / "8da8w" applies it to every Linear (group_size 0: per axis)."""
+    from torchao.quantization.granularity import PerAxis, PerGroup
+    from torchao.quantization.quant_api import Int8DynamicActivationIntxWeightConfig, quantize_
+    from torchao.utils import unwrap_tensor_subclass
+
+    group = quant.get("group_size", 0)
+    config = Int8DynamicActivationIntxWeightConfig(
+        weight_dtype=getattr(torch, f"int{quant.get('bits', 4)}"),
+        weight_granularity=PerAxis(0) if group == 0 else PerGroup(group),
+    )
+    quantize_(module, config)
+    return unwrap_tensor_subclass(module)
+
+
 def export_quantized(
     module: torch.nn.Module,
     inputs: tuple[Any, ...],
     quant: dict[str, Any],
     calibration: list[tuple] | None = None,
+    lower: bool = False,
 ) -> bytes:
     """Quantizes a copy of `module` as `quant` says and exports it for the
     portable runtime; returns the .pte bytes (cached).
@@ -73,11 +90,16 @@ def export_quantized(
     quant: {"scheme": "pt2e", "per_channel": bool, "dynamic": bool}, observed
     on `calibration` (default: `inputs`), or {"scheme": "embedding",
     "bitwidth": 8 | 4 | 2, "group_size": int | None, "precision": dtype}
-    (export_llm's embedding quantizer: embedding_byte / 4bit / 2bit.dtype)."""
+    (export_llm's embedding quantizer: embedding_byte / 4bit / 2bit.dtype),
+    or {"scheme": "torchao", "bits": 4 | 8, "group_size": int (0: per
+    channel)} (8da4w / 8da8w). lower: lowered with XnnpackPartitioner
+    instead of left as portable ops."""
     register_quantized_ops()
     calibration = calibration or [inputs]
     where = os.environ.get("PYEXEC_TEST_EXPORT_CACHE", str(_CACHE))
     options = {"quant": quant, "calibration": calibration, "quant.py": _file_digest(__file__)}
+    if lower:
+        options["lower"] = "XnnpackPartitioner"
     path = None if where == "off" else Path(where) / f"q{_export_key(module, inputs, options)}.pte"
     if path is not None and path.is_file():
         return path.read_bytes()
@@ -88,9 +110,16 @@ def export_quantized(
             m = _pt2e(m, inputs, quant, calibration)
         elif quant["scheme"] == "embedding":
             m = _embedding(m, quant)
+        elif quant["scheme"] == "torchao":
+            m = _torchao_8dax(m, quant)
         else:
             raise ValueError(f"unknown quantization scheme {quant['scheme']!r}")
-    pte = bytes(export_manager(m, inputs, strict_ir=False).buffer)
+    if lower:
+        from support.xnnpack import lower_manager
+
+        pte = bytes(lower_manager(m, inputs).buffer)
+    else:
+        pte = bytes(export_manager(m, inputs, strict_ir=False).buffer)
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")

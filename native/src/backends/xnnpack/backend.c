@@ -97,8 +97,12 @@ static pyexec_status xnn_init(px_ctx *ctx, const uint8_t *payload, size_t size, 
   if (!st && !(d->ops = calloc(d->g.nnodes + 1, sizeof *d->ops))) st = px_no_memory("XNNPACK delegate");
   for (uint32_t i = 0; i < d->g.nnodes && !st; i++) {
     xnn_node *nd = &d->g.nodes[i];
-    d->ops[i] = xnn_node_ops_for(nd->type);
-    if (!d->ops[i] || !d->ops[i]->prepare) continue;
+    d->ops[i] = xnn_node_ops_for_node(nd, d->g.values);
+    if (!d->ops[i]) {
+      st = px_unsupported("XNNPACK payload: node %u (%s) has no function", i, xnn_node_type_name(nd->type));
+      break;
+    }
+    if (!d->ops[i]->prepare) continue;
     ctx->op = xnn_node_type_name(nd->type);
     ctx->msg[0] = 0;
     ctx->scratch_cur = ctx->scratch;

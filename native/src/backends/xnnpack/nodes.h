@@ -80,6 +80,21 @@ int xnn_exec_static_constant_pad(px_ctx *ctx, const xnn_node *node, xnn_value *v
 int xnn_shape_concatenate(px_ctx *ctx, const xnn_node *node, xnn_value *values);
 int xnn_exec_concatenate(px_ctx *ctx, const xnn_node *node, xnn_value *values);
 
+/* ---- quantized graphs (nodes_quant.c, nodes_qconv.c) ----------------------- */
+
+/* A value with a quantized datatype (or quantization parameters). */
+static inline bool xnn_value_quantized(const xnn_value *v) {
+  return v->quant.kind != XNN_Q_NONE ||
+         (v->datatype != XNN_DT_FP32 && v->datatype != XNN_DT_FP16 && v->datatype != XNN_DT_INT32);
+}
+/* Bytes a qdint8 value needs at its upper bound: its int8 data, then each
+ * row's int32 zero point and float scale (xnn_qd8_params). */
+size_t xnn_qd8_capacity(const xnn_value *v);
+/* For a node with a quantized value: 0 when nodes_quant.c runs this
+ * combination of datatypes and parameters, else PYEXEC_ERR_UNSUPPORTED or
+ * PYEXEC_ERR_INVALID_PROGRAM with the reason in why[0..cap). */
+int xnn_quant_check(const xnn_node *node, const xnn_value *values, char *why, size_t cap);
+
 /* ---- the table ------------------------------------------------------------ */
 
 typedef struct xnn_node_ops {
@@ -88,7 +103,12 @@ typedef struct xnn_node_ops {
   xnn_prepare_fn prepare; /* NULL: nothing to pack */
 } xnn_node_ops;
 
+/* The quantized functions for a node xnn_quant_check accepted. */
+const xnn_node_ops *xnn_quant_ops_for(const xnn_node *node, const xnn_value *values);
 /* The functions for a type code, or NULL when pyexec does not run it. */
 const xnn_node_ops *xnn_node_ops_for(int type);
+/* The functions for this node: the quantized ones when one of its values is
+ * quantized, else xnn_node_ops_for(type). */
+const xnn_node_ops *xnn_node_ops_for_node(const xnn_node *node, const xnn_value *values);
 
 #endif /* PX_XNN_NODES_H */

@@ -143,8 +143,9 @@ static pyexec_status aligned_constant(parse_state *s, const uint8_t *p, size_t n
   return PYEXEC_OK;
 }
 
-static pyexec_status resolve_constant(parse_state *s, uint32_t vi, xnn_value *v, size_t need) {
-  uint32_t idx = v->constant_idx;
+/* The bytes of constant_data[idx] (or the legacy constant_buffer[idx]),
+ * at least `need` of them, for value vi. */
+static pyexec_status lookup_constant(parse_state *s, uint32_t vi, uint32_t idx, size_t need, const uint8_t **out) {
   const uint8_t *p = NULL;
   size_t have = 0;
   if (s->bl->has_header) {
@@ -187,10 +188,22 @@ static pyexec_status resolve_constant(parse_state *s, uint32_t vi, xnn_value *v,
   }
   if (have < need)
     return BAD("value %u: constant %u holds %zu bytes, its dims need %zu", vi, idx, have, need);
+  *out = p;
+  return PYEXEC_OK;
+}
+
+static pyexec_status resolve_constant(parse_state *s, uint32_t vi, xnn_value *v, size_t need) {
+  const uint8_t *p;
+  pyexec_status st = lookup_constant(s, vi, v->constant_idx, need, &p);
+  if (st) return st;
   v->constant_size = need;
   return aligned_constant(s, p, need, &v->constant);
 }
 
+/* ---- quantization parameters ----------------------------------------------------- */
+
+/* Reads an XNNQuantizedTensorValue's quant_params (slots as in schema.fbs);
+ * checked later by check_quant, once the datatype and dims are known. */
 static pyexec_status parse_quant(uint32_t vi, const px_fb_table *qv, xnn_value *v) {
   uint8_t qt;
   px_fb_table q;
@@ -199,19 +212,152 @@ static pyexec_status parse_quant(uint32_t vi, const px_fb_table *qv, xnn_value *
     return BAD("value %u: quant_params are malformed", vi);
   if (qt < XNN_Q_PER_CHANNEL || qt > XNN_Q_PER_CHANNEL_GROUP || !present)
     return BAD("value %u: quant_params type %u is unknown", vi, qt);
-  v->quant.kind = qt;
+  xnn_quant *z = &v->quant;
+  z->kind = qt;
   bool ok = true;
+  px_fb_vec inline_scales = {0};
   if (qt == XNN_Q_PER_TENSOR) {
-    ok = fb_f32(&q, 0, 0.0f, &v->quant.scale) && px_fb_i32(&q, 1, 0, &v->quant.zero_point);
+    ok = fb_f32(&q, 0, 0.0f, &z->scale) && px_fb_i32(&q, 1, 0, &z->zero_point);
   } else if (qt == XNN_Q_PER_TOKEN) {
-    ok = px_fb_i32(&q, 0, 0, &v->quant.num_nonbatch_dims);
-  } else if (qt == XNN_Q_PER_CHANNEL) {
-    ok = px_fb_i32(&q, 1, 0, &v->quant.channel_dim) && px_fb_u32(&q, 3, 0, &v->quant.num_scales);
-  } else {
-    ok = px_fb_i32(&q, 1, 0, &v->quant.channel_dim) && px_fb_i32(&q, 2, 0, &v->quant.group_size) &&
-         px_fb_u32(&q, 5, 0, &v->quant.num_scales);
+    ok = px_fb_i32(&q, 0, 0, &z->num_nonbatch_dims);
+  } else if (qt == XNN_Q_PER_CHANNEL) { /* scale, channel_dim, scale_buffer_idx, num_scales */
+    ok = px_fb_vector(&q, 0, 4, &inline_scales) && px_fb_i32(&q, 1, 0, &z->channel_dim) &&
+         px_fb_u32(&q, 2, 0, &z->scale_buffer_idx) && px_fb_u32(&q, 3, 0, &z->num_scales);
+  } else { /* scale, channel_dim, group_size, scale_bf16 (deprecated), scale_buffer_idx, num_scales */
+    ok = px_fb_vector(&q, 0, 4, &inline_scales) && px_fb_i32(&q, 1, 0, &z->channel_dim) &&
+         px_fb_i32(&q, 2, 0, &z->group_size) && px_fb_u32(&q, 4, 0, &z->scale_buffer_idx) &&
+         px_fb_u32(&q, 5, 0, &z->num_scales);
   }
-  return ok ? PYEXEC_OK : BAD("value %u: quant_params are malformed", vi);
+  if (!ok) return BAD("value %u: quant_params are malformed", vi);
+  if ((qt == XNN_Q_PER_CHANNEL || qt == XNN_Q_PER_CHANNEL_GROUP) && !z->scale_buffer_idx) {
+    /* the inline f32 vector (the writer leaves it empty and uses constant data) */
+    z->scales = inline_scales.count ? inline_scales.buf + inline_scales.pos : NULL;
+    z->scale_kind = qt == XNN_Q_PER_CHANNEL ? XNN_SCALES_F32 : XNN_SCALES_F32_AS_BF16;
+    if (qt == XNN_Q_PER_CHANNEL && !z->num_scales) z->num_scales = inline_scales.count;
+    if (inline_scales.count != z->num_scales)
+      return BAD("value %u: quant_params have %u inline scales, num_scales says %u", vi, inline_scales.count,
+                 z->num_scales);
+  }
+  return PYEXEC_OK;
+}
+
+static const char *quant_kind_name(int kind) {
+  switch (kind) {
+    case XNN_Q_PER_TENSOR: return "PerTensorQuant";
+    case XNN_Q_PER_CHANNEL: return "PerChannelQuant";
+    case XNN_Q_PER_TOKEN: return "PerTokenDynamicQuant";
+    case XNN_Q_PER_CHANNEL_GROUP: return "PerChannelGroupQuant";
+    default: return "no quant_params";
+  }
+}
+
+/* The quant_params kind a quantized datatype needs (XNN_Q_NONE for the
+ * plain ones), -1 for datatypes pyexec does not run. */
+static int kind_for(int dt) {
+  switch (dt) {
+    case XNN_DT_FP32: case XNN_DT_FP16: case XNN_DT_INT32: return XNN_Q_NONE;
+    case XNN_DT_QINT8: case XNN_DT_QINT32: return XNN_Q_PER_TENSOR;
+    case XNN_DT_QCINT8: case XNN_DT_QCINT32: case XNN_DT_QCINT4: return XNN_Q_PER_CHANNEL;
+    case XNN_DT_QBINT4: return XNN_Q_PER_CHANNEL_GROUP;
+    case XNN_DT_QDINT8: return XNN_Q_PER_TOKEN;
+    default: return -1;
+  }
+}
+
+static bool scale_ok(float x) { return isfinite(x) && x > 0.0f; }
+
+/* Checks value vi's quantization against its datatype and dims and, when
+ * loading, finds its per-channel scales and checks every one of them. */
+static pyexec_status check_quant(parse_state *s, uint32_t vi, xnn_value *v) {
+  xnn_quant *z = &v->quant;
+  const char *dtn = xnn_datatype_name(v->datatype);
+  int want = kind_for(v->datatype);
+  if (want < 0) {
+    if (s->used) return PYEXEC_OK; /* describing: the nodes using it are marked unsupported */
+    return px_unsupported("XNNPACK payload: value %u has datatype %s, which pyexec does not run", vi, dtn);
+  }
+  if (z->kind != want) {
+    if (want == XNN_Q_NONE)
+      return BAD("value %u: datatype %s has quantization parameters (%s)", vi, dtn, quant_kind_name(z->kind));
+    return BAD("value %u: datatype %s needs %s, the value has %s", vi, dtn, quant_kind_name(want),
+               quant_kind_name(z->kind));
+  }
+  if (want == XNN_Q_NONE) return PYEXEC_OK;
+  if (want == XNN_Q_PER_TENSOR) {
+    if (!scale_ok(z->scale)) return BAD("value %u (%s): scale %g is not finite and > 0", vi, dtn, z->scale);
+    if (v->datatype == XNN_DT_QINT8 && (z->zero_point < -128 || z->zero_point > 127))
+      return BAD("value %u (qint8): zero_point %d is outside [-128, 127]", vi, z->zero_point);
+    if (v->datatype == XNN_DT_QINT32 && z->zero_point != 0)
+      return BAD("value %u (qint32): zero_point %d is not 0", vi, z->zero_point);
+    return PYEXEC_OK;
+  }
+  if (want == XNN_Q_PER_TOKEN) {
+    if (z->num_nonbatch_dims < 1 || (uint32_t)z->num_nonbatch_dims > v->num_dims)
+      return BAD("value %u (qdint8): num_nonbatch_dims %d is outside [1, %u]", vi, z->num_nonbatch_dims,
+                 v->num_dims);
+    if (v->constant_idx) return BAD("value %u (qdint8): a dynamically quantized value cannot be constant", vi);
+    return PYEXEC_OK;
+  }
+  /* per channel, per channel group */
+  if (z->channel_dim < 0 || (uint32_t)z->channel_dim >= v->num_dims)
+    return BAD("value %u (%s): channel_dim %d is outside the value's %u dims", vi, dtn, z->channel_dim,
+               v->num_dims);
+  uint64_t expect = (uint64_t)v->max_dims[z->channel_dim];
+  if (want == XNN_Q_PER_CHANNEL_GROUP) {
+    if (v->num_dims != 2 || z->channel_dim != 0)
+      return BAD("value %u (qbint4): blockwise weights must be 2-D [OC, IC] with channel_dim 0 (dims %u, "
+                 "channel_dim %d)",
+                 vi, v->num_dims, z->channel_dim);
+    int64_t ic = v->max_dims[1];
+    if (z->group_size <= 0 || ic % z->group_size)
+      return BAD("value %u (qbint4): group_size %d does not divide the %lld input channels", vi, z->group_size,
+                 (long long)ic);
+    expect = (uint64_t)v->max_dims[0] * (uint64_t)(ic / z->group_size);
+  }
+  if (z->num_scales != expect)
+    return BAD("value %u (%s): num_scales %u, but the value needs %llu (%s)", vi, dtn, z->num_scales,
+               (unsigned long long)expect,
+               want == XNN_Q_PER_CHANNEL ? "one per index of channel_dim" : "OC * IC / group_size");
+  if (!v->constant_idx) return BAD("value %u (%s): per-channel quantized values must be constant", vi, dtn);
+  if (s->used) return PYEXEC_OK; /* describing: constants are not read */
+  if (z->scale_buffer_idx) {
+    bool bf16 = want == XNN_Q_PER_CHANNEL_GROUP;
+    const uint8_t *p;
+    pyexec_status st = lookup_constant(s, vi, z->scale_buffer_idx, (size_t)expect * (bf16 ? 2 : 4), &p);
+    if (st) return st;
+    z->scales = p;
+    z->scale_kind = bf16 ? XNN_SCALES_BF16 : XNN_SCALES_F32;
+  }
+  if (!z->scales && expect) return BAD("value %u (%s): quant_params have no scales", vi, dtn);
+  for (uint32_t i = 0; i < z->num_scales; i++) {
+    float x = xnn_quant_scale(z, i);
+    if (!scale_ok(x)) return BAD("value %u (%s): scale %u is %g, not finite and > 0", vi, dtn, i, x);
+  }
+  return PYEXEC_OK;
+}
+
+float xnn_quant_scale(const xnn_quant *q, uint32_t i) {
+  float f;
+  uint32_t bits;
+  uint16_t h;
+  switch (q->scale_kind) {
+    case XNN_SCALES_F32:
+      memcpy(&f, (const uint8_t *)q->scales + 4 * (size_t)i, 4);
+      return f;
+    case XNN_SCALES_BF16:
+      memcpy(&h, (const uint8_t *)q->scales + 2 * (size_t)i, 2);
+      bits = (uint32_t)h << 16;
+      memcpy(&f, &bits, 4);
+      return f;
+    case XNN_SCALES_F32_AS_BF16: /* XNNPACK's legacy conversion: scale up, keep the top half */
+      memcpy(&f, (const uint8_t *)q->scales + 4 * (size_t)i, 4);
+      f *= 1.00389105f;
+      memcpy(&bits, &f, 4);
+      bits &= 0xFFFF0000u;
+      memcpy(&f, &bits, 4);
+      return f;
+    default: return q->scale;
+  }
 }
 
 static pyexec_status parse_value(parse_state *s, uint32_t vi, const px_fb_table *xv) {
@@ -245,10 +391,6 @@ static pyexec_status parse_value(parse_state *s, uint32_t vi, const px_fb_table 
   v->num_dims = nd;
   size_t es = xnn_datatype_size(dt);
   if (dt < XNN_DT_FP32 || dt > XNN_DT_BF16) return BAD("xvalues[%u].datatype %d is unknown", vi, dt);
-  if (!s->used && (ut == 2 || (dt != XNN_DT_FP32 && dt != XNN_DT_FP16 && dt != XNN_DT_INT32)))
-    return px_unsupported("XNNPACK payload: value %u has datatype %s%s; pyexec runs float32 XNNPACK graphs "
-                          "(quantized ones are not supported yet)",
-                          vi, xnn_datatype_name(dt), ut == 2 ? " (quantized)" : "");
   uint64_t numel = 1;
   for (uint32_t k = 0; k < nd; k++) {
     if (dims[k] && numel > (PX_MAX_DECLARED_BYTES / 8) / dims[k])
@@ -257,6 +399,8 @@ static pyexec_status parse_value(parse_state *s, uint32_t vi, const px_fb_table 
     v->max_dims[k] = v->dims[k] = dims[k];
   }
   v->capacity = (size_t)numel * es;
+  if (dt == XNN_DT_QCINT4 || dt == XNN_DT_QBINT4) /* rows of ceil(last / 2) bytes, low nibble first */
+    v->capacity = dims[nd - 1] ? (size_t)(numel / dims[nd - 1]) * ((dims[nd - 1] + 1) / 2) : 0;
   if (v->flags & ~(XNN_VALUE_EXTERNAL_INPUT | XNN_VALUE_EXTERNAL_OUTPUT))
     return BAD("xvalues[%u].flags 0x%x has unknown bits", vi, v->flags);
   if (v->flags) {
@@ -275,6 +419,9 @@ static pyexec_status parse_value(parse_state *s, uint32_t vi, const px_fb_table 
   if (id_out == XNN_INVALID_ID) return BAD("xvalues[%u].id_out is invalid", vi);
   s->ids[vi].id = id_out;
   s->ids[vi].index = vi;
+  pyexec_status qst = check_quant(s, vi, v);
+  if (qst) return qst;
+  if (dt == XNN_DT_QDINT8) v->capacity = xnn_qd8_capacity(v); /* int8 data, then per-row parameters */
   if (v->constant_idx && !s->used) {
     pyexec_status st = resolve_constant(s, vi, v, v->capacity);
     if (st) return st;
@@ -456,9 +603,22 @@ static pyexec_status check_node(parse_state *s, uint32_t ni, xnn_node *nd) {
     if (o->flags & XNN_VALUE_EXTERNAL_INPUT)
       return BAD("node %u (%s): output value %u is an external input", ni, name, nd->out[k]);
   }
-  /* Datatypes: float32 throughout, but for ArgMaxPooling2d's indices (int32)
-   * and Convert (fp32 <-> fp16). */
+  /* Datatypes: a node with a quantized value runs when nodes_quant.c says
+   * so; otherwise float32 throughout, but for ArgMaxPooling2d's indices
+   * (int32) and Convert (fp32 <-> fp16). */
+  bool quantized = false;
   for (uint32_t k = 0; k < nd->nin + nd->nout; k++) {
+    uint32_t id = k < nd->nin ? nd->in[k] : nd->out[k - nd->nin];
+    if (id != XNN_INVALID_ID && xnn_value_quantized(&vals[id])) quantized = true;
+  }
+  if (quantized) {
+    char why[256];
+    int qst = xnn_quant_check(nd, vals, why, sizeof why);
+    if (qst == PYEXEC_ERR_INVALID_PROGRAM) return BAD("node %u (%s): %s", ni, name, why);
+    if (qst && s->unsupported) s->unsupported[nd->type] = true;
+    else if (qst) return px_unsupported("XNNPACK payload: node %u (%s): pyexec does not run %s", ni, name, why);
+  }
+  for (uint32_t k = 0; k < nd->nin + nd->nout && !quantized; k++) {
     uint32_t id = k < nd->nin ? nd->in[k] : nd->out[k - nd->nin];
     if (id == XNN_INVALID_ID) continue;
     int want = XNN_DT_FP32;
@@ -658,7 +818,12 @@ pyexec_status xnn_describe(const uint8_t *payload, size_t size, char *buf, size_
 
 void xnn_graph_free(xnn_graph *g) {
   if (!g) return;
-  for (uint32_t i = 0; i < g->nnodes; i++) free(g->nodes[i].packed);
+  for (uint32_t i = 0; i < g->nnodes; i++) {
+    if (g->nodes[i].release)
+      g->nodes[i].release(g->nodes[i].packed);
+    else
+      free(g->nodes[i].packed);
+  }
   for (uint32_t i = 0; i < g->nowned; i++) free(g->owned[i]);
   free(g->owned);
   free(g->values);

@@ -103,3 +103,11 @@ const xnn_node_ops *xnn_node_ops_for(int type) {
   if (type < 1 || type > XNN_NODE_MAX || !ops[type].shape || !ops[type].exec) return NULL;
   return &ops[type];
 }
+
+const xnn_node_ops *xnn_node_ops_for_node(const xnn_node *node, const xnn_value *values) {
+  for (uint32_t k = 0; k < node->nin + node->nout; k++) {
+    uint32_t id = k < node->nin ? node->in[k] : node->out[k - node->nin];
+    if (id != XNN_INVALID_ID && xnn_value_quantized(&values[id])) return xnn_quant_ops_for(node, values);
+  }
+  return xnn_node_ops_for(node->type);
+}

@@ -14,8 +14,9 @@
  *     least numel elements of their datatype, outputs' data to their upper
  *     bound (XNN_VALUE_CAPACITY bytes);
  *   - the datatype of every value a node reads or writes is fp32, except
- *     ArgMaxPooling2d's index output (int32) and Convert's fp16 side.
- *     Quantized datatypes are refused at load (issue 14).
+ *     ArgMaxPooling2d's index output (int32) and Convert's fp16 side, or,
+ *     for a node with a quantized value, a combination nodes_quant.c
+ *     accepts (xnn_quant_check) and runs (xnn_node_ops_for_node).
  *
  * Layout conventions (reference Part A, A8):
  *   - spatial values (conv, pooling, resize, prelu) are NHWC; the exporter
@@ -103,10 +104,18 @@ const char *xnn_node_type_name(int type);
 /* The schema's name for a datatype ("fp32", "qint8"); "?" if none. */
 const char *xnn_datatype_name(int datatype);
 
-/* Quantization parameters of an XNNQuantizedTensorValue. Parsed so that
- * messages can name them; no node of this part reads them (issue 14). */
+/* Quantization parameters of an XNNQuantizedTensorValue, checked at load
+ * (payload.c): every scale finite and > 0, zero points in the datatype's
+ * range, channel_dim inside the dims, num_scales matching the dims, group
+ * sizes dividing the depth. Per-channel scales are read with
+ * xnn_quant_scale (they may be unaligned f32 or bf16). Datatype and kind go
+ * together: qint8 / qint32 per tensor; qcint8 / qcint32 / qcint4 per
+ * channel; qbint4 per channel group ([OC, IC], channel_dim 0); qdint8 per
+ * token (its scale and zero point are computed per row when it is written,
+ * and kept behind its int8 data: xnn_qd8_params). */
 enum { XNN_Q_NONE = 0, XNN_Q_PER_CHANNEL = 1, XNN_Q_PER_TENSOR = 2, XNN_Q_PER_TOKEN = 3,
        XNN_Q_PER_CHANNEL_GROUP = 4 };
+enum { XNN_SCALES_NONE = 0, XNN_SCALES_F32 = 1, XNN_SCALES_BF16 = 2, XNN_SCALES_F32_AS_BF16 = 3 };
 typedef struct xnn_quant {
   uint8_t kind; /* XNN_Q_* */
   float scale;  /* per tensor */
@@ -114,9 +123,15 @@ typedef struct xnn_quant {
   int32_t channel_dim;       /* per channel / group */
   int32_t group_size;        /* per channel group */
   uint32_t num_scales;
-  const void *scales;        /* f32 (per channel) or bf16 (group) values, or NULL */
+  const void *scales;        /* scale_kind values (possibly unaligned), or NULL */
+  uint8_t scale_kind;        /* XNN_SCALES_*: F32_AS_BF16 = a legacy inline f32 vector
+                                of a qbint4 value, rounded to bf16 as XNNPACK does */
+  uint32_t scale_buffer_idx; /* constant_data index of the scales, 0 = inline */
   int32_t num_nonbatch_dims; /* per token */
 } xnn_quant;
+
+/* Scale i of a per-channel or per-group value (as a float). */
+float xnn_quant_scale(const xnn_quant *q, uint32_t i);
 
 typedef struct xnn_value {
   int16_t datatype;          /* XNN_DT_* */
@@ -201,6 +216,7 @@ typedef struct xnn_node {
   } p;
   void *packed;        /* owned by the node (prepare hook); free()d at destroy */
   size_t packed_size;
+  void (*release)(void *packed); /* when set, frees packed instead of free() */
 } xnn_node;
 
 typedef struct xnn_graph {

@@ -1,0 +1,636 @@
+/*
+ * nodes_quant.c - XNNPACK's quantized graphs (issue 14), all but the
+ * convolutions (nodes_qconv.c): which node runs with which quantized
+ * values (xnn_quant_check, at load), and
+ *   Convert         fp32 -> qint8 (static), qint8 -> fp32, fp32 -> qdint8
+ *                   (XNNPACK's dynamic per-row "qd8" quantization)
+ *   FullyConnected  qdint8 x qcint8 / qcint4 / qbint4 -> fp32, and static
+ *                   qint8 x qint8 / qcint8 (+ int32 bias) -> qint8
+ *   Add, Subtract   qint8, XNNPACK's integer fixed-point arithmetic
+ *   Multiply        qint8, XNNPACK's fp32 requantization
+ *   MaxPooling2d    qint8 (a max of bytes)
+ *   StaticTranspose, StaticReshape, StaticSlice, StaticConstantPad,
+ *   Concatenate2..5, Copy on qint8 with one scale and zero point: byte moves
+ * The integer products are kernels/gemm/qgemm.h's; 4-bit weights are packed
+ * 4-bit at load and the payload's pages are then handed back.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "backends/xnnpack/qnodes.h"
+#include "core/error.h"
+#include "kernels/shape/strided.h"
+
+/* ---- qdint8 values ------------------------------------------------------------ */
+
+static int64_t lead_rows(const xnn_value *v, const int64_t *dims) {
+  int64_t r = 1;
+  for (uint32_t k = 0; k + (uint32_t)v->quant.num_nonbatch_dims < v->num_dims; k++) r *= dims[k];
+  return r;
+}
+
+static size_t qd8_params_offset(const xnn_value *v) {
+  size_t n = 1;
+  for (uint32_t k = 0; k < v->num_dims; k++) n *= (size_t)v->max_dims[k];
+  return (n + 63) & ~(size_t)63;
+}
+
+size_t xnn_qd8_capacity(const xnn_value *v) {
+  return qd8_params_offset(v) + (size_t)lead_rows(v, v->max_dims) * 8;
+}
+
+int64_t xnn_qd8_rows(const xnn_value *v) { return lead_rows(v, v->dims); }
+
+void xnn_qd8_params(const xnn_value *v, int32_t **zp, float **scale) {
+  uint8_t *base = (uint8_t *)v->data + qd8_params_offset(v);
+  *zp = (int32_t *)base;
+  *scale = (float *)(base + 4 * (size_t)lead_rows(v, v->max_dims));
+}
+
+/* ---- what runs -------------------------------------------------------------------- */
+
+static bool same_q8(const xnn_value *a, const xnn_value *b) {
+  return a->datatype == XNN_DT_QINT8 && b->datatype == XNN_DT_QINT8 && a->quant.scale == b->quant.scale &&
+         a->quant.zero_point == b->quant.zero_point;
+}
+
+#define NO(...) (snprintf(why, cap, __VA_ARGS__), PYEXEC_ERR_UNSUPPORTED)
+#define BADQ(...) (snprintf(why, cap, __VA_ARGS__), PYEXEC_ERR_INVALID_PROGRAM)
+
+static int check_fc(const xnn_node *node, const xnn_value *values, char *why, size_t cap) {
+  const xnn_value *x = &values[node->in[0]], *w = &values[node->in[1]], *y = &values[node->out[0]];
+  const xnn_value *b = node->in[2] == XNN_INVALID_ID ? NULL : &values[node->in[2]];
+  int wd = w->datatype;
+  if (!w->constant_idx) return NO("a quantized filter that is not a constant");
+  if (x->datatype == XNN_DT_QDINT8) {
+    if (wd != XNN_DT_QCINT8 && wd != XNN_DT_QCINT4 && wd != XNN_DT_QBINT4)
+      return NO("a qdint8 input with a %s filter (qcint8, qcint4 or qbint4 run)", xnn_datatype_name(wd));
+    if (y->datatype != XNN_DT_FP32 || (b && b->datatype != XNN_DT_FP32))
+      return NO("a qdint8 input without an fp32 output and bias");
+    if (node->flags & XNN_FLAG_TRANSPOSE_WEIGHTS) return NO("transposed quantized weights");
+    if (wd != XNN_DT_QBINT4 && w->quant.channel_dim != 0)
+      return BADQ("filter channel_dim is %d, not 0 (the output channels)", w->quant.channel_dim);
+  } else if (x->datatype == XNN_DT_QINT8) {
+    if (wd != XNN_DT_QINT8 && wd != XNN_DT_QCINT8)
+      return NO("a qint8 input with a %s filter (qint8 or qcint8 run)", xnn_datatype_name(wd));
+    if (y->datatype != XNN_DT_QINT8) return NO("a qint8 input with a %s output", xnn_datatype_name(y->datatype));
+    if (b && b->datatype != XNN_DT_QINT32 && b->datatype != XNN_DT_QCINT32)
+      return NO("a static quantized product with a %s bias", xnn_datatype_name(b->datatype));
+    if (b && !b->constant_idx) return NO("a quantized bias that is not a constant");
+    if (wd == XNN_DT_QINT8 && w->quant.zero_point != 0)
+      return BADQ("filter zero_point is %d, XNNPACK requires 0", w->quant.zero_point);
+    int want_dim = node->flags & XNN_FLAG_TRANSPOSE_WEIGHTS ? 1 : 0;
+    if (wd == XNN_DT_QCINT8 && w->quant.channel_dim != want_dim)
+      return BADQ("filter channel_dim is %d, not %d (the output channels)", w->quant.channel_dim, want_dim);
+  } else {
+    return NO("a %s input", xnn_datatype_name(x->datatype));
+  }
+  return 0;
+}
+
+static int check_conv(const xnn_node *node, const xnn_value *values, char *why, size_t cap) {
+  const xnn_value *x = &values[node->in[0]], *w = &values[node->in[1]], *y = &values[node->out[0]];
+  const xnn_value *b = node->in[2] == XNN_INVALID_ID ? NULL : &values[node->in[2]];
+  if (node->type == XNN_NODE_conv_transpose2d) return NO("quantized transposed convolutions");
+  if (x->datatype != XNN_DT_QINT8 || y->datatype != XNN_DT_QINT8)
+    return NO("a %s input and %s output (qint8 ones run)", xnn_datatype_name(x->datatype),
+              xnn_datatype_name(y->datatype));
+  if (w->datatype != XNN_DT_QINT8 && w->datatype != XNN_DT_QCINT8)
+    return NO("a %s filter (qint8 or qcint8 run)", xnn_datatype_name(w->datatype));
+  if (!w->constant_idx || (b && !b->constant_idx)) return NO("a filter or bias that is not a constant");
+  if (b && b->datatype != XNN_DT_QINT32 && b->datatype != XNN_DT_QCINT32)
+    return NO("a %s bias (qint32 or qcint32 run)", xnn_datatype_name(b->datatype));
+  if (w->datatype == XNN_DT_QINT8 && w->quant.zero_point != 0)
+    return BADQ("filter zero_point is %d, XNNPACK requires 0", w->quant.zero_point);
+  int want_dim = node->type == XNN_NODE_depthwise_conv2d ? 3 : 0;
+  if (w->datatype == XNN_DT_QCINT8 && w->quant.channel_dim != want_dim)
+    return BADQ("filter channel_dim is %d, not %d (the output channels)", w->quant.channel_dim, want_dim);
+  if (w->num_dims != 4) return BADQ("the filter is not 4-D");
+  if (node->type == XNN_NODE_conv2d && node->p.conv.groups != 1)
+    return NO("grouped quantized convolutions (%u groups) other than depthwise ones", node->p.conv.groups);
+  return 0;
+}
+
+int xnn_quant_check(const xnn_node *node, const xnn_value *values, char *why, size_t cap) {
+  const xnn_value *x = &values[node->in[0]], *y = &values[node->out[0]];
+  int xd = x->datatype, yd = y->datatype;
+  switch (node->type) {
+    case XNN_NODE_convert:
+      if ((xd == XNN_DT_FP32 && (yd == XNN_DT_QINT8 || yd == XNN_DT_QDINT8)) ||
+          (xd == XNN_DT_QINT8 && yd == XNN_DT_FP32))
+        return 0;
+      return NO("a conversion from %s to %s", xnn_datatype_name(xd), xnn_datatype_name(yd));
+    case XNN_NODE_fully_connected: return check_fc(node, values, why, cap);
+    case XNN_NODE_conv2d:
+    case XNN_NODE_depthwise_conv2d:
+    case XNN_NODE_conv_transpose2d: return check_conv(node, values, why, cap);
+    case XNN_NODE_add:
+    case XNN_NODE_subtract:
+    case XNN_NODE_multiply: {
+      const xnn_value *b = &values[node->in[1]];
+      if (xd != XNN_DT_QINT8 || b->datatype != XNN_DT_QINT8 || yd != XNN_DT_QINT8)
+        return NO("%s and %s inputs with a %s output (all qint8 run)", xnn_datatype_name(xd),
+                  xnn_datatype_name(b->datatype), xnn_datatype_name(yd));
+      if (node->type != XNN_NODE_multiply) {
+        /* XNNPACK's fixed-point add takes input / output scale ratios in [2^-10, 2^8) */
+        float ra = x->quant.scale / y->quant.scale, rb = b->quant.scale / y->quant.scale;
+        if (!(ra >= 0x1.0p-10f && ra < 0x1.0p+8f && rb >= 0x1.0p-10f && rb < 0x1.0p+8f))
+          return BADQ("input / output scale ratios %g and %g lie outside [2^-10, 2^8)", ra, rb);
+      } else {
+        float r = x->quant.scale * b->quant.scale / y->quant.scale;
+        if (!(r > 0.0f && isfinite(r)))
+          return BADQ("the product / output scale ratio %g is not finite and > 0", r);
+      }
+      return 0;
+    }
+    case XNN_NODE_max_pooling2d:
+    case XNN_NODE_static_transpose:
+    case XNN_NODE_static_reshape:
+    case XNN_NODE_static_slice:
+    case XNN_NODE_static_constant_pad:
+    case XNN_NODE_copy:
+    case XNN_NODE_concatenate2:
+    case XNN_NODE_concatenate3:
+    case XNN_NODE_concatenate4:
+    case XNN_NODE_concatenate5:
+      for (uint32_t k = 0; k < node->nin; k++)
+        if (!same_q8(&values[node->in[k]], y))
+          return NO("input %u (%s) with another datatype, scale or zero point than its output (a byte move)", k,
+                    xnn_datatype_name(values[node->in[k]].datatype));
+      return 0;
+    default: return NO("this node with quantized values (%s input, %s output)", xnn_datatype_name(xd), xnn_datatype_name(yd));
+  }
+}
+
+/* ---- dropping packed constants' pages ------------------------------------------------ */
+
+void xnn_drop_constant_pages(const void *p, size_t n) {
+#ifdef MADV_PAGEOUT
+  /* Only whole pages inside [p, p + n): a neighbour's bytes stay. PAGEOUT
+   * reclaims clean file pages (re-read from the file if touched again) and
+   * never discards anonymous data, so it is safe whatever holds the bytes. */
+  size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  uintptr_t a = ((uintptr_t)p + page - 1) & ~(uintptr_t)(page - 1);
+  uintptr_t e = ((uintptr_t)p + n) & ~(uintptr_t)(page - 1);
+  if (e > a) (void)madvise((void *)a, e - a, MADV_PAGEOUT);
+#else
+  (void)p;
+  (void)n;
+#endif
+}
+
+/* ---- Convert ----------------------------------------------------------------------------- */
+
+static int exec_convert(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
+  (void)ctx;
+  const xnn_value *x = &values[node->in[0]];
+  xnn_value *y = &values[node->out[0]];
+  int64_t n = xnn_numel(x);
+  if (y->datatype == XNN_DT_QDINT8) {
+    int64_t rows = xnn_qd8_rows(y);
+    int64_t per = rows ? n / rows : 0;
+    int32_t *zp;
+    float *scale;
+    xnn_qd8_params(y, &zp, &scale);
+    if (rows && per) px_quantize_qd8(x->data, rows, per, per, y->data, zp, scale);
+    return 0;
+  }
+  if (y->datatype == XNN_DT_QINT8) { /* q = lrintf(clamp(x / scale, -128 - zp, 127 - zp)) + zp */
+    const float *in = x->data;
+    int8_t *out = y->data;
+    float inv = 1.0f / y->quant.scale;
+    int32_t zp = y->quant.zero_point;
+    float lo = (float)(-128 - zp), hi = (float)(127 - zp);
+    for (int64_t i = 0; i < n; i++) {
+      float v = in[i] * inv;
+      v = v < lo ? lo : v > hi ? hi : v; /* NaN: lrintf's result, as XNNPACK's scalar path */
+      out[i] = (int8_t)(lrintf(v) + zp);
+    }
+    return 0;
+  }
+  const int8_t *in = x->data; /* qint8 -> fp32 */
+  float *out = y->data;
+  float s = x->quant.scale;
+  int32_t zp = x->quant.zero_point;
+  for (int64_t i = 0; i < n; i++) out[i] = (float)((int32_t)in[i] - zp) * s;
+  return 0;
+}
+
+/* ---- FullyConnected ----------------------------------------------------------------------- */
+
+void xnn_qplan_release(void *p) {
+  xnn_qplan *plan = p;
+  if (!plan) return;
+  px_qweights_free(plan->w);
+  free(plan->requant);
+  free(plan->dw_weights);
+  free(plan);
+}
+
+int xnn_qplan_static(px_ctx *ctx, xnn_qplan *plan, const xnn_node *node, const xnn_value *values,
+                     const int8_t *rows) {
+  const xnn_value *x = &values[node->in[0]], *w = &values[node->in[1]], *y = &values[node->out[0]];
+  int64_t N = plan->N;
+  if (w->datatype == XNN_DT_QCINT8 && (int64_t)w->quant.num_scales != N)
+    return px_fail(ctx, "the filter has %u scales for %lld output channels", w->quant.num_scales, (long long)N);
+  if (node->in[2] != XNN_INVALID_ID && values[node->in[2]].max_dims[0] != N)
+    return px_fail(ctx, "bias has %lld entries for %lld output channels", (long long)values[node->in[2]].max_dims[0],
+                   (long long)N);
+  plan->requant = malloc(sizeof(float) * (size_t)(N ? N : 1));
+  float *ones = malloc(sizeof(float) * (size_t)(N ? N : 1));
+  if (!plan->requant || !ones) {
+    free(ones);
+    return px_fail(ctx, "out of memory packing the weights");
+  }
+  for (int64_t n = 0; n < N; n++) {
+    float ws = w->datatype == XNN_DT_QCINT8 ? xnn_quant_scale(&w->quant, (uint32_t)n) : w->quant.scale;
+    float r = x->quant.scale * ws / y->quant.scale;
+    if (!(r > 0.0f && r < 256.0f)) {
+      free(ones);
+      return px_fail(ctx, "requantization scale %g of channel %lld (input scale x filter scale / output scale) "
+                          "is outside (0, 256)",
+                     r, (long long)n);
+    }
+    plan->requant[n] = r;
+    ones[n] = 1.0f;
+  }
+  if (rows) { /* DepthwiseConv2d keeps its own layout (rows NULL) */
+    px_qweights_desc d = {.bits = 8, .N = N, .K = plan->K, .data = rows, .row_bytes = plan->K, .scales = ones};
+    plan->w = px_qweights_pack(&d);
+    if (!plan->w) {
+      free(ones);
+      return px_fail(ctx, "%s", px_error_buffer(&(size_t){0}));
+    }
+  }
+  free(ones);
+  if (node->in[2] != XNN_INVALID_ID) plan->bias = values[node->in[2]].data;
+  plan->in_zp = x->quant.zero_point;
+  plan->out_zp = y->quant.zero_point;
+  plan->qmin = xnn_q8_bound(node->output_min, y->quant.scale, y->quant.zero_point);
+  plan->qmax = xnn_q8_bound(node->output_max, y->quant.scale, y->quant.zero_point);
+  if (plan->qmin > plan->qmax) return px_fail(ctx, "the output clamp is empty in int8");
+  return 0;
+}
+
+static int prepare_fc(px_ctx *ctx, xnn_node *node, xnn_value *values) {
+  const xnn_value *w = &values[node->in[1]];
+  const xnn_value *b = node->in[2] == XNN_INVALID_ID ? NULL : &values[node->in[2]];
+  bool tr = node->flags & XNN_FLAG_TRANSPOSE_WEIGHTS;
+  int64_t N = tr ? w->max_dims[1] : w->max_dims[0], K = tr ? w->max_dims[0] : w->max_dims[1];
+  if (b && b->max_dims[0] != N)
+    return px_fail(ctx, "bias has %lld entries for %lld outputs", (long long)b->max_dims[0], (long long)N);
+  xnn_qplan *plan = calloc(1, sizeof *plan);
+  if (!plan) return px_fail(ctx, "out of memory packing the weights");
+  node->packed = plan;
+  node->release = xnn_qplan_release;
+  plan->N = N;
+  plan->K = K;
+  if (values[node->in[0]].datatype == XNN_DT_QINT8) {
+    int8_t *t = NULL;
+    const int8_t *rows = w->data;
+    if (tr) { /* [IC, OC] -> rows of K */
+      if (!(t = malloc((size_t)(N * K) + 1))) return px_fail(ctx, "out of memory packing the weights");
+      for (int64_t k = 0; k < K; k++)
+        for (int64_t n = 0; n < N; n++) t[n * K + k] = rows[k * N + n];
+      rows = t;
+    }
+    int rc = xnn_qplan_static(ctx, plan, node, values, rows);
+    free(t);
+    if (!rc) xnn_drop_constant_pages(w->data, w->constant_size);
+    return rc;
+  }
+  /* dynamic: qd8 input, qc8w / qc4w / qb4w filter, float bias */
+  bool four = w->datatype != XNN_DT_QCINT8;
+  int64_t block = w->datatype == XNN_DT_QBINT4 ? w->quant.group_size : 0;
+  size_t ns = w->quant.num_scales;
+  float *scales = malloc(sizeof(float) * (ns ? ns : 1));
+  if (!scales) return px_fail(ctx, "out of memory packing the weights");
+  for (size_t i = 0; i < ns; i++) scales[i] = xnn_quant_scale(&w->quant, (uint32_t)i);
+  px_qweights_desc d = {.bits = four ? 4 : 8,
+                        .N = N,
+                        .K = K,
+                        .data = w->data,
+                        .row_bytes = four ? (K + 1) / 2 : K,
+                        .nibble_high_first = 0,
+                        .zero_point = four ? 8 : 0,
+                        .block = block == K ? 0 : block, /* one block per row: per channel */
+                        .scales = scales,
+                        .bias = b ? b->data : NULL};
+  plan->w = px_qweights_pack(&d);
+  free(scales);
+  if (!plan->w) return px_fail(ctx, "%s", px_error_buffer(&(size_t){0}));
+  xnn_drop_constant_pages(w->data, w->constant_size);
+  return 0;
+}
+
+static int exec_fc(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
+  const xnn_qplan *plan = node->packed;
+  const xnn_value *x = &values[node->in[0]];
+  xnn_value *y = &values[node->out[0]];
+  int64_t K = plan->K, N = plan->N;
+  int64_t M = K ? xnn_numel(x) / K : 0;
+  if (!M || !N) return 0;
+  if (x->datatype == XNN_DT_QINT8)
+    return px_qgemm_qs8(ctx, plan->w, M, x->data, K, plan->in_zp, plan->bias, plan->requant, plan->out_zp,
+                        plan->qmin, plan->qmax, y->data, N);
+  int32_t *zp;
+  float *sc;
+  xnn_qd8_params(x, &zp, &sc);
+  int64_t rows = xnn_qd8_rows(x), per = xnn_numel(x) / rows;
+  if (per != K) { /* a quantization row spans several product rows: give each its row's parameters */
+    if (per % K) return px_fail(ctx, "qdint8 input rows of %lld elements are not whole rows of %lld", (long long)per,
+                                (long long)K);
+    int64_t rep = per / K;
+    int32_t *z2 = px_scratch(ctx, sizeof(int32_t) * (size_t)M);
+    float *s2 = px_scratch(ctx, sizeof(float) * (size_t)M);
+    if (!z2 || !s2) return PYEXEC_ERR_EXECUTION;
+    for (int64_t m = 0; m < M; m++) z2[m] = zp[m / rep], s2[m] = sc[m / rep];
+    zp = z2, sc = s2;
+  }
+  return px_qgemm_qd8_f32(ctx, plan->w, M, x->data, K, zp, sc, y->data, N, node->output_min, node->output_max);
+}
+
+/* ---- Add, Subtract, Multiply ------------------------------------------------------------------ */
+
+/* XNNPACK's qs8 add: multipliers round(ratio * 2^shift) with shift =
+ * 20 - exponent(larger |ratio|), a bias holding the rounding term and the
+ * zero points, an arithmetic shift right, then clamp and the output zero
+ * point. Subtract is an add with the second ratio negated. */
+typedef struct q8_binop {
+  int type;
+  int32_t ma, mb, bias, shift; /* add / subtract */
+  int32_t azp, bzp;            /* multiply */
+  float scale;                 /* multiply */
+  int32_t lo, hi, ozp;         /* bounds less the zero point, output zero point */
+} q8_binop;
+
+static void init_binop(q8_binop *p, const xnn_node *node, const xnn_value *a, const xnn_value *b,
+                       const xnn_value *y) {
+  p->type = node->type;
+  p->ozp = y->quant.zero_point;
+  p->lo = xnn_q8_bound(node->output_min, y->quant.scale, p->ozp) - p->ozp;
+  p->hi = xnn_q8_bound(node->output_max, y->quant.scale, p->ozp) - p->ozp;
+  if (node->type == XNN_NODE_multiply) {
+    p->azp = a->quant.zero_point;
+    p->bzp = b->quant.zero_point;
+    p->scale = a->quant.scale * b->quant.scale / y->quant.scale;
+    return;
+  }
+  float ra = a->quant.scale / y->quant.scale, rb = b->quant.scale / y->quant.scale;
+  if (node->type == XNN_NODE_subtract) rb = -rb;
+  float amax = fmaxf(fabsf(ra), fabsf(rb));
+  uint32_t bits;
+  memcpy(&bits, &amax, 4);
+  int32_t exponent = (int32_t)(bits >> 23) - 127;
+  p->shift = 20 - exponent;
+  p->ma = (int32_t)lrintf(ldexpf(fabsf(ra), p->shift));
+  p->mb = (int32_t)lrintf(ldexpf(fabsf(rb), p->shift));
+  if (signbit(ra)) p->ma = -p->ma;
+  if (signbit(rb)) p->mb = -p->mb;
+  p->bias = (int32_t)(1u << (p->shift - 1)) - p->ma * a->quant.zero_point - p->mb * b->quant.zero_point;
+}
+
+static inline int8_t binop1(const q8_binop *p, int32_t a, int32_t b) {
+  int32_t v;
+  if (p->type == XNN_NODE_multiply) {
+    float f = (float)((a - p->azp) * (b - p->bzp)) * p->scale;
+    f = f < (float)p->lo ? (float)p->lo : f > (float)p->hi ? (float)p->hi : f;
+    v = (int32_t)lrintf(f);
+  } else {
+    int32_t acc = p->bias + a * p->ma + b * p->mb;
+    v = acc >> p->shift; /* arithmetic: gcc and clang shift signed values arithmetically */
+    v = v < p->lo ? p->lo : v > p->hi ? p->hi : v;
+  }
+  return (int8_t)(v + p->ozp);
+}
+
+static int exec_binary(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
+  (void)ctx;
+  const xnn_value *a = &values[node->in[0]], *b = &values[node->in[1]];
+  xnn_value *y = &values[node->out[0]];
+  q8_binop p;
+  init_binop(&p, node, a, b, y);
+  int nd = (int)y->num_dims;
+  int64_t sa[XNN_MAX_DIMS], sb[XNN_MAX_DIMS], idx[XNN_MAX_DIMS] = {0};
+  /* element strides of a and b at the output's dims (0 where broadcast) */
+  int64_t st = 1, stb = 1;
+  for (int k = nd - 1; k >= 0; k--) {
+    int ka = k - (nd - (int)a->num_dims), kb = k - (nd - (int)b->num_dims);
+    int64_t da = ka >= 0 ? a->dims[ka] : 1, db = kb >= 0 ? b->dims[kb] : 1;
+    sa[k] = da == 1 ? 0 : st;
+    sb[k] = db == 1 ? 0 : stb;
+    st *= da;
+    stb *= db;
+  }
+  int64_t n = xnn_numel(y), inner = y->dims[nd - 1];
+  if (!n) return 0;
+  const int8_t *pa = a->data, *pb = b->data;
+  int8_t *out = y->data;
+  for (int64_t o = 0; o < n; o += inner) {
+    int64_t oa = 0, ob = 0;
+    for (int k = 0; k < nd - 1; k++) oa += idx[k] * sa[k], ob += idx[k] * sb[k];
+    int64_t ia = sa[nd - 1], ib = sb[nd - 1];
+    for (int64_t i = 0; i < inner; i++) out[o + i] = binop1(&p, pa[oa + i * ia], pb[ob + i * ib]);
+    for (int k = nd - 2; k >= 0; k--) {
+      if (++idx[k] < y->dims[k]) break;
+      idx[k] = 0;
+    }
+  }
+  return 0;
+}
+
+/* ---- MaxPooling2d --------------------------------------------------------------------------------- */
+
+static int shape_max_pool(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
+  const xnn_value *x = &values[node->in[0]];
+  int64_t ph = node->p.pool.pooling_height, pw = node->p.pool.pooling_width;
+  int64_t sh = node->p.pool.stride_height, sw = node->p.pool.stride_width;
+  int64_t dh = node->p.pool.dilation_height ? node->p.pool.dilation_height : 1;
+  int64_t dw = node->p.pool.dilation_width ? node->p.pool.dilation_width : 1;
+  if (!ph || !pw || !sh || !sw || ph > 65536 || pw > 65536 || sh > 65536 || sw > 65536 || dh > 65536 || dw > 65536)
+    return px_fail(ctx, "pooling size %lldx%lld and stride %lldx%lld must be in [1, 65536]", (long long)ph,
+                   (long long)pw, (long long)sh, (long long)sw);
+  int64_t H = x->dims[1] + node->p.pool.padding_top + node->p.pool.padding_bottom;
+  int64_t W = x->dims[2] + node->p.pool.padding_left + node->p.pool.padding_right;
+  int64_t spanh = dh * (ph - 1) + 1, spanw = dw * (pw - 1) + 1;
+  if (H < spanh || W < spanw)
+    return px_fail(ctx, "a %lldx%lld window does not fit the %lldx%lld padded input", (long long)spanh,
+                   (long long)spanw, (long long)H, (long long)W);
+  int64_t d[4] = {x->dims[0], (H - spanh) / sh + 1, (W - spanw) / sw + 1, x->dims[3]};
+  return xnn_set_dims(ctx, node, &values[node->out[0]], 4, d);
+}
+
+static int exec_max_pool(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
+  (void)ctx;
+  const xnn_value *x = &values[node->in[0]];
+  xnn_value *y = &values[node->out[0]];
+  int64_t N = x->dims[0], H = x->dims[1], W = x->dims[2], C = x->dims[3];
+  int64_t OH = y->dims[1], OW = y->dims[2];
+  int64_t ph = node->p.pool.pooling_height, pw = node->p.pool.pooling_width;
+  int64_t sh = node->p.pool.stride_height, sw = node->p.pool.stride_width;
+  int64_t dh = node->p.pool.dilation_height ? node->p.pool.dilation_height : 1;
+  int64_t dw = node->p.pool.dilation_width ? node->p.pool.dilation_width : 1;
+  int64_t pt = node->p.pool.padding_top, pl = node->p.pool.padding_left;
+  int32_t lo = xnn_q8_bound(node->output_min, y->quant.scale, y->quant.zero_point);
+  int32_t hi = xnn_q8_bound(node->output_max, y->quant.scale, y->quant.zero_point);
+  const int8_t *in = x->data;
+  int8_t *out = y->data;
+  for (int64_t n = 0; n < N; n++)
+    for (int64_t oh = 0; oh < OH; oh++)
+      for (int64_t ow = 0; ow < OW; ow++) {
+        int8_t *o = out + ((n * OH + oh) * OW + ow) * C;
+        for (int64_t c = 0; c < C; c++) o[c] = (int8_t)lo; /* padding is ignored */
+        bool any = false;
+        for (int64_t i = 0; i < ph; i++) {
+          int64_t ih = oh * sh + i * dh - pt;
+          if (ih < 0 || ih >= H) continue;
+          for (int64_t j = 0; j < pw; j++) {
+            int64_t iw = ow * sw + j * dw - pl;
+            if (iw < 0 || iw >= W) continue;
+            const int8_t *p = in + ((n * H + ih) * W + iw) * C;
+            if (!any) {
+              for (int64_t c = 0; c < C; c++) o[c] = p[c];
+              any = true;
+            } else {
+              for (int64_t c = 0; c < C; c++) o[c] = p[c] > o[c] ? p[c] : o[c];
+            }
+          }
+        }
+        for (int64_t c = 0; c < C; c++) o[c] = (int8_t)(o[c] < lo ? lo : o[c] > hi ? hi : o[c]);
+      }
+  return 0;
+}
+
+/* ---- byte moves ---------------------------------------------------------------------------------- */
+
+static void view8(const xnn_value *v, px_sv *s) {
+  int64_t d[XNN_MAX_DIMS];
+  for (uint32_t k = 0; k < v->num_dims; k++) d[k] = v->dims[k];
+  px_sv_contig(s, v->data, PX_I8, (int)v->num_dims, d);
+}
+
+static int exec_transpose(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
+  px_sv in, dst, src;
+  view8(&values[node->in[0]], &in);
+  view8(&values[node->out[0]], &dst);
+  src = dst;
+  src.data = in.data;
+  for (int k = 0; k < dst.dim; k++) src.strides[k] = in.strides[node->p.transpose.perm[k]];
+  return px_sv_copy(ctx, &dst, &src);
+}
+
+static int exec_reshape(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
+  (void)ctx;
+  const xnn_value *x = &values[node->in[0]];
+  xnn_value *o = &values[node->out[0]];
+  size_t n = (size_t)xnn_numel(x);
+  if (n && o->data != x->data) memmove(o->data, x->data, n);
+  return 0;
+}
+
+static int exec_slice(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
+  const xnn_value *x = &values[node->in[0]];
+  px_sv in, dst, src;
+  view8(x, &in);
+  view8(&values[node->out[0]], &dst);
+  if (!xnn_numel(&values[node->out[0]])) return 0;
+  src = dst;
+  int64_t off = 0;
+  for (uint32_t k = 0; k < x->num_dims; k++) { /* the start as nodes_shape.c's slice_range clamps it */
+    int64_t o = node->p.slice.offsets[k];
+    if (o > x->dims[k]) o = x->dims[k];
+    off += o * in.strides[k];
+    src.strides[k] = in.strides[k];
+  }
+  src.data = px_sv_at(&in, off);
+  return px_sv_copy(ctx, &dst, &src);
+}
+
+static int exec_pad(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
+  const xnn_value *x = &values[node->in[0]];
+  xnn_value *ov = &values[node->out[0]];
+  px_sv out, src, dst;
+  view8(ov, &out);
+  view8(x, &src);
+  /* the float padding value quantized as Convert does */
+  float v = node->p.pad.value / ov->quant.scale;
+  float lo = (float)(-128 - ov->quant.zero_point), hi = (float)(127 - ov->quant.zero_point);
+  v = v < lo ? lo : v > hi ? hi : v;
+  memset(ov->data, (int)(int8_t)(lrintf(v) + ov->quant.zero_point), (size_t)xnn_numel(ov));
+  if (!xnn_numel(x)) return 0;
+  dst = src;
+  int64_t off = 0;
+  for (uint32_t k = 0; k < x->num_dims; k++) {
+    off += (int64_t)node->p.pad.pre[k] * out.strides[k];
+    dst.strides[k] = out.strides[k];
+  }
+  dst.data = px_sv_at(&out, off);
+  return px_sv_copy(ctx, &dst, &src);
+}
+
+static int exec_concat(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
+  (void)ctx;
+  const xnn_value *o = &values[node->out[0]];
+  uint32_t axis = node->p.cat.axis;
+  int64_t outer = 1, inner = 1;
+  for (uint32_t k = 0; k < axis; k++) outer *= o->dims[k];
+  for (uint32_t k = axis + 1; k < o->num_dims; k++) inner *= o->dims[k];
+  int64_t row = o->dims[axis] * inner, col = 0;
+  int8_t *po = o->data;
+  for (uint32_t i = 0; i < node->nin; i++) {
+    const xnn_value *x = &values[node->in[i]];
+    int64_t chunk = x->dims[axis] * inner;
+    const int8_t *px = x->data;
+    if (chunk)
+      for (int64_t r = 0; r < outer; r++) memcpy(po + r * row + col, px + r * chunk, (size_t)chunk);
+    col += chunk;
+  }
+  return 0;
+}
+
+static int exec_copy(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
+  return exec_reshape(ctx, node, values);
+}
+
+/* ---- the table ------------------------------------------------------------------------------------- */
+
+
+static const xnn_node_ops q_convert = {xnn_shape_unary, exec_convert, NULL};
+static const xnn_node_ops q_fc = {xnn_shape_fully_connected, exec_fc, prepare_fc};
+static const xnn_node_ops q_conv = {xnn_shape_qconv, xnn_exec_qconv, xnn_prepare_qconv};
+static const xnn_node_ops q_binary = {xnn_shape_binary, exec_binary, NULL};
+static const xnn_node_ops q_max_pool = {shape_max_pool, exec_max_pool, NULL};
+static const xnn_node_ops q_transpose = {xnn_shape_static_transpose, exec_transpose, NULL};
+static const xnn_node_ops q_reshape = {xnn_shape_static_reshape, exec_reshape, NULL};
+static const xnn_node_ops q_slice = {xnn_shape_static_slice, exec_slice, NULL};
+static const xnn_node_ops q_pad = {xnn_shape_static_constant_pad, exec_pad, NULL};
+static const xnn_node_ops q_concat = {xnn_shape_concatenate, exec_concat, NULL};
+static const xnn_node_ops q_copy = {xnn_shape_unary, exec_copy, NULL};
+
+const xnn_node_ops *xnn_quant_ops_for(const xnn_node *node, const xnn_value *values) {
+  (void)values;
+  switch (node->type) {
+    case XNN_NODE_convert: return &q_convert;
+    case XNN_NODE_fully_connected: return &q_fc;
+    case XNN_NODE_conv2d:
+    case XNN_NODE_depthwise_conv2d: return &q_conv;
+    case XNN_NODE_add:
+    case XNN_NODE_subtract:
+    case XNN_NODE_multiply: return &q_binary;
+    case XNN_NODE_max_pooling2d: return &q_max_pool;
+    case XNN_NODE_static_transpose: return &q_transpose;
+    case XNN_NODE_static_reshape: return &q_reshape;
+    case XNN_NODE_static_slice: return &q_slice;
+    case XNN_NODE_static_constant_pad: return &q_pad;
+    case XNN_NODE_concatenate2:
+    case XNN_NODE_concatenate3:
+    case XNN_NODE_concatenate4:
+    case XNN_NODE_concatenate5: return &q_concat;
+    case XNN_NODE_copy: return &q_copy;
+    default: return NULL;
+  }
+}

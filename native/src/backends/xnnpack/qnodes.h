@@ -1,0 +1,69 @@
+/*
+ * qnodes.h - what the XNNPACK backend's quantized node files share
+ * (private; nodes_quant.c, nodes_qconv.c): XNNPACK's qs8 rounding and
+ * output bounds, the per-row parameters of qdint8 values, and the packed
+ * plan of a quantized FullyConnected / Conv2d.
+ *
+ * Numerics follow the reference's part A10 (XNNPACK's microparams-init.c
+ * and its scalar kernels): float products rounded with lrintf (half to
+ * even), output bounds quantized from the node's float clamp.
+ */
+#ifndef PX_XNN_QNODES_H
+#define PX_XNN_QNODES_H
+
+#include <math.h>
+
+#include "backends/xnnpack/nodes.h"
+#include "kernels/gemm/qgemm.h"
+
+/* A float clamp bound in the output's int8 domain: XNNPACK's
+ * lrintf(clamp(v / scale + zp, -128, 127)) (infinities give -128 / 127). */
+static inline int32_t xnn_q8_bound(float v, float scale, int32_t zp) {
+  float q = v / scale + (float)zp;
+  if (!(q >= -128.0f)) q = -128.0f; /* also -inf */
+  if (q > 127.0f) q = 127.0f;
+  return (int32_t)lrintf(q);
+}
+
+/* A qdint8 value's per-row zero points and scales (behind its int8 data;
+ * rows = the product of its leading num_dims - num_nonbatch_dims dims). */
+void xnn_qd8_params(const xnn_value *v, int32_t **zp, float **scale);
+/* Rows of v at its current dims. */
+int64_t xnn_qd8_rows(const xnn_value *v);
+
+/* The packed weights of a quantized FullyConnected or convolution (node->
+ * packed, released by xnn_qplan_release). Static nodes also keep the int32
+ * bias and the per-channel requantization scales in_scale * w_scale / out_scale. */
+typedef struct xnn_qplan {
+  px_qweights *w;
+  int64_t N, K;          /* output channels, depth (KH * KW * Cin for convolutions) */
+  const int32_t *bias;   /* static: N int32 or NULL (the payload's constant) */
+  float *requant;        /* static: N floats */
+  int32_t in_zp, out_zp; /* static */
+  int32_t qmin, qmax;    /* static: the output clamp in int8 */
+  /* convolutions */
+  int64_t kh, kw, cin, cout, groups;
+  int64_t sh, sw, dh, dw, pt, pl, pb, pr;
+  int8_t *dw_weights;    /* DepthwiseConv2d: [KH * KW][C] int8, as the payload has them */
+} xnn_qplan;
+
+void xnn_qplan_release(void *plan);
+
+/* Packs the static qs8 weights of a FullyConnected / Conv2d whose filter
+ * (qint8 or qcint8) is rows n of K bytes at `rows` (row stride K), with the
+ * requantization of input / filter / output, into plan (w, bias, requant,
+ * zero points and bounds). Returns 0 or px_fail's status. */
+int xnn_qplan_static(px_ctx *ctx, xnn_qplan *plan, const xnn_node *node, const xnn_value *values,
+                     const int8_t *rows);
+
+/* Conv2d / DepthwiseConv2d on qint8 (nodes_qconv.c). */
+int xnn_shape_qconv(px_ctx *ctx, const xnn_node *node, xnn_value *values);
+int xnn_exec_qconv(px_ctx *ctx, const xnn_node *node, xnn_value *values);
+int xnn_prepare_qconv(px_ctx *ctx, xnn_node *node, xnn_value *values);
+
+/* Hands the pages of a constant the node has packed back to the system
+ * (they are read again from the file if ever needed), so that a quantized
+ * model's resident memory stays near its file size. */
+void xnn_drop_constant_pages(const void *p, size_t n);
+
+#endif /* PX_XNN_QNODES_H */

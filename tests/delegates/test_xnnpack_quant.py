@@ -1,0 +1,424 @@
+"""XNNPACK's quantized graphs (issue 14): programs quantized with the real
+quantizers (PT2E XNNPACKQuantizer static per-tensor and per-channel, and
+dynamic; torchao's Int8DynamicActivationIntxWeightConfig "8da4w" with group
+sizes 32 and 128 and per channel, and "8da8w"), lowered with
+XnnpackPartitioner and also left as portable quantized ops, run by pyexec and
+compared with ExecuTorch 1.5.1's runtime on the same file, and loosely with
+torch eager on the float model.
+
+Tolerances, from the reference's part A10:
+  - static int8: every node's integer arithmetic is XNNPACK's (int32 sums,
+    the same float requantization and rounding, Add's fixed point), so the
+    outputs are expected to agree; allowed: one step of the output's
+    quantization (its scale, read from the payload), for a rounding tie
+    decided differently somewhere upstream.
+  - dynamic (qd8) products: the int8 activations, their zero points and
+    scales and the int32 sums are the same; only the float scaling and the
+    bias addition may round in another order: a few float32 ulps of the
+    outputs' magnitude (rtol 1e-5 of the largest output).
+  - eager: quantization error itself, a loose relative bound.
+Malformed quantization parameters written into a real payload fail at load
+with an error naming the value and what is wrong; an 8da4w model's resident
+memory after load stays near its file size (the 4-bit weights stay 4-bit).
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from support.export import run_with_executorch
+from support.quant import export_quantized, register_quantized_ops
+from support.xnnpack import Payload, Table, node_types, payloads, root, union_names
+from unit.test_hostile import SANITIZED, child_env, run_cases
+
+import pyexec
+
+# ---- models ---------------------------------------------------------------
+
+
+class ConvNet(torch.nn.Module):
+    """Conv (fused relu), conv, add, multiply, max pool, depthwise conv,
+    average pool, a concatenation and a linear layer."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.c1 = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.c2 = torch.nn.Conv2d(8, 8, 3, padding=1)
+        self.dw = torch.nn.Conv2d(8, 8, 3, padding=1, groups=8)
+        self.pool = torch.nn.MaxPool2d(2)
+        self.ap = torch.nn.AvgPool2d(2)
+        self.fc = torch.nn.Linear(8 * 4 * 4, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.relu(self.c1(x))
+        z = self.c2(y)
+        y = (y + z) * z
+        y = self.dw(self.pool(y))
+        y = self.ap(y)
+        y = torch.cat([y, y], 1)[:, :8]
+        return self.fc(y.flatten(1))
+
+
+class MLP(torch.nn.Module):
+    def __init__(self, d: int = 256, h: int = 512, o: int = 128) -> None:
+        super().__init__()
+        self.a = torch.nn.Linear(d, h)
+        self.b = torch.nn.Linear(h, o)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.b(torch.relu(self.a(x)))
+
+
+def _conv_net() -> tuple[torch.nn.Module, tuple[torch.Tensor, ...], list[tuple[torch.Tensor, ...]]]:
+    torch.manual_seed(0)
+    calib = [(torch.randn(1, 3, 16, 16),) for _ in range(4)]
+    return ConvNet().eval(), (torch.randn(1, 3, 16, 16),), calib
+
+
+def _mlp() -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
+    torch.manual_seed(1)
+    return MLP().eval(), (torch.randn(4, 256),)
+
+
+STATIC = {"per_tensor": {"scheme": "pt2e"}, "per_channel": {"scheme": "pt2e", "per_channel": True}}
+DYNAMIC = {
+    "pt2e_dynamic": {"scheme": "pt2e", "per_channel": True, "dynamic": True},
+    "8da4w_g32": {"scheme": "torchao", "bits": 4, "group_size": 32},
+    "8da4w_g128": {"scheme": "torchao", "bits": 4, "group_size": 128},
+    "8da4w_per_channel": {"scheme": "torchao", "bits": 4, "group_size": 0},
+    "8da8w": {"scheme": "torchao", "bits": 8, "group_size": 0},
+}
+
+
+def _static(name: str, lower: bool) -> tuple[bytes, torch.nn.Module, tuple[torch.Tensor, ...]]:
+    m, x, calib = _conv_net()
+    return export_quantized(m, x, STATIC[name], calibration=calib, lower=lower), m, x
+
+
+def _dynamic(name: str, lower: bool) -> tuple[bytes, torch.nn.Module, tuple[torch.Tensor, ...]]:
+    m, x = _mlp()
+    return export_quantized(m, x, DYNAMIC[name], lower=lower), m, x
+
+
+# ---- reading the payload --------------------------------------------------
+
+DT_QINT8, DT_QDINT8, DT_QBINT4 = 3, 9, 10
+Q_PER_CHANNEL, Q_PER_TENSOR, Q_PER_TOKEN, Q_GROUP = 1, 2, 3, 4
+
+
+def _values(pte: bytes, p: Payload) -> list[tuple[Table, Table | None, int]]:
+    """(tensor_value, quant_params or None, quant type) of every value."""
+    out = []
+    for xv in p.graph(pte).tables(2):
+        u = xv.table(1)
+        assert u is not None
+        if xv.scalar(0, "B") == 2:
+            tv = u.table(0)
+            assert tv is not None
+            out.append((tv, u.table(2), u.scalar(1, "B")))
+        else:
+            out.append((u, None, 0))
+    return out
+
+
+def _output_step(pte: bytes) -> float:
+    """The scale of the qint8 value the program's last Convert dequantizes."""
+    p = payloads(pte)[-1]
+    vals = _values(pte, p)
+    by_id = {tv.scalar(6, "I"): (tv, q, k) for tv, q, k in vals}
+    convert = [n for n in p.graph(pte).tables(1) if union_names()[n.scalar(0, "B")] == "Convert"][-1]
+    node = convert.table(1)
+    assert node is not None
+    _, q, kind = by_id[node.scalar(0, "I")]
+    assert kind == Q_PER_TENSOR and q is not None
+    return float(q.scalar(0, "f"))
+
+
+# ---- running ----------------------------------------------------------------
+
+
+def _run_both(pte: bytes, x: tuple[torch.Tensor, ...]) -> tuple[np.ndarray, np.ndarray]:
+    register_quantized_ops()
+    import executorch.extension.llm.custom_ops  # noqa: F401
+
+    (ours,) = pyexec.load(pte).load_method("forward").execute([t.clone() for t in x])
+    (ref,) = run_with_executorch(pte, x)
+    return np.asarray(ours), ref.numpy()
+
+
+def _near_eager(got: np.ndarray, m: torch.nn.Module, x: tuple[torch.Tensor, ...], bound: float) -> None:
+    with torch.no_grad():
+        e = m(*x).numpy()
+    rel = float(np.linalg.norm(got - e) / np.linalg.norm(e))
+    assert rel < bound, f"relative L2 error to eager float {rel:.3f} (bound {bound})"
+
+
+# ---- static int8 ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", sorted(STATIC))
+def test_static_int8_conv_net_lowered_matches_executorch_within_one_step(name: str) -> None:
+    pte, m, x = _static(name, lower=True)
+    names = {union_names()[t] for t in node_types(pte)}
+    assert {"Conv2d", "DepthwiseConv2d", "Add", "Multiply", "MaxPooling2d", "FullyConnected"} <= names, names
+    ours, ref = _run_both(pte, x)
+    step = _output_step(pte)
+    diff = np.abs(ours - ref)
+    assert diff.max() <= step * 1.001, f"max difference {diff.max()} above one step {step}"
+    _near_eager(ours, m, x, 0.25)
+
+
+@pytest.mark.parametrize("name", sorted(STATIC))
+def test_static_int8_conv_net_portable_matches_executorch(name: str) -> None:
+    pte, m, x = _static(name, lower=False)
+    assert not payloads(pte)
+    ours, ref = _run_both(pte, x)
+    np.testing.assert_allclose(ours, ref, rtol=1e-5, atol=1e-5 * float(np.abs(ref).max()))
+    _near_eager(ours, m, x, 0.25)
+
+
+# ---- dynamic: qd8 x qc8w / qc4w / qb4w -------------------------------------------
+
+
+@pytest.mark.parametrize("name", sorted(DYNAMIC))
+def test_dynamic_quantized_mlp_lowered_matches_executorch(name: str) -> None:
+    pte, m, x = _dynamic(name, lower=True)
+    kinds = {(tv.scalar(0, "h"), k) for p in payloads(pte) for tv, _, k in _values(pte, p)}
+    assert (DT_QDINT8, Q_PER_TOKEN) in kinds
+    if DYNAMIC[name].get("bits") == 4:
+        assert (DT_QBINT4, Q_GROUP) in kinds
+    ours, ref = _run_both(pte, x)
+    np.testing.assert_allclose(ours, ref, rtol=0, atol=1e-5 * float(np.abs(ref).max()))
+    _near_eager(ours, m, x, 0.1)
+
+
+@pytest.mark.parametrize("name", ["pt2e_dynamic", "8da4w_g32"])
+def test_dynamic_quantized_mlp_runs_for_other_batch_sizes(name: str) -> None:
+    """qd8 rows are quantized one by one: a single row and many rows."""
+    pte, m, _ = _dynamic(name, lower=True)
+    method = pyexec.load(pte).load_method("forward")
+    for rows in (1, 4):
+        x = (torch.randn(rows, 256) * 3,) if rows == 4 else (torch.randn(4, 256)[:1].expand(4, 256).clone(),)
+        (ours,) = method.execute([x[0].clone()])
+        (ref,) = run_with_executorch(pte, x)
+        np.testing.assert_allclose(np.asarray(ours), ref.numpy(), rtol=0, atol=1e-5 * float(ref.abs().max()))
+
+
+@pytest.mark.parametrize("name", ["pt2e_dynamic"])
+def test_dynamic_quantized_mlp_portable_matches_executorch(name: str) -> None:
+    pte, m, x = _dynamic(name, lower=False)
+    ours, ref = _run_both(pte, x)
+    np.testing.assert_allclose(ours, ref, rtol=1e-5, atol=1e-5 * float(np.abs(ref).max()))
+    _near_eager(ours, m, x, 0.1)
+
+
+# ---- malformed quantization parameters ---------------------------------------------
+
+
+class QCase:
+    """A lowered quantized program as a mutable buffer."""
+
+    def __init__(self, pte: bytes) -> None:
+        self.b = bytearray(pte)
+        self.p = payloads(pte)[0]
+        self.vals = _values(pte, self.p)
+
+    def find(self, pred: Callable[[Table, Table | None, int], bool]) -> tuple[int, Table, Table]:
+        for i, (tv, q, k) in enumerate(self.vals):
+            if q is not None and pred(tv, q, k):
+                return i, tv, q
+        raise AssertionError("no such value")
+
+    def put(self, fmt: str, pos: int | None, *values: Any) -> bytes:
+        assert pos is not None, "field is absent"
+        struct.pack_into(fmt, self.b, pos, *values)
+        return bytes(self.b)
+
+    def named(self, key: bytes) -> int:
+        """File offset of the named data entry `key` (Program.named_data)."""
+        pte = bytes(self.b)
+        program = root(pte)
+        seg_base = struct.unpack_from("<Q", pte, 24)[0]
+        for nd in program.tables(7):
+            if nd.string(0)[1] == key:
+                return seg_base + program.tables(4)[nd.scalar(1, "I")].scalar(0, "Q")
+        raise AssertionError("no such key")
+
+    def constant_key(self, idx: int) -> bytes:
+        cd = self.p.graph(bytes(self.b)).tables(8)[idx]
+        return cd.string(2)[1]
+
+
+def _static_case() -> QCase:
+    return QCase(_static("per_channel", lower=True)[0])
+
+
+def _dynamic_case() -> QCase:
+    return QCase(_dynamic("8da4w_g32", lower=True)[0])
+
+
+def _per_tensor(c: QCase) -> tuple[int, Table, Table]:
+    return c.find(lambda tv, q, k: k == Q_PER_TENSOR and tv.scalar(0, "h") == DT_QINT8 and q.scalar(1, "i") != 0)
+
+
+def scale_zero() -> tuple[bytes, str]:
+    c = _static_case()
+    i, _, q = _per_tensor(c)
+    return c.put("<f", q.field(0), 0.0), f"value {i} (qint8): scale 0 is not finite and > 0"
+
+
+def scale_negative() -> tuple[bytes, str]:
+    c = _static_case()
+    i, _, q = _per_tensor(c)
+    return c.put("<f", q.field(0), -0.5), f"value {i} (qint8): scale -0.5 is not finite and > 0"
+
+
+def scale_nan() -> tuple[bytes, str]:
+    c = _static_case()
+    i, _, q = _per_tensor(c)
+    return c.put("<f", q.field(0), float("nan")), f"value {i} (qint8): scale nan"
+
+
+def zero_point_range() -> tuple[bytes, str]:
+    c = _static_case()
+    i, _, q = _per_tensor(c)
+    return c.put("<i", q.field(1), 300), f"value {i} (qint8): zero_point 300 is outside [-128, 127]"
+
+
+def channel_scale_zero() -> tuple[bytes, str]:
+    c = _static_case()
+    i, _, q = c.find(lambda tv, q, k: k == Q_PER_CHANNEL and tv.scalar(0, "h") == 6)
+    at = c.named(c.constant_key(q.scalar(2, "I")))
+    return c.put("<f", at + 8, 0.0), f"value {i} (qcint8): scale 2 is 0"
+
+
+def channel_count() -> tuple[bytes, str]:
+    c = _static_case()
+    i, _, q = c.find(lambda tv, q, k: k == Q_PER_CHANNEL and tv.scalar(0, "h") == 6)
+    return c.put("<I", q.field(3), 7), f"value {i} (qcint8): num_scales 7, but the value needs 8"
+
+
+def channel_dim() -> tuple[bytes, str]:
+    c = _static_case()
+    i, _, q = c.find(lambda tv, q, k: k == Q_PER_CHANNEL and q.field(1) is not None)  # depthwise: dim 3
+    return c.put("<i", q.field(1), 9), f"value {i} (qcint8): channel_dim 9 is outside"
+
+
+def group_not_dividing() -> tuple[bytes, str]:
+    c = _dynamic_case()
+    i, _, q = c.find(lambda tv, q, k: k == Q_GROUP)
+    return c.put("<i", q.field(2), 48), f"value {i} (qbint4): group_size 48 does not divide the 256 input channels"
+
+
+def group_scale_count() -> tuple[bytes, str]:
+    c = _dynamic_case()
+    i, _, q = c.find(lambda tv, q, k: k == Q_GROUP)
+    return c.put("<I", q.field(5), 5), f"value {i} (qbint4): num_scales 5, but the value needs 4096"
+
+
+def group_scale_inf() -> tuple[bytes, str]:
+    c = _dynamic_case()
+    i, _, q = c.find(lambda tv, q, k: k == Q_GROUP)
+    at = c.named(c.constant_key(q.scalar(4, "I")))
+    return c.put("<H", at + 6, 0x7F80), f"value {i} (qbint4): scale 3 is inf"
+
+
+def token_dims() -> tuple[bytes, str]:
+    c = _dynamic_case()
+    i, _, q = c.find(lambda tv, q, k: k == Q_PER_TOKEN)
+    return c.put("<i", q.field(0), 5), f"value {i} (qdint8): num_nonbatch_dims 5 is outside [1, 2]"
+
+
+def wrong_kind_for_datatype() -> tuple[bytes, str]:
+    c = _dynamic_case()
+    i, tv, _ = c.find(lambda tv, q, k: k == Q_PER_TOKEN)
+    return c.put("<h", tv.field(0), DT_QINT8), f"value {i}: datatype qint8 needs PerTensorQuant"
+
+
+QCASES: dict[str, Callable[[], tuple[bytes, str]]] = {
+    f.__name__: f
+    for f in (
+        scale_zero,
+        scale_negative,
+        scale_nan,
+        zero_point_range,
+        channel_scale_zero,
+        channel_count,
+        channel_dim,
+        group_not_dividing,
+        group_scale_count,
+        group_scale_inf,
+        token_dims,
+        wrong_kind_for_datatype,
+    )
+}
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[str, str]]:
+    made = {name: make() for name, make in QCASES.items()}
+    results = run_cases({name: pte for name, (pte, _) in made.items()}, tmp_path_factory.mktemp("xnnq"))
+    return {name: (str(results[name]["result"]), words) for name, (_, words) in made.items()}
+
+
+@pytest.mark.parametrize("case", sorted(QCASES))
+def test_malformed_quantization_parameters_fail_at_load_naming_the_value(
+    case: str, hostile: dict[str, tuple[str, str]]
+) -> None:
+    result, words = hostile[case]
+    assert result.startswith("InvalidProgramError"), f"{case}: {result}"
+    assert words in result, f"{case}: message does not say what is wrong: {result}"
+
+
+# ---- memory -------------------------------------------------------------------------
+
+
+@pytest.mark.skipif(SANITIZED, reason="resident memory is meaningless under AddressSanitizer")
+def test_8da4w_model_resident_memory_after_load_is_near_its_file_size(tmp_path: Path) -> None:
+    """4-bit weights stay 4-bit: a float copy would be 8 times the weights.
+    What load adds: the packed 4-bit weights, their scales as float32 (twice
+    the file's bf16 ones) and per-block sums for the zero point; the file's
+    own pages, read once while packing, are handed back (MADV_PAGEOUT). The
+    bound, 1.6 x the file + 2 MiB, is far below a float copy (8 x)."""
+    torch.manual_seed(2)
+    m = MLP(1024, 4096, 1024).eval()
+    x = (torch.randn(1, 1024),)
+    pte = export_quantized(m, x, DYNAMIC["8da4w_g32"], lower=True)
+    path = tmp_path / "m.pte"
+    with open(path, "wb") as f:  # flushed: the kernel cannot drop dirty page-cache pages
+        f.write(pte)
+        f.flush()
+        os.fsync(f.fileno())
+    script = (
+        "import resource, sys, numpy as np, pyexec\n"
+        "def rss(): return int(open('/proc/self/statm').read().split()[1]) * resource.getpagesize()\n"
+        "base = rss()\n"
+        "m = pyexec.load(sys.argv[1]).load_method('forward')\n"
+        "loaded = rss()\n"
+        "m.execute([np.ones((1, 1024), np.float32)])\n"
+        "print(loaded - base, rss() - base)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script, str(path)], capture_output=True, text=True, check=True, env=child_env()
+    )
+    loaded, ran = (int(v) for v in proc.stdout.split())
+    size = len(pte)
+    mib = 2**20
+    assert loaded < 1.6 * size + 2 * mib, f"load grew RSS by {loaded / mib:.1f} MiB for a {size / mib:.1f} MiB file"
+    assert ran < 1.6 * size + 4 * mib, f"a run grew RSS to {ran / mib:.1f} MiB for a {size / mib:.1f} MiB file"
+
+
+@pytest.mark.parametrize("lowered", ["static", "8da4w"])
+def test_quantized_payloads_are_described_as_runnable(lowered: str) -> None:
+    pte = _static("per_channel", True)[0] if lowered == "static" else _dynamic("8da4w_g32", True)[0]
+    delegates = pyexec.load(pte).delegates("forward")
+    assert delegates and all(d.runnable and not d.unsupported for d in delegates), delegates
