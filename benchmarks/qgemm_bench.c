@@ -16,7 +16,10 @@
  * 2048 and 4096; each micro-kernel path the CPU has. At M = 1 the product
  * cycles through enough packed copies of the weights to exceed 128 MiB, so
  * every call streams its weights from memory, not from the cache; GB/s is the
- * packed weight bytes (with their scales and sums) read per second.
+ * packed weight bytes (with their scales and sums) read per second, from the
+ * quickest single call, beside a plain read of as many bytes from memory
+ * timed the same way (the bound for that call on this machine now: on a
+ * shared machine both move together, their ratio much less).
  * GOP/s = 2 M N K / s.
  */
 #include <stdint.h>
@@ -46,6 +49,19 @@ static uint32_t rnd(void) {
 
 static volatile uint64_t sink;
 
+/* Sums n bytes (a multiple of 32) of p, as a streaming read. */
+static uint64_t read_bytes(const uint8_t *p8, size_t n) {
+  const uint64_t *p = (const uint64_t *)p8;
+  uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  for (size_t i = 0; i < n / 8; i += 4) {
+    s0 += p[i];
+    s1 += p[i + 1];
+    s2 += p[i + 2];
+    s3 += p[i + 3];
+  }
+  return s0 + s1 + s2 + s3;
+}
+
 static void bandwidth(int runs, double *copy_gbs, double *read_gbs) {
   uint8_t *src = malloc(BW_BYTES), *dst = malloc(BW_BYTES);
   if (!src || !dst) {
@@ -54,7 +70,7 @@ static void bandwidth(int runs, double *copy_gbs, double *read_gbs) {
     free(dst);
     return;
   }
-  memset(src, 1, BW_BYTES);
+  for (size_t i = 0; i < BW_BYTES; i++) src[i] = (uint8_t)rnd();
   memset(dst, 2, BW_BYTES);
   double best_c = 1e30, best_r = 1e30;
   for (int r = 0; r < runs; r++) {
@@ -63,17 +79,9 @@ static void bandwidth(int runs, double *copy_gbs, double *read_gbs) {
     t = now_s() - t;
     if (t < best_c) best_c = t;
     sink += dst[rnd() % BW_BYTES];
-    const uint64_t *p = (const uint64_t *)src;
-    uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
     t = now_s();
-    for (size_t i = 0; i < BW_BYTES / 8; i += 4) {
-      s0 += p[i];
-      s1 += p[i + 1];
-      s2 += p[i + 2];
-      s3 += p[i + 3];
-    }
+    sink += read_bytes(src, BW_BYTES);
     t = now_s() - t;
-    sink += s0 + s1 + s2 + s3;
     if (t < best_r) best_r = t;
   }
   *copy_gbs = (double)BW_BYTES / best_c / 1e9;
@@ -94,9 +102,15 @@ int main(int argc, char **argv) {
   int runs = argc > 1 ? atoi(argv[1]) : 5;
   if (runs < 1) runs = 1;
   int quick = argc > 2 && strcmp(argv[2], "quick") == 0;
+  /* optional: only the products whose name contains argv[3], of size argv[4] */
+  const char *only = argc > 3 ? argv[3] : NULL;
+  int64_t only_n = argc > 4 ? atoll(argv[4]) : 0;
   px_ctx ctx = {.op = "bench", .msg = msg, .msg_cap = sizeof msg};
   double copy_gbs, read_gbs;
   bandwidth(runs, &copy_gbs, &read_gbs);
+  uint8_t *rbuf = malloc(BW_BYTES);
+  if (!rbuf) return 1;
+  for (size_t i = 0; i < BW_BYTES; i++) rbuf[i] = (uint8_t)rnd();
   printf("{\"copy_gbs\": %.3f, \"read_gbs\": %.3f, \"best_path\": \"%s\", \"results\": [", copy_gbs, read_gbs,
          px_qgemm_path_name(px_qgemm_path()));
 
@@ -111,6 +125,7 @@ int main(int argc, char **argv) {
     int64_t N = sizes[is], K = sizes[is];
     for (size_t ik = 0; ik < sizeof kinds / sizeof *kinds; ik++) {
       const wkind *wk = &kinds[ik];
+      if ((only && !strstr(wk->name, only)) || (only_n && only_n != N)) continue;
       int64_t row_bytes = wk->bits == 8 ? K : K / 2;
       uint8_t *data = malloc((size_t)(N * row_bytes));
       int64_t nsc = wk->block ? N * (K / wk->block) : N;
@@ -132,7 +147,16 @@ int main(int argc, char **argv) {
       int ncopies = (int)(((size_t)128 << 20) / wbytes + 1);
       px_qweights **ws = malloc(sizeof *ws * (size_t)ncopies);
       ws[0] = w0;
-      for (int c = 1; c < ncopies; c++) ws[c] = px_qweights_pack(&d);
+      /* different bytes in every copy (and in every buffer below), so that no
+       * page can be shared with another (kernel same-page merging) */
+      for (int c = 1; c < ncopies; c++) {
+        for (int64_t i = 0; i < N * row_bytes; i++) data[i] = (uint8_t)rnd();
+        ws[c] = px_qweights_pack(&d);
+        if (!ws[c]) {
+          fprintf(stderr, "pack failed\n");
+          return 1;
+        }
+      }
       int8_t *a = malloc((size_t)(64 * K));
       float *out = malloc(sizeof(float) * (size_t)(64 * N));
       int32_t azp[64];
@@ -159,8 +183,27 @@ int main(int argc, char **argv) {
           int calls = (int)(0.2 / (one > 1e-7 ? one : 1e-7));
           if (calls < 3) calls = 3;
           if (quick && calls > 20) calls = 20;
-          double best_t = 1e30;
+          double best_t = 1e30, best_read = 1e30;
           for (int r = 0; r < runs; r++) {
+            if (M == 1) {
+              /* each call timed alone, the quickest kept (the least disturbed
+               * by other processes), and a plain read of as many bytes from
+               * memory timed the same way */
+              for (int c = 0; c < calls; c++) {
+                ctx.scratch_cur = ctx.scratch;
+                ctx.scratch_used = 0;
+                t = now_s();
+                px_qgemm_qd8_f32(&ctx, ws[c % copies], M, a, K, azp, as, out, N, -1e30f, 1e30f);
+                t = now_s() - t;
+                if (t < best_t) best_t = t;
+                size_t slice = wbytes / 32 * 32, nslices = BW_BYTES / slice;
+                t = now_s();
+                sink += read_bytes(rbuf + (size_t)c % nslices * slice, slice);
+                t = now_s() - t;
+                if (t < best_read) best_read = t;
+              }
+              continue;
+            }
             t = now_s();
             for (int c = 0; c < calls; c++) {
               ctx.scratch_cur = ctx.scratch;
@@ -172,10 +215,11 @@ int main(int argc, char **argv) {
           }
           double gops = 2.0 * (double)M * (double)N * (double)K / best_t / 1e9;
           double gbs = (double)wbytes / best_t / 1e9;
+          double rgbs = M == 1 ? (double)(wbytes / 32 * 32) / best_read / 1e9 : 0.0;
           printf("%s{\"kind\": \"%s\", \"path\": \"%s\", \"M\": %lld, \"N\": %lld, \"K\": %lld, \"us\": %.2f, "
-                 "\"gops\": %.2f, \"weight_bytes\": %zu, \"weight_gbs\": %.3f}",
+                 "\"gops\": %.2f, \"weight_bytes\": %zu, \"weight_gbs\": %.3f, \"read_same_gbs\": %.3f}",
                  first ? "" : ", ", wk->name, px_qgemm_path_name(path), (long long)M, (long long)N, (long long)K,
-                 best_t * 1e6, gops, wbytes, gbs);
+                 best_t * 1e6, gops, wbytes, gbs, rgbs);
           first = 0;
           fflush(stdout);
         }
@@ -192,5 +236,6 @@ int main(int argc, char **argv) {
   }
   printf("]}\n");
   px_scratch_release(&ctx);
+  free(rbuf);
   return 0;
 }

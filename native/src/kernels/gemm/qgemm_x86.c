@@ -136,6 +136,76 @@ QG_AVX2 void qg_block4_avx2(const uint8_t *w, const int8_t *a, int64_t lda, int 
   }
 }
 
+/* Blockwise 4-bit weights with each block finished in registers (the 8da4w
+ * decode case: at M = 1 nothing but the weights goes through memory). */
+QG_AVX2 void qg_rows4b_avx2(const uint8_t *w, const int8_t *a, int64_t lda, const int mr, int64_t nu,
+                            const qg_blocks *b, float *out) {
+  const __m256i mask = _mm256_set1_epi8(15), ones = _mm256_set1_epi16(1);
+  __m256 f0[QG_MR], f1[QG_MR];
+  QG_UNROLL for (int i = 0; i < mr; i++) f0[i] = f1[i] = _mm256_setzero_ps();
+  for (int64_t g = 0; g < b->nb; g++, w += b->wstride, a += b->astride) {
+    __m256i c0[QG_MR], c1[QG_MR];
+    QG_UNROLL for (int i = 0; i < mr; i++) c0[i] = c1[i] = _mm256_setzero_si256();
+    for (int64_t u0 = 0; u0 < nu; u0 += QG_U16) {
+      int64_t ue = u0 + QG_U16 < nu ? u0 + QG_U16 : nu;
+      __m256i p0[QG_MR], p1[QG_MR];
+      QG_UNROLL for (int i = 0; i < mr; i++) p0[i] = p1[i] = _mm256_setzero_si256();
+      for (int64_t u = u0; u < ue; u++) {
+        const uint8_t *wu = w + u * 64;
+        __m256i v0 = _mm256_loadu_si256((const __m256i *)wu);
+        __m256i v1 = _mm256_loadu_si256((const __m256i *)(wu + 32));
+        __m256i lo0 = _mm256_and_si256(v0, mask), hi0 = _mm256_and_si256(_mm256_srli_epi16(v0, 4), mask);
+        __m256i lo1 = _mm256_and_si256(v1, mask), hi1 = _mm256_and_si256(_mm256_srli_epi16(v1, 4), mask);
+        QG_UNROLL for (int i = 0; i < mr; i++) {
+          const int8_t *ar = a + i * lda + u * 8;
+          __m256i q0 = _mm256_set1_epi32(qg_load4(ar)), q1 = _mm256_set1_epi32(qg_load4(ar + 4));
+          p0[i] = _mm256_add_epi16(p0[i], _mm256_add_epi16(_mm256_maddubs_epi16(lo0, q0),
+                                                           _mm256_maddubs_epi16(hi0, q1)));
+          p1[i] = _mm256_add_epi16(p1[i], _mm256_add_epi16(_mm256_maddubs_epi16(lo1, q0),
+                                                           _mm256_maddubs_epi16(hi1, q1)));
+        }
+      }
+      QG_UNROLL for (int i = 0; i < mr; i++) {
+        c0[i] = _mm256_add_epi32(c0[i], _mm256_madd_epi16(p0[i], ones));
+        c1[i] = _mm256_add_epi32(c1[i], _mm256_madd_epi16(p1[i], ones));
+      }
+    }
+    int64_t at = g * QG_NR;
+    __m256i ws0, ws1;
+    __m256 sc0, sc1;
+    if (b->ws16) {
+      const int16_t *p = (const int16_t *)b->wsum + at;
+      ws0 = _mm256_cvtepi16_epi32(_mm_loadu_si128((const __m128i *)p));
+      ws1 = _mm256_cvtepi16_epi32(_mm_loadu_si128((const __m128i *)(p + 8)));
+    } else {
+      const int32_t *p = (const int32_t *)b->wsum + at;
+      ws0 = _mm256_loadu_si256((const __m256i *)p);
+      ws1 = _mm256_loadu_si256((const __m256i *)(p + 8));
+    }
+    if (b->sbf16) {
+      const uint16_t *p = (const uint16_t *)b->scales + at;
+      sc0 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), 16));
+      sc1 = _mm256_castsi256_ps(
+          _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(p + 8))), 16));
+    } else {
+      sc0 = _mm256_loadu_ps((const float *)b->scales + at);
+      sc1 = _mm256_loadu_ps((const float *)b->scales + at + 8);
+    }
+    QG_UNROLL for (int i = 0; i < mr; i++) {
+      __m256i cc = _mm256_set1_epi32(qg_wrap_mul(b->sbias, b->sa[i * b->nb + g]));
+      __m256i z = _mm256_set1_epi32(b->azp[i]);
+      __m256i v0 = _mm256_sub_epi32(_mm256_sub_epi32(c0[i], cc), _mm256_mullo_epi32(z, ws0));
+      __m256i v1 = _mm256_sub_epi32(_mm256_sub_epi32(c1[i], cc), _mm256_mullo_epi32(z, ws1));
+      f0[i] = _mm256_add_ps(f0[i], _mm256_mul_ps(_mm256_cvtepi32_ps(v0), sc0));
+      f1[i] = _mm256_add_ps(f1[i], _mm256_mul_ps(_mm256_cvtepi32_ps(v1), sc1));
+    }
+  }
+  QG_UNROLL for (int i = 0; i < mr; i++) {
+    _mm256_storeu_ps(out + i * QG_NR, f0[i]);
+    _mm256_storeu_ps(out + i * QG_NR + 8, f1[i]);
+  }
+}
+
 /* Block g's raw sums corrected and added, scaled, into f (qg_blocks). */
 QG_AVX2 void qg_epi_avx2(const int32_t *raw, int mr, const qg_blocks *b, int64_t g, float *f) {
   __m256i ws[2];
@@ -169,6 +239,23 @@ QG_AVX2 void qg_ukr_avx2(const int bits, const uint8_t *w, const int8_t *a, int6
       qg_block8_avx2(w, a, lda, mr, nu, out);
     else
       qg_block4_avx2(w, a, lda, mr, nu, out);
+    return;
+  }
+  if (bits == 4) {
+    switch (mr) {
+    case 1:
+      qg_rows4b_avx2(w, a, lda, 1, nu, b, out);
+      break;
+    case 2:
+      qg_rows4b_avx2(w, a, lda, 2, nu, b, out);
+      break;
+    case 3:
+      qg_rows4b_avx2(w, a, lda, 3, nu, b, out);
+      break;
+    default:
+      qg_rows4b_avx2(w, a, lda, 4, nu, b, out);
+      break;
+    }
     return;
   }
   int32_t raw[QG_MR * QG_NR];
