@@ -11,16 +11,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/cpu.h"
 #include "core/error.h"
 #include "kernels/gemm/qgemm_impl.h"
 #include "runtime/parallel.h"
 
-#if QG_NEON
-#include <sys/auxv.h>
-#ifndef HWCAP_ASIMDDP
-#define HWCAP_ASIMDDP (1 << 20)
-#endif
-#endif
 
 struct px_qweights {
   int bits;
@@ -47,15 +42,14 @@ struct px_qweights {
 static int qg_path_cache; /* 0 until chosen; accessed with __atomic builtins */
 
 static int qg_best_path(void) {
+  const px_cpu_features *cpu = px_cpu();
+  (void)cpu;
 #if QG_X86
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-      __builtin_cpu_supports("avx512vnni"))
-    return PX_QGEMM_AVX512_VNNI;
-  if (__builtin_cpu_supports("avx2")) return PX_QGEMM_AVX2;
+  if (cpu->avx512f && cpu->avx512bw && cpu->avx512vnni) return PX_QGEMM_AVX512_VNNI;
+  if (cpu->avx2) return PX_QGEMM_AVX2;
 #endif
 #if QG_NEON
-  if (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) return PX_QGEMM_NEON_DOT;
+  if (cpu->dotprod) return PX_QGEMM_NEON_DOT;
   return PX_QGEMM_NEON;
 #endif
   return PX_QGEMM_PORTABLE;
@@ -67,7 +61,7 @@ static int qg_has_path(int path) {
     return 1;
 #if QG_X86
   case PX_QGEMM_AVX2:
-    return (__builtin_cpu_init(), __builtin_cpu_supports("avx2"));
+    return px_cpu()->avx2;
   case PX_QGEMM_AVX512_VNNI:
     return qg_best_path() == PX_QGEMM_AVX512_VNNI;
 #endif
@@ -75,7 +69,7 @@ static int qg_has_path(int path) {
   case PX_QGEMM_NEON:
     return 1;
   case PX_QGEMM_NEON_DOT:
-    return qg_best_path() == PX_QGEMM_NEON_DOT;
+    return px_cpu()->dotprod;
 #endif
   default:
     return 0;
