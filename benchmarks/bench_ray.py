@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import os
 import time
 from collections.abc import Callable
 from typing import Any
@@ -97,6 +98,7 @@ def main() -> None:
     program = pyexec.load(pte)
     local = one_process(pte, model, rows, args.quick)
 
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="warning")
     try:
         import ray.data

@@ -42,8 +42,10 @@ class PyexecDeployment:
 
     def __init__(self, program: pyexec.Program) -> None:
         self.method = program.load_method("forward", output_type="numpy")
-        info = self.method.meta.inputs[0]
-        assert info is not None, "the program's first input must be a tensor"
+        inputs = self.method.meta.inputs
+        info = inputs[0] if len(inputs) == 1 else None
+        if info is None or len(info.sizes) != 2 or info.dtype != "float32":
+            raise ValueError(f"the program must take one [rows, features] float32 tensor; it takes {inputs}")
         self.width = info.sizes[1]
         self.max_rows = info.sizes[0]
 

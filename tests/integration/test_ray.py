@@ -84,6 +84,7 @@ def cluster() -> Iterator[None]:
     env = {"PYTHONPATH": path}
     if "PYEXEC_LIBRARY" in os.environ:
         env["PYEXEC_LIBRARY"] = os.environ["PYEXEC_LIBRARY"]
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # no report sent out from a test run
     ray.init(
         num_cpus=2,
         include_dashboard=False,
@@ -239,3 +240,9 @@ def test_serve_answers_requests_as_the_local_run(url: str, local: dict[str, np.n
 def test_serve_refuses_a_malformed_request_saying_why(url: str, body: Any, message: str) -> None:
     status, answer = client.post(url, body)
     assert status == 400 and message in answer["error"], answer
+
+
+def test_serve_deployment_refuses_a_program_it_cannot_feed() -> None:
+    other = pyexec.load(ROOT / "native" / "tests" / "data" / "add_mul.pte")  # two inputs
+    with pytest.raises(ValueError, match=r"must take one \[rows, features\] float32 tensor; it takes \(<pyexec"):
+        serve_app.PyexecDeployment(other)
