@@ -10,9 +10,19 @@
  * pool's threshold the whole range runs inline on the calling thread as one
  * chunk with tid 0.
  *
+ * The chunks are a pure function of (n, grain, thread count); which thread
+ * runs which chunk is not (threads take them as they come free, and a thread
+ * may run several, one after the other).
+ *
  * Results must not depend on the chunking: a kernel gives each output element
  * to exactly one chunk and computes it the same way whichever chunk holds it,
  * so outputs are bit-identical for any thread count.
+ *
+ * A px_parallel_for called from inside a chunk, or while another thread's
+ * range holds the pool, runs inline (one chunk, tid 0). A kernel may call
+ * anything from a chunk except px_scratch (not thread-safe: take per-thread
+ * scratch before the call) and px_fail on the shared context (give each chunk
+ * its own message buffer, as llm/sdpa.c does).
  */
 #ifndef PX_PARALLEL_H
 #define PX_PARALLEL_H
