@@ -720,7 +720,9 @@ static void gemm_block(const gemm_job *j, int64_t ic, int64_t mc, int64_t pc, in
   if (j->pack_rows) {
     j->pack_rows(j->asrc, ic, mc, pc, kc, mr, pa);
     a = pa, rs = 1, cs = mr;
-  } else if (j->csa == 1) {
+  } else if (j->csa == 1 && j->rsa % 1024 != 0) {
+    /* in place; rows 4 KiB apart (or a multiple) would all fall in the same
+     * L1 set and evict each other, so those are packed */
     a = j->A + ic * j->rsa + pc, rs = j->rsa, cs = 1;
   } else {
     pack_a(mc, kc, j->A + ic * j->rsa + pc * j->csa, j->rsa, j->csa, mr, pa);
