@@ -138,9 +138,10 @@ PYEXEC_API int pyexec_version_number(void);
  * The threads are one pool of count - 1 workers (the calling thread is the
  * other), created when first needed and shared by all methods: while one
  * execute uses it, an execute on another thread runs its kernels on that
- * thread alone, so however many callers there are, the library adds at most
- * count - 1 threads of its own to them. A forked child starts with no pool
- * and makes its own. */
+ * thread alone, so however many callers there are, at most count - 1 of the
+ * library's own threads work beside them. (The pool grows when the count
+ * rises and keeps its threads when it drops; the extra ones sleep.) A forked
+ * child starts with no pool and makes its own. */
 PYEXEC_API pyexec_status pyexec_set_num_threads(int n);
 
 /* The count kernels may use: the last pyexec_set_num_threads, else the

@@ -459,12 +459,13 @@ void px_parallel_for(int64_t n, int64_t grain, int64_t cost, px_parallel_fn fn, 
   }
   pool *pl = &g_pool;
   /* Workers for the set count, not this job's share, so that jobs of
-   * different sizes do not rebuild the pool. */
+   * different sizes do not rebuild the pool. The pool only grows: after the
+   * count drops, the extra workers take no chunks (the claim word names the
+   * threads taking part) and are never woken, so callers alternating between
+   * counts do not rebuild it every job. */
   int target = px_parallel_threads() - 1;
-  if (pl->nworkers != target) {
-    int have = pool_resize(pl, target);
-    if (t > have + 1) t = have + 1;
-  }
+  if (pl->nworkers < target) pool_resize(pl, target);
+  if (t > pl->nworkers + 1) t = pl->nworkers + 1;
   if (t <= 1) {
     atomic_flag_clear_explicit(&g_busy, memory_order_release);
     fn(arg, 0, n, 0);
