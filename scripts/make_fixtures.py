@@ -61,6 +61,18 @@ class AddWeight(torch.nn.Module):
         return x + self.w
 
 
+class Mlp8da4w(torch.nn.Module):
+    """Two Linear layers for torchao's 8da4w (depths divisible by its group size 32)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = torch.nn.Linear(64, 96)
+        self.b = torch.nn.Linear(96, 32)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.b(torch.relu(self.a(x)))
+
+
 def pack_tensor(t: torch.Tensor) -> bytes:
     t = t.detach().contiguous()
     data = t.numpy().tobytes()
@@ -95,6 +107,20 @@ def model_fixtures() -> dict[str, tuple[bytes, bytes]]:
     want = as_list(run_with_executorch(pte, spec.inputs))
     step = float(max(t.abs().max() for t in want)) / 127
     fixtures["mlp_q8"] = (pte, pack_io(spec.inputs, want, 0.0, step))
+    # XNNPACK's quantized graphs: qd8 activations x 4-bit blockwise weights
+    # (torchao 8da4w, group 32) lowered, checked against ExecuTorch+XNNPACK:
+    # the int32 sums are the same, only float scaling rounds in another order.
+    torch.manual_seed(3)
+    m, x = Mlp8da4w().eval(), (torch.randn(3, 64),)
+    pte = export_quantized(m, x, {"scheme": "torchao", "bits": 4, "group_size": 32}, lower=True)
+    want = as_list(run_with_executorch(pte, x))
+    fixtures["mlp_8da4w_xnnpack"] = (pte, pack_io(x, want, 1e-5, 1e-5 * float(max(t.abs().max() for t in want))))
+    # static int8 (PT2E per-channel) lowered: convolutions, add, max pooling
+    spec = cnn()
+    pte = export_quantized(spec.module, spec.inputs, {"scheme": "pt2e", "per_channel": True}, lower=True)
+    want = as_list(run_with_executorch(pte, spec.inputs))
+    step = float(max(t.abs().max() for t in want)) / 127
+    fixtures["cnn_q8_xnnpack"] = (pte, pack_io(spec.inputs, want, 0.0, step))
     return fixtures
 
 

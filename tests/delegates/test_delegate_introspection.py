@@ -124,6 +124,7 @@ QUANTIZED_RUNS = {
     "Subtract",
     "Multiply",
     "MaxPooling2d",
+    "GlobalAvgPooling2d",
     "StaticTranspose",
     "StaticReshape",
     "StaticSlice",

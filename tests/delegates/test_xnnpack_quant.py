@@ -36,6 +36,7 @@ import numpy as np
 import pytest
 import torch
 from support.export import run_with_executorch
+from support.models import cnn
 from support.quant import export_quantized, register_quantized_ops
 from support.xnnpack import Payload, Table, node_types, payloads, root, union_names
 from unit.test_hostile import SANITIZED, child_env, run_cases
@@ -175,6 +176,17 @@ def test_static_int8_conv_net_lowered_matches_executorch_within_one_step(name: s
     diff = np.abs(ours - ref)
     assert diff.max() <= step * 1.001, f"max difference {diff.max()} above one step {step}"
     _near_eager(ours, m, x, 0.25)
+
+
+def test_static_int8_cnn_with_batch_norm_and_global_pooling_lowered_matches_executorch() -> None:
+    """tests/support/models.py's CNN (conv, batch norm, relu, max pool, mean
+    over H and W as a qint8 GlobalAvgPooling2d, linear) at batch 2."""
+    spec = cnn()
+    pte = export_quantized(spec.module, spec.inputs, STATIC["per_channel"], lower=True)
+    assert "GlobalAvgPooling2d" in {union_names()[t] for t in node_types(pte)}
+    ours, ref = _run_both(pte, spec.inputs)
+    assert np.abs(ours - ref).max() <= _output_step(pte) * 1.001
+    _near_eager(ours, spec.module, spec.inputs, 0.25)
 
 
 @pytest.mark.parametrize("name", sorted(STATIC))

@@ -9,6 +9,7 @@
  *   Add, Subtract   qint8, XNNPACK's integer fixed-point arithmetic
  *   Multiply        qint8, XNNPACK's fp32 requantization
  *   MaxPooling2d    qint8 (a max of bytes)
+ *   GlobalAvgPooling2d  qint8, XNNPACK's qs8 mean
  *   StaticTranspose, StaticReshape, StaticSlice, StaticConstantPad,
  *   Concatenate2..5, Copy on qint8 with one scale and zero point: byte moves
  * The integer products are kernels/gemm/qgemm.h's; 4-bit weights are packed
@@ -147,6 +148,13 @@ int xnn_quant_check(const xnn_node *node, const xnn_value *values, char *why, si
       }
       return 0;
     }
+    case XNN_NODE_global_avg_pooling2d:
+      if (xd != XNN_DT_QINT8 || yd != XNN_DT_QINT8)
+        return NO("a %s input and %s output (qint8 ones run)", xnn_datatype_name(xd), xnn_datatype_name(yd));
+      if (x->num_dims != 4 || (y->num_dims != 4 && y->num_dims != 2))
+        return BADQ("input rank %u, output rank %u: NHWC input and [N, 1, 1, C] or [N, C] output", x->num_dims,
+                    y->num_dims);
+      return 0;
     case XNN_NODE_max_pooling2d:
     case XNN_NODE_static_transpose:
     case XNN_NODE_static_reshape:
@@ -505,6 +513,51 @@ static int exec_max_pool(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
   return 0;
 }
 
+/* ---- GlobalAvgPooling2d ------------------------------------------------------------------------------ */
+
+/* XNNPACK's qs8 mean (its global average pooling): an int32 sum of the
+ * window's bytes, less count x the input zero point, converted to float and
+ * scaled by (x_scale / y_scale) x (1 / count), then quantized as Convert does
+ * (clamp in the output's zero-point-less range, lrintf, add the zero point). */
+static int shape_global_avg_pool(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
+  const xnn_value *x = &values[node->in[0]];
+  xnn_value *y = &values[node->out[0]];
+  if (y->num_dims == 4) {
+    int64_t d[4] = {x->dims[0], 1, 1, x->dims[3]};
+    return xnn_set_dims(ctx, node, y, 4, d);
+  }
+  int64_t d[2] = {x->dims[0], x->dims[3]};
+  return xnn_set_dims(ctx, node, y, 2, d);
+}
+
+static int exec_global_avg_pool(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
+  const xnn_value *x = &values[node->in[0]];
+  xnn_value *y = &values[node->out[0]];
+  int64_t N = x->dims[0], HW = x->dims[1] * x->dims[2], C = x->dims[3];
+  if (!N || !C) return 0;
+  int32_t *acc = px_scratch(ctx, sizeof(int32_t) * (size_t)C);
+  if (!acc) return PYEXEC_ERR_EXECUTION;
+  float scale = (x->quant.scale / y->quant.scale) * (HW ? 1.0f / (float)HW : 0.0f);
+  int32_t izp = x->quant.zero_point, ozp = y->quant.zero_point;
+  int32_t lo = xnn_q8_bound(node->output_min, y->quant.scale, ozp) - ozp;
+  int32_t hi = xnn_q8_bound(node->output_max, y->quant.scale, ozp) - ozp;
+  const int8_t *in = x->data;
+  int8_t *out = y->data;
+  for (int64_t n = 0; n < N; n++) {
+    for (int64_t c = 0; c < C; c++) acc[c] = 0;
+    for (int64_t p = 0; p < HW; p++) {
+      const int8_t *row = in + (n * HW + p) * C;
+      for (int64_t c = 0; c < C; c++) acc[c] += row[c];
+    }
+    for (int64_t c = 0; c < C; c++) {
+      float v = (float)(acc[c] - (int32_t)HW * izp) * scale;
+      v = v < (float)lo ? (float)lo : v > (float)hi ? (float)hi : v;
+      out[n * C + c] = (int8_t)(lrintf(v) + ozp);
+    }
+  }
+  return 0;
+}
+
 /* ---- byte moves ---------------------------------------------------------------------------------- */
 
 static void view8(const xnn_value *v, px_sv *s) {
@@ -604,6 +657,7 @@ static const xnn_node_ops q_fc = {xnn_shape_fully_connected, exec_fc, prepare_fc
 static const xnn_node_ops q_conv = {xnn_shape_qconv, xnn_exec_qconv, xnn_prepare_qconv};
 static const xnn_node_ops q_binary = {xnn_shape_binary, exec_binary, NULL};
 static const xnn_node_ops q_max_pool = {shape_max_pool, exec_max_pool, NULL};
+static const xnn_node_ops q_global_avg_pool = {shape_global_avg_pool, exec_global_avg_pool, NULL};
 static const xnn_node_ops q_transpose = {xnn_shape_static_transpose, exec_transpose, NULL};
 static const xnn_node_ops q_reshape = {xnn_shape_static_reshape, exec_reshape, NULL};
 static const xnn_node_ops q_slice = {xnn_shape_static_slice, exec_slice, NULL};
@@ -622,6 +676,7 @@ const xnn_node_ops *xnn_quant_ops_for(const xnn_node *node, const xnn_value *val
     case XNN_NODE_subtract:
     case XNN_NODE_multiply: return &q_binary;
     case XNN_NODE_max_pooling2d: return &q_max_pool;
+    case XNN_NODE_global_avg_pooling2d: return &q_global_avg_pool;
     case XNN_NODE_static_transpose: return &q_transpose;
     case XNN_NODE_static_reshape: return &q_reshape;
     case XNN_NODE_static_slice: return &q_slice;
