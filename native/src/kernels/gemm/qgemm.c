@@ -25,14 +25,15 @@ struct px_qweights {
   int64_t bkp;        /* bk rounded up to QG_KU */
   int64_t nu;         /* units per block (bkp / QG_KU) */
   int64_t unit_bytes; /* 128 (8-bit) or 64 (4-bit) */
-  int64_t tile_bytes; /* nb * nu * unit_bytes */
+  int64_t blk_bytes;  /* a block of a tile: its units, then (blockwise) its sums and scales */
+  int64_t tile_bytes; /* nb * blk_bytes */
   int32_t zero_point;
   int32_t sbias;   /* see qgemm_impl.h */
   int blockwise;   /* desc.block > 0 */
   uint8_t *packed; /* ntiles * tile_bytes */
-  void *wsum;      /* [tile][block][QG_NR], int32 (int16 if ws16) */
-  void *scales;    /* [tile][block][QG_NR], float (bfloat16 if sbf16); padding channels 0 */
-  int ws16, sbf16; /* only for blockwise weights */
+  void *wsum;      /* per channel: [tile][QG_NR] int32 (blockwise: in the tiles) */
+  void *scales;    /* per channel: [tile][QG_NR] float, padding channels 0 (blockwise: in the tiles) */
+  int ws16, sbf16; /* blockwise: sums int16, scales bfloat16 */
   float *bias;     /* [ntiles * QG_NR] or NULL */
   size_t bytes;
 };
@@ -300,13 +301,38 @@ px_qweights *px_qweights_pack(const px_qweights_desc *d) {
   w->bkp = (w->bk + QG_KU - 1) / QG_KU * QG_KU;
   w->nu = w->bkp / QG_KU;
   w->unit_bytes = d->bits == 8 ? 128 : 64;
-  w->tile_bytes = nb * w->nu * w->unit_bytes;
   w->zero_point = d->zero_point;
   w->sbias = d->bits == 4 ? d->zero_point : QG_BIAS8;
   w->blockwise = d->block > 0;
   size_t npad = (size_t)w->ntiles * QG_NR;
   size_t nmeta = npad * (size_t)nb;
-  size_t packed_bytes = (size_t)w->ntiles * (size_t)w->tile_bytes;
+
+  /* first pass: the weights checked and each block's sum of w - zp */
+  int32_t *sums = qg_alloc(nmeta * sizeof(int32_t));
+  if (!sums) {
+    px_qweights_free(w);
+    px_no_memory("quantized weights");
+    return NULL;
+  }
+  memset(sums, 0, nmeta * sizeof(int32_t));
+  for (int64_t n = 0; n < d->N; n++)
+    for (int64_t g = 0; g < nb; g++) {
+      int32_t sum = 0;
+      for (int64_t kk = 0; kk < w->bk; kk++) {
+        int v = qg_weight(d, n, g * w->bk + kk);
+        if (d->bits == 8 && (v - d->zero_point < -128 || v - d->zero_point > 127)) {
+          free(sums);
+          px_qweights_free(w);
+          px_invalid_program("quantized weights: weight %d minus the zero point %d is out of int8 range", v,
+                             (int)d->zero_point);
+          return NULL;
+        }
+        sum += v - d->zero_point;
+      }
+      sums[((n / QG_NR) * nb + g) * QG_NR + n % QG_NR] = sum;
+    }
+  /* blockwise: sums as int16 and scales as bfloat16 when every one fits
+   * exactly, stored after each block's weights (one stream per tile) */
   if (w->blockwise) {
     w->sbf16 = 1;
     for (int64_t i = 0; i < nscales && w->sbf16; i++) {
@@ -314,81 +340,74 @@ px_qweights *px_qweights_pack(const px_qweights_desc *d) {
       memcpy(&u, &d->scales[i], sizeof u);
       w->sbf16 = (u & 0xFFFF) == 0;
     }
+    w->ws16 = 1;
+    for (size_t i = 0; i < nmeta && w->ws16; i++) w->ws16 = sums[i] >= INT16_MIN && sums[i] <= INT16_MAX;
   }
-  int32_t *sums = qg_alloc(nmeta * sizeof(int32_t));
+  int64_t wsz = w->ws16 ? 2 : 4, ssz = w->sbf16 ? 2 : 4;
+  w->blk_bytes = w->nu * w->unit_bytes + (w->blockwise ? QG_NR * (wsz + ssz) : 0);
+  w->tile_bytes = nb * w->blk_bytes;
+  size_t packed_bytes = (size_t)w->ntiles * (size_t)w->tile_bytes;
   w->packed = qg_alloc(packed_bytes);
-  w->scales = qg_alloc(nmeta * (w->sbf16 ? 2 : 4));
+  if (!w->blockwise) {
+    w->wsum = sums;
+    sums = NULL;
+    w->scales = qg_alloc(npad * sizeof(float));
+  }
   if (d->bias) w->bias = qg_alloc(npad * sizeof(float));
-  if (!sums || !w->packed || !w->scales || (d->bias && !w->bias)) {
+  if (!w->packed || (!w->blockwise && !w->scales) || (d->bias && !w->bias)) {
     free(sums);
     px_qweights_free(w);
     px_no_memory("quantized weights");
     return NULL;
   }
   memset(w->packed, 0, packed_bytes);
-  memset(sums, 0, nmeta * sizeof(int32_t));
-  memset(w->scales, 0, nmeta * (w->sbf16 ? 2 : 4));
+  if (!w->blockwise) memset(w->scales, 0, npad * sizeof(float));
   if (w->bias) {
     memset(w->bias, 0, npad * sizeof(float));
     memcpy(w->bias, d->bias, (size_t)d->N * sizeof(float));
   }
 
+  /* second pass: the packed weights (and, blockwise, each block's sums and scales) */
   for (int64_t n = 0; n < d->N; n++) {
     int64_t t = n / QG_NR, j = n % QG_NR;
     uint8_t *tile = w->packed + t * w->tile_bytes;
     for (int64_t g = 0; g < nb; g++) {
-      uint8_t *blk = tile + g * w->nu * w->unit_bytes;
-      int32_t sum = 0;
+      uint8_t *blk = tile + g * w->blk_bytes;
       for (int64_t kk = 0; kk < w->bk; kk++) {
         int v = qg_weight(d, n, g * w->bk + kk);
-        int c = v - d->zero_point;
-        if (d->bits == 8 && (c < -128 || c > 127)) {
-          free(sums);
-          px_qweights_free(w);
-          px_invalid_program("quantized weights: weight %d minus the zero point %d is out of int8 range", v,
-                             (int)d->zero_point);
-          return NULL;
-        }
-        sum += c;
         uint8_t *unit = blk + (kk / QG_KU) * w->unit_bytes;
         int r = (int)(kk % QG_KU);
         if (d->bits == 8)
-          unit[(r / 4) * 64 + j * 4 + r % 4] = (uint8_t)(c + QG_BIAS8);
+          unit[(r / 4) * 64 + j * 4 + r % 4] = (uint8_t)(v - d->zero_point + QG_BIAS8);
         else
           unit[j * 4 + r % 4] |= (uint8_t)(v << (r / 4 * 4));
       }
-      size_t at = (size_t)((t * nb + g) * QG_NR + j);
-      sums[at] = sum;
-      float sc = d->block > 0 ? d->scales[n * nb + g] : d->scales[n];
-      if (w->sbf16) {
-        uint32_t u;
-        memcpy(&u, &sc, sizeof u);
-        ((uint16_t *)w->scales)[at] = (uint16_t)(u >> 16);
+      if (!w->blockwise) {
+        ((float *)w->scales)[n] = d->scales[n];
+        continue;
+      }
+      uint8_t *meta = blk + w->nu * w->unit_bytes;
+      int32_t sum = sums[(t * nb + g) * QG_NR + j];
+      float sc = d->scales[n * nb + g];
+      uint32_t u;
+      memcpy(&u, &sc, sizeof u);
+      if (w->ws16) {
+        int16_t s16 = (int16_t)sum;
+        memcpy(meta + j * 2, &s16, 2);
       } else {
-        ((float *)w->scales)[at] = sc;
+        memcpy(meta + j * 4, &sum, 4);
+      }
+      uint8_t *sm = meta + QG_NR * wsz;
+      if (w->sbf16) {
+        uint16_t h = (uint16_t)(u >> 16);
+        memcpy(sm + j * 2, &h, 2);
+      } else {
+        memcpy(sm + j * 4, &sc, 4);
       }
     }
   }
-  /* the sums as int16 when every one fits (blockwise only) */
-  if (w->blockwise) {
-    w->ws16 = 1;
-    for (size_t i = 0; i < nmeta && w->ws16; i++) w->ws16 = sums[i] >= INT16_MIN && sums[i] <= INT16_MAX;
-  }
-  if (w->ws16) {
-    int16_t *s16 = qg_alloc(nmeta * sizeof(int16_t));
-    if (!s16) {
-      free(sums);
-      px_qweights_free(w);
-      px_no_memory("quantized weights");
-      return NULL;
-    }
-    for (size_t i = 0; i < nmeta; i++) s16[i] = (int16_t)sums[i];
-    free(sums);
-    w->wsum = s16;
-  } else {
-    w->wsum = sums;
-  }
-  w->bytes = sizeof *w + packed_bytes + nmeta * (size_t)((w->ws16 ? 2 : 4) + (w->sbf16 ? 2 : 4)) +
+  free(sums);
+  w->bytes = sizeof *w + packed_bytes + (w->blockwise ? 0 : npad * (sizeof(int32_t) + sizeof(float))) +
              (d->bias ? npad * sizeof(float) : 0);
   return w;
 }
@@ -506,11 +525,11 @@ static void qg_run_f32(void *arg, int64_t i0, int64_t i1, int tid) {
                        .sbias = w->sbias,
                        .sa = J->sa + m0 * nb,
                        .azp = J->a_zp + m0,
-                       .wsum = (const char *)w->wsum + t * nb * QG_NR * (w->ws16 ? 2 : 4),
-                       .scales = (const char *)w->scales + t * nb * QG_NR * (w->sbf16 ? 2 : 4),
+                       .wsum = wt + w->nu * w->unit_bytes,
+                       .scales = wt + w->nu * w->unit_bytes + QG_NR * (w->ws16 ? 2 : 4),
                        .ws16 = w->ws16,
                        .sbf16 = w->sbf16,
-                       .wstride = w->nu * w->unit_bytes,
+                       .wstride = w->blk_bytes,
                        .astride = w->bkp};
         J->ukr(wt, J->ap + m0 * Kp, Kp, mr, w->nu, &B, facc);
       } else {

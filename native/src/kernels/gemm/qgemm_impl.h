@@ -11,6 +11,8 @@
  *     byte[q * 64 + j * 4 + i] = s(n0 + j, k0 + 4 q + i)
  *   4-bit unit (64 bytes): byte[j * 4 + i] = s(n0 + j, k0 + i)
  *                                           | s(n0 + j, k0 + 4 + i) << 4
+ * Blockwise weights follow each block's units with its 16 weight sums and
+ * 16 scales (qg_blocks), so a tile is still one stream of bytes.
  * s is the stored weight: 4-bit, the nibble as given (0..15); 8-bit, the
  * centred weight w - zero_point plus QG_BIAS8 (128 on x86, where VNNI's
  * vpdpbusd wants unsigned weights, so s is a uint8; 0 elsewhere, s an int8).
@@ -53,9 +55,9 @@ typedef struct qg_blocks {
   int32_t sbias;       /* see above */
   const int32_t *sa;   /* activation sums of the call's rows */
   const int32_t *azp;  /* activation zero points of the call's rows */
-  const void *wsum;    /* the tile's weight sums, [g][QG_NR]: int16 if ws16, else int32 */
-  const void *scales;  /* the tile's scales, [g][QG_NR]: bfloat16 if sbf16, else float */
-  int ws16, sbf16;
+  const void *wsum;    /* block 0's QG_NR weight sums: int16 if ws16, else int32 */
+  const void *scales;  /* block 0's QG_NR scales: bfloat16 if sbf16, else float */
+  int ws16, sbf16;     /* (block g's are wstride bytes on: they follow its weights) */
   int64_t wstride;     /* weight bytes per block of the tile */
   int64_t astride;     /* activation bytes per block of a packed row */
 } qg_blocks;
@@ -66,9 +68,11 @@ typedef struct qg_blocks {
 typedef void (*qg_ukr_fn)(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t nu,
                           const qg_blocks *b, void *out);
 
-/* Block g's weight sum and scale for channel j (qg_blocks). */
+/* Block g's weight sums and scales (qg_blocks). */
+static inline const void *qg_blk_ws(const qg_blocks *b, int64_t g) { return (const char *)b->wsum + g * b->wstride; }
+static inline const void *qg_blk_sc(const qg_blocks *b, int64_t g) { return (const char *)b->scales + g * b->wstride; }
 static inline int32_t qg_blk_wsum(const qg_blocks *b, int64_t g, int j) {
-  return b->ws16 ? ((const int16_t *)b->wsum)[g * QG_NR + j] : ((const int32_t *)b->wsum)[g * QG_NR + j];
+  return b->ws16 ? ((const int16_t *)qg_blk_ws(b, g))[j] : ((const int32_t *)qg_blk_ws(b, g))[j];
 }
 static inline float qg_bf16(uint16_t h) {
   uint32_t u = (uint32_t)h << 16;
@@ -77,7 +81,7 @@ static inline float qg_bf16(uint16_t h) {
   return f;
 }
 static inline float qg_blk_scale(const qg_blocks *b, int64_t g, int j) {
-  return b->sbf16 ? qg_bf16(((const uint16_t *)b->scales)[g * QG_NR + j]) : ((const float *)b->scales)[g * QG_NR + j];
+  return b->sbf16 ? qg_bf16(((const uint16_t *)qg_blk_sc(b, g))[j]) : ((const float *)qg_blk_sc(b, g))[j];
 }
 
 /* Wrapping int32 products as the SIMD instructions compute them. */

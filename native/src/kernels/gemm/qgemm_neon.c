@@ -155,10 +155,11 @@ static void qg_epi_neon(const int32_t *raw, int mr, const qg_blocks *b, int64_t 
   int32x4_t ws[4];
   float32x4_t sc[4];
   for (int v = 0; v < 4; v++) {
-    int64_t at = g * QG_NR + 4 * v;
-    ws[v] = b->ws16 ? vmovl_s16(vld1_s16((const int16_t *)b->wsum + at)) : vld1q_s32((const int32_t *)b->wsum + at);
-    sc[v] = b->sbf16 ? vreinterpretq_f32_u32(vshll_n_u16(vld1_u16((const uint16_t *)b->scales + at), 16))
-                     : vld1q_f32((const float *)b->scales + at);
+    int at = 4 * v;
+    ws[v] = b->ws16 ? vmovl_s16(vld1_s16((const int16_t *)qg_blk_ws(b, g) + at))
+                    : vld1q_s32((const int32_t *)qg_blk_ws(b, g) + at);
+    sc[v] = b->sbf16 ? vreinterpretq_f32_u32(vshll_n_u16(vld1_u16((const uint16_t *)qg_blk_sc(b, g) + at), 16))
+                     : vld1q_f32((const float *)qg_blk_sc(b, g) + at);
   }
   for (int i = 0; i < mr; i++) {
     int32x4_t c = vdupq_n_s32(qg_wrap_mul(b->sbias, b->sa[i * b->nb + g]));

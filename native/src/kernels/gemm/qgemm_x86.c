@@ -170,26 +170,25 @@ QG_AVX2 void qg_rows4b_avx2(const uint8_t *w, const int8_t *a, int64_t lda, cons
         c1[i] = _mm256_add_epi32(c1[i], _mm256_madd_epi16(p1[i], ones));
       }
     }
-    int64_t at = g * QG_NR;
     __m256i ws0, ws1;
     __m256 sc0, sc1;
     if (b->ws16) {
-      const int16_t *p = (const int16_t *)b->wsum + at;
+      const int16_t *p = qg_blk_ws(b, g);
       ws0 = _mm256_cvtepi16_epi32(_mm_loadu_si128((const __m128i *)p));
       ws1 = _mm256_cvtepi16_epi32(_mm_loadu_si128((const __m128i *)(p + 8)));
     } else {
-      const int32_t *p = (const int32_t *)b->wsum + at;
+      const int32_t *p = qg_blk_ws(b, g);
       ws0 = _mm256_loadu_si256((const __m256i *)p);
       ws1 = _mm256_loadu_si256((const __m256i *)(p + 8));
     }
     if (b->sbf16) {
-      const uint16_t *p = (const uint16_t *)b->scales + at;
+      const uint16_t *p = qg_blk_sc(b, g);
       sc0 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), 16));
       sc1 = _mm256_castsi256_ps(
           _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(p + 8))), 16));
     } else {
-      sc0 = _mm256_loadu_ps((const float *)b->scales + at);
-      sc1 = _mm256_loadu_ps((const float *)b->scales + at + 8);
+      sc0 = _mm256_loadu_ps((const float *)qg_blk_sc(b, g));
+      sc1 = _mm256_loadu_ps((const float *)qg_blk_sc(b, g) + 8);
     }
     QG_UNROLL for (int i = 0; i < mr; i++) {
       __m256i cc = _mm256_set1_epi32(qg_wrap_mul(b->sbias, b->sa[i * b->nb + g]));
@@ -211,12 +210,12 @@ QG_AVX2 void qg_epi_avx2(const int32_t *raw, int mr, const qg_blocks *b, int64_t
   __m256i ws[2];
   __m256 sc[2];
   for (int h = 0; h < 2; h++) {
-    int64_t at = g * QG_NR + 8 * h;
-    ws[h] = b->ws16 ? _mm256_cvtepi16_epi32(_mm_loadu_si128((const __m128i *)((const int16_t *)b->wsum + at)))
-                    : _mm256_loadu_si256((const __m256i *)((const int32_t *)b->wsum + at));
+    int at = 8 * h;
+    ws[h] = b->ws16 ? _mm256_cvtepi16_epi32(_mm_loadu_si128((const __m128i *)((const int16_t *)qg_blk_ws(b, g) + at)))
+                    : _mm256_loadu_si256((const __m256i *)((const int32_t *)qg_blk_ws(b, g) + at));
     sc[h] = b->sbf16 ? _mm256_castsi256_ps(_mm256_slli_epi32(
-                           _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)((const uint16_t *)b->scales + at))), 16))
-                     : _mm256_loadu_ps((const float *)b->scales + at);
+                           _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)((const uint16_t *)qg_blk_sc(b, g) + at))), 16))
+                     : _mm256_loadu_ps((const float *)qg_blk_sc(b, g) + at);
   }
   for (int i = 0; i < mr; i++) {
     __m256i c = _mm256_set1_epi32(qg_wrap_mul(b->sbias, b->sa[i * b->nb + g]));
@@ -321,11 +320,11 @@ QG_VNNI void qg_rows_vnni(const int bits, const uint8_t *w, const int8_t *a, int
         _mm512_storeu_si512((void *)(raw + i * QG_NR), _mm512_add_epi32(c0[i], c1[i]));
       return;
     }
-    __m512i ws = b->ws16 ? _mm512_cvtepi16_epi32(_mm256_loadu_si256((const __m256i *)((const int16_t *)b->wsum + g * QG_NR)))
-                         : _mm512_loadu_si512((const void *)((const int32_t *)b->wsum + g * QG_NR));
+    __m512i ws = b->ws16 ? _mm512_cvtepi16_epi32(_mm256_loadu_si256((const __m256i *)qg_blk_ws(b, g)))
+                         : _mm512_loadu_si512(qg_blk_ws(b, g));
     __m512 sc = b->sbf16 ? _mm512_castsi512_ps(_mm512_slli_epi32(
-                               _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)((const uint16_t *)b->scales + g * QG_NR))), 16))
-                         : _mm512_loadu_ps((const float *)b->scales + g * QG_NR);
+                               _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)qg_blk_sc(b, g))), 16))
+                         : _mm512_loadu_ps((const float *)qg_blk_sc(b, g));
     QG_UNROLL for (int i = 0; i < mr; i++) {
       __m512i v = _mm512_add_epi32(c0[i], c1[i]);
       v = _mm512_sub_epi32(v, _mm512_set1_epi32(qg_wrap_mul(b->sbias, b->sa[i * nb + g])));
