@@ -91,7 +91,8 @@ def main() -> None:
     import ray
 
     rows = 200_000 if args.quick else 1_000_000
-    torch.set_num_threads(1)  # each runtime on one thread, as pyexec runs
+    torch.set_num_threads(1)  # each runtime on one thread, as each actor's pyexec runs
+    pyexec.set_num_threads(1)
     rounds = 1 if args.quick else 3
     model = batch.build_model()
     pte = export_program(model, batch.example_inputs(), dynamic_shapes=batch.dynamic_shapes(), alloc_graph_input=False)

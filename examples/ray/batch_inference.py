@@ -127,9 +127,14 @@ def make_dataset(rows: int, blocks: int = 8) -> Any:
 
 class PyexecClassifier:
     """The map_batches UDF: one Method per actor, loaded once, run on every
-    batch the actor gets. `program` arrives by pickle (its bytes)."""
+    batch the actor gets. `program` arrives by pickle (its bytes). `threads`:
+    the threads pyexec's kernels may use in this process (set in an actor to
+    the CPUs it reserved, so that N actors do not each start a pool as large
+    as the machine); None leaves pyexec's setting as it is."""
 
-    def __init__(self, program: pyexec.Program) -> None:
+    def __init__(self, program: pyexec.Program, threads: int | None = None) -> None:
+        if threads is not None:
+            pyexec.set_num_threads(threads)
         self.method = program.load_method("forward", output_type="numpy")
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -138,19 +143,23 @@ class PyexecClassifier:
         return {"id": batch["id"], "label": logits.argmax(axis=1), "logits": logits}
 
 
-def classify(program: pyexec.Program, dataset: Any, actors: int, batch_size: int = BATCH_SIZE) -> Any:
+def classify(
+    program: pyexec.Program, dataset: Any, actors: int, batch_size: int = BATCH_SIZE, cpus_per_actor: int = 1
+) -> Any:
     """`dataset` with each row's logits and label, computed by a pool of
-    `actors` actors (lazy: nothing runs until the dataset is consumed)."""
+    `actors` actors, each reserving `cpus_per_actor` CPUs and running
+    pyexec on as many threads (lazy: nothing runs until the dataset is
+    consumed)."""
     import ray.data
 
     return dataset.map_batches(
         PyexecClassifier,
-        fn_constructor_kwargs={"program": program},
+        fn_constructor_kwargs={"program": program, "threads": cpus_per_actor},
         batch_size=batch_size,
         batch_format="numpy",
         zero_copy_batch=True,
         compute=ray.data.ActorPoolStrategy(size=actors),
-        num_cpus=1,
+        num_cpus=cpus_per_actor,
     )
 
 

@@ -38,9 +38,13 @@ class PyexecDeployment:
     """One replica: a Method loaded from the program it is given (which
     arrives by pickle, as its bytes), run on each request's rows. A Method
     runs one call at a time (it holds a lock), so a replica answers its
-    requests one after another; more replicas answer more at once."""
+    requests one after another; more replicas answer more at once. pyexec's
+    kernels use `threads` threads in the replica (start() passes the CPUs it
+    reserved); None leaves pyexec's setting as it is."""
 
-    def __init__(self, program: pyexec.Program) -> None:
+    def __init__(self, program: pyexec.Program, threads: int | None = None) -> None:
+        if threads is not None:
+            pyexec.set_num_threads(threads)
         self.method = program.load_method("forward", output_type="numpy")
         inputs = self.method.meta.inputs
         info = inputs[0] if len(inputs) == 1 else None
@@ -76,16 +80,27 @@ class PyexecDeployment:
 
 
 def start(
-    program: pyexec.Program, replicas: int = 1, host: str = "127.0.0.1", port: int = 8000, name: str = "pyexec"
+    program: pyexec.Program,
+    replicas: int = 1,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    name: str = "pyexec",
+    cpus_per_replica: int = 1,
 ) -> str:
-    """Deploys the program as `replicas` replicas behind Serve's HTTP proxy
-    on host:port (in the Ray this process is connected to) and returns the
-    URL to POST to. serve.shutdown() takes it down."""
+    """Deploys the program as `replicas` replicas, each reserving
+    `cpus_per_replica` CPUs and running pyexec on as many threads, behind
+    Serve's HTTP proxy on host:port (in the Ray this process is connected
+    to), and returns the URL to POST to. serve.shutdown() takes it down."""
     from ray import serve
 
     serve.start(http_options={"host": host, "port": port})
-    deployment = serve.deployment(PyexecDeployment, name="PyexecClassifier", num_replicas=replicas)
-    serve.run(deployment.bind(program), name=name, route_prefix=ROUTE)
+    deployment = serve.deployment(
+        PyexecDeployment,
+        name="PyexecClassifier",
+        num_replicas=replicas,
+        ray_actor_options={"num_cpus": cpus_per_replica},
+    )
+    serve.run(deployment.bind(program, threads=cpus_per_replica), name=name, route_prefix=ROUTE)
     return f"http://{host}:{port}{ROUTE}"
 
 
