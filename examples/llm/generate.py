@@ -19,7 +19,12 @@ tokens and where they start. The pyexec loop:
     says so); execute(clone_outputs=False) returns a view of the method's
     memory instead, read (argmax) before the next step overwrites it. A
     program exported with unplanned outputs gets its logits written straight
-    into the caller's buffer."""
+    into the caller's buffer.
+
+Programs exported by optimum-executorch (examples/llm/export_hf.py) take
+cache_position, one position per token, return [1, S, vocab] and plan memory
+for their inputs (so each step passes them, copied in); both loops read which
+convention a program follows from its metadata."""
 
 from __future__ import annotations
 
@@ -50,6 +55,18 @@ def _max_seq_len(run_constant: Callable[[str], Any]) -> int:
     return int(run_constant("get_max_seq_len")[0])
 
 
+def _positions(per_token: bool, start: int, n: int) -> torch.Tensor:
+    """export_llm's input_pos is [start]; optimum-executorch's cache_position
+    is one position per token."""
+    return torch.arange(start, start + n) if per_token else torch.tensor([start])
+
+
+def _last(logits: torch.Tensor) -> torch.Tensor:
+    """The last position's logits: export_llm returns [1, vocab], optimum's
+    exports [1, S, vocab]."""
+    return logits[0, -1] if logits.dim() == 3 else logits[0]
+
+
 def pyexec_generate(
     pte: str | Path,
     data: str | Path | None,
@@ -61,31 +78,38 @@ def pyexec_generate(
     """Greedy decoding with pyexec: the prompt, then `steps` tokens, each the
     argmax of the previous step's logits. Returns the generated tokens.
     `method`: a loaded forward to reuse (its caches are simply overwritten
-    from position 0)."""
+    from position 0). `on_logits` sees a view of the method's memory: copy
+    what you keep."""
     if method is None:
         program = pyexec.load(pte, data_path=data)
         _check_lengths(prompt, steps, _max_seq_len(lambda name: program.load_method(name).execute([])))
         method = program.load_method("forward")
-    vocab = method.meta.outputs[0].sizes[-1]
-    logits_buffer = torch.empty(1, vocab)
-    try:
-        method.set_output(logits_buffer, 0)  # written in place, when the export left the output unplanned
+    meta = method.meta
+    per_token = meta.inputs[1] is not None and meta.inputs[1].is_dynamic
+    in_place = not any(info is not None and info.is_memory_planned for info in meta.inputs)
+    out_info = meta.outputs[0]
+    assert out_info is not None
+    try:  # written in place, when the export left the output unplanned
+        method.set_output(torch.empty(out_info.sizes), 0)
     except pyexec.InvalidArgumentError:
         pass  # memory-planned: read the method's own memory through a view
 
-    (logits,) = method.execute([torch.tensor([list(prompt)]), torch.tensor([0])], clone_outputs=False)
+    (logits,) = method.execute(
+        [torch.tensor([list(prompt)]), _positions(per_token, 0, len(prompt))], clone_outputs=False
+    )
     if on_logits:
         on_logits(0, logits)
     token, pos = torch.zeros(1, 1, dtype=torch.int64), torch.zeros(1, dtype=torch.int64)
-    method.set_inputs([token, pos])  # unplanned inputs: read in place on every execute
+    if in_place:
+        method.set_inputs([token, pos])  # unplanned inputs: read where they lie on every execute
     out = []
     for step in range(steps):
-        out.append(int(logits.argmax()))
+        out.append(int(_last(logits).argmax()))
         if step == steps - 1:
             break
         token[0, 0] = out[-1]
         pos[0] = len(prompt) + step
-        (logits,) = method.execute(clone_outputs=False)
+        (logits,) = method.execute(None if in_place else [token, pos], clone_outputs=False)
         if on_logits:
             on_logits(len(prompt) + step, logits)
     return out
@@ -117,20 +141,27 @@ def executorch_generate(
     steps: int,
     on_logits: OnLogits | None = None,
     method: Any = None,
+    per_token: bool | None = None,
 ) -> list[int]:
-    """The same greedy loop through ExecuTorch's runtime."""
+    """The same greedy loop through ExecuTorch's runtime. `per_token`: the
+    program takes one position per token (optimum-executorch's
+    cache_position) rather than export_llm's [start]; None reads it from the
+    program's metadata."""
+    if per_token is None:
+        info = pyexec.load(pte, data_path=data).method_meta("forward").inputs[1]
+        per_token = info is not None and info.is_dynamic
     if method is None:
         _check_lengths(prompt, steps, _max_seq_len(lambda name: executorch_method(pte, data, name).execute([])))
         method = executorch_method(pte, data)
-    (logits,) = method.execute([torch.tensor([list(prompt)]), torch.tensor([0])])
+    (logits,) = method.execute([torch.tensor([list(prompt)]), _positions(per_token, 0, len(prompt))])
     if on_logits:
         on_logits(0, logits)
     out = []
     for step in range(steps):
-        out.append(int(logits.argmax()))
+        out.append(int(_last(logits).argmax()))
         if step == steps - 1:
             break
-        (logits,) = method.execute([torch.tensor([[out[-1]]]), torch.tensor([len(prompt) + step])])
+        (logits,) = method.execute([torch.tensor([[out[-1]]]), _positions(per_token, len(prompt) + step, 1)])
         if on_logits:
             on_logits(len(prompt) + step, logits)
     return out
