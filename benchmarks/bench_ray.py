@@ -131,6 +131,7 @@ def main() -> None:
             what = f"Ray Data, {actors} actor{'s' if actors > 1 else ''}"
             for n, t in ((rows, t1), (2 * rows, t2)):
                 table.append([what, str(size), f"{n:,}", f"{t:.2f} s", f"{n / t:,.0f}", f"{n / t / base[size]:.3f}x"])
+            # Below the noise (the larger run no slower): no rate to give.
             marginal = rows / (t2 - t1) if t2 > t1 else float("nan")
             table.append(
                 [
@@ -138,8 +139,8 @@ def main() -> None:
                     str(size),
                     f"+{rows:,}",
                     f"+{t2 - t1:.2f} s",
-                    f"{marginal:,.0f}",
-                    f"{marginal / base[size]:.3f}x",
+                    f"{marginal:,.0f}" if marginal == marginal else "below noise",
+                    f"{marginal / base[size]:.3f}x" if marginal == marginal else "",
                 ]
             )
     print_table(
