@@ -391,6 +391,25 @@ def test_malformed_quantization_parameters_fail_at_load_naming_the_value(
     assert words in result, f"{case}: message does not say what is wrong: {result}"
 
 
+@pytest.mark.parametrize("which", ["static", "8da4w"])
+def test_flipped_quantized_payload_bytes_fail_cleanly(which: str, tmp_path: Path) -> None:
+    """Bytes of a quantized payload's flatbuffer inverted, one at a time (every
+    13th / 7th, to bound the time; quant params, scales' indices, group
+    sizes, datatypes among them): the program runs or fails with a pyexec
+    error; nothing crashes."""
+    pte = _static("per_channel", True)[0] if which == "static" else _dynamic("8da4w_g32", True)[0]
+    p = payloads(pte)[0]
+    cases = {}
+    for k in range(p.fb_offset - p.offset, p.size, 13 if which == "static" else 7):
+        b = bytearray(pte)
+        b[p.offset + k] ^= 0xFF
+        cases[f"flip_{k:05d}"] = bytes(b)
+    results = run_cases(cases, tmp_path)
+    allowed = ("ok", "InvalidProgramError", "UnsupportedError", "ExecutionError", "InvalidArgumentError")
+    for case in cases:
+        assert str(results[case]["result"]).split(":")[0] in allowed + ("OutOfMemoryError",), results[case]
+
+
 # ---- memory -------------------------------------------------------------------------
 
 

@@ -67,6 +67,7 @@ static int check_fc(const xnn_node *node, const xnn_value *values, char *why, si
   const xnn_value *b = node->in[2] == XNN_INVALID_ID ? NULL : &values[node->in[2]];
   int wd = w->datatype;
   if (!w->constant_idx) return NO("a quantized filter that is not a constant");
+  if (b && !b->constant_idx) return NO("a bias that is not a constant");
   if (x->datatype == XNN_DT_QDINT8) {
     if (wd != XNN_DT_QCINT8 && wd != XNN_DT_QCINT4 && wd != XNN_DT_QBINT4)
       return NO("a qdint8 input with a %s filter (qcint8, qcint4 or qbint4 run)", xnn_datatype_name(wd));
@@ -81,7 +82,6 @@ static int check_fc(const xnn_node *node, const xnn_value *values, char *why, si
     if (y->datatype != XNN_DT_QINT8) return NO("a qint8 input with a %s output", xnn_datatype_name(y->datatype));
     if (b && b->datatype != XNN_DT_QINT32 && b->datatype != XNN_DT_QCINT32)
       return NO("a static quantized product with a %s bias", xnn_datatype_name(b->datatype));
-    if (b && !b->constant_idx) return NO("a quantized bias that is not a constant");
     if (wd == XNN_DT_QINT8 && w->quant.zero_point != 0)
       return BADQ("filter zero_point is %d, XNNPACK requires 0", w->quant.zero_point);
     int want_dim = node->flags & XNN_FLAG_TRANSPOSE_WEIGHTS ? 1 : 0;
