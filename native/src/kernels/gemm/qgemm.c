@@ -479,7 +479,8 @@ typedef struct {
   qg_ukr_fn ukr;
   int64_t M;
   int64_t nmb; /* row blocks of QG_MB rows: work item it is tile it / nmb, row block it % nmb */
-  const int8_t *ap;
+  const int8_t *ap; /* activations as the micro-kernels read them, rows of lda bytes */
+  int64_t lda;
   const int32_t *sa;
   /* qd8 -> f32 */
   const int32_t *a_zp;
@@ -508,7 +509,7 @@ static void qg_run_f32(void *arg, int64_t i0, int64_t i1, int tid) {
   (void)tid;
   const qg_job *J = arg;
   const px_qweights *w = J->w;
-  int64_t Kp = w->nb * w->bkp, nb = w->nb;
+  int64_t nb = w->nb;
   int32_t raw[QG_MR * QG_NR];
   float facc[QG_MR * QG_NR];
   for (int64_t it = i0; it < i1; it++) {
@@ -531,9 +532,9 @@ static void qg_run_f32(void *arg, int64_t i0, int64_t i1, int tid) {
                        .sbf16 = w->sbf16,
                        .wstride = w->blk_bytes,
                        .astride = w->bkp};
-        J->ukr(wt, J->ap + m0 * Kp, Kp, mr, w->nu, &B, facc);
+        J->ukr(wt, J->ap + m0 * J->lda, J->lda, mr, w->nu, &B, facc);
       } else {
-        J->ukr(wt, J->ap + m0 * Kp, Kp, mr, w->nu, NULL, raw);
+        J->ukr(wt, J->ap + m0 * J->lda, J->lda, mr, w->nu, NULL, raw);
         for (int i = 0; i < mr; i++)
           for (int j = 0; j < nn; j++)
             facc[i * QG_NR + j] = (float)qg_fix(w, raw[i * QG_NR + j], J->sa[m0 + i], J->a_zp[m0 + i], t, 0, j);
@@ -559,7 +560,6 @@ static void qg_run_qs8(void *arg, int64_t i0, int64_t i1, int tid) {
   (void)tid;
   const qg_job *J = arg;
   const px_qweights *w = J->w;
-  int64_t Kp = w->bkp;
   int32_t raw[QG_MR * QG_NR];
   for (int64_t it = i0; it < i1; it++) {
     int64_t t = it / J->nmb, mb = it % J->nmb;
@@ -569,7 +569,7 @@ static void qg_run_qs8(void *arg, int64_t i0, int64_t i1, int tid) {
     int nn = (int)(w->N - n0 < QG_NR ? w->N - n0 : QG_NR);
     for (int64_t m0 = mb * QG_MB; m0 < mend; m0 += QG_MR) {
       int mr = (int)(mend - m0 < QG_MR ? mend - m0 : QG_MR);
-      J->ukr(wt, J->ap + m0 * Kp, Kp, mr, w->nu, NULL, raw);
+      J->ukr(wt, J->ap + m0 * J->lda, J->lda, mr, w->nu, NULL, raw);
       for (int i = 0; i < mr; i++) {
         int64_t m = m0 + i;
         int8_t *o = J->qout + m * J->ldc + n0;
@@ -585,16 +585,32 @@ static void qg_run_qs8(void *arg, int64_t i0, int64_t i1, int tid) {
   }
 }
 
-/* Scratch for the packed activations and their block sums. */
+/* The activations as the micro-kernels read them (rows of lda bytes, blocks
+ * of bkp): the caller's own rows when no block needs padding, else a padded
+ * copy in scratch; and their block sums (scratch). */
 static int qg_prepare_a(px_ctx *ctx, const px_qweights *w, int64_t M, const int8_t *a, int64_t lda,
-                        int8_t **ap, int32_t **sa) {
+                        const int8_t **ap, int64_t *ldap, int32_t **sa) {
+  int copy = w->bkp != w->bk;
   size_t Kp = (size_t)(w->nb * w->bkp);
-  size_t abytes = ((size_t)M * Kp + 63) / 64 * 64;
+  size_t abytes = copy ? ((size_t)M * Kp + 63) / 64 * 64 : 0;
   uint8_t *s = px_scratch(ctx, abytes + (size_t)M * (size_t)w->nb * sizeof(int32_t));
   if (!s) return -1;
-  *ap = (int8_t *)s;
   *sa = (int32_t *)(s + abytes);
-  qg_pack_a(w, M, a, lda, *ap, *sa);
+  if (copy) {
+    qg_pack_a(w, M, a, lda, (int8_t *)s, *sa);
+    *ap = (const int8_t *)s;
+    *ldap = (int64_t)Kp;
+    return 0;
+  }
+  for (int64_t m = 0; m < M; m++)
+    for (int64_t g = 0; g < w->nb; g++) {
+      const int8_t *src = a + m * lda + g * w->bk;
+      int32_t sum = 0;
+      for (int64_t kk = 0; kk < w->bk; kk++) sum += src[kk];
+      (*sa)[m * w->nb + g] = sum;
+    }
+  *ap = a;
+  *ldap = lda;
   return 0;
 }
 
@@ -604,13 +620,15 @@ int px_qgemm_qd8_f32(px_ctx *ctx, const px_qweights *w, int64_t M, const int8_t 
   if (M <= 0) return 0;
   qg_job J;
   memset(&J, 0, sizeof J);
-  int8_t *ap;
+  const int8_t *ap;
+  int64_t ldap;
   int32_t *sa;
-  if (qg_prepare_a(ctx, w, M, a, lda, &ap, &sa)) return PYEXEC_ERR_OUT_OF_MEMORY;
+  if (qg_prepare_a(ctx, w, M, a, lda, &ap, &ldap, &sa)) return PYEXEC_ERR_OUT_OF_MEMORY;
   J.w = w;
   J.ukr = qg_kernel(w->bits);
   J.M = M;
   J.ap = ap;
+  J.lda = ldap;
   J.sa = sa;
   J.a_zp = a_zp;
   J.a_scale = a_scale;
@@ -630,13 +648,15 @@ int px_qgemm_qs8(px_ctx *ctx, const px_qweights *w, int64_t M, const int8_t *a, 
   if (M <= 0) return 0;
   qg_job J;
   memset(&J, 0, sizeof J);
-  int8_t *ap;
+  const int8_t *ap;
+  int64_t ldap;
   int32_t *sa;
-  if (qg_prepare_a(ctx, w, M, a, lda, &ap, &sa)) return PYEXEC_ERR_OUT_OF_MEMORY;
+  if (qg_prepare_a(ctx, w, M, a, lda, &ap, &ldap, &sa)) return PYEXEC_ERR_OUT_OF_MEMORY;
   J.w = w;
   J.ukr = qg_kernel(w->bits);
   J.M = M;
   J.ap = ap;
+  J.lda = ldap;
   J.sa = sa;
   J.azp1 = a_zp;
   J.ibias = bias;
