@@ -7,6 +7,10 @@
 #include <pthread.h>
 #include <string.h>
 
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#include <cpuid.h>
+#endif
+
 #if defined(__aarch64__) && defined(__linux__)
 #include <sys/auxv.h>
 /* The bits are the Linux kernel's ABI (arch/arm64/include/uapi/asm/hwcap.h);
@@ -46,9 +50,11 @@ static void detect(void) {
   f.avx512bw = __builtin_cpu_supports("avx512bw");
   f.avx512vl = __builtin_cpu_supports("avx512vl");
   f.avx512vnni = __builtin_cpu_supports("avx512vnni");
-#if defined(__clang__) || __GNUC__ >= 11
-  f.avxvnni = __builtin_cpu_supports("avxvnni");
-#endif
+  /* AVX-VNNI: CPUID leaf 7 subleaf 1, EAX bit 4 (read directly: not every
+   * compiler's __builtin_cpu_supports knows the name); its registers are the
+   * AVX ones, whose OS support the avx2 check already includes */
+  unsigned int a = 0, b = 0, c = 0, d = 0;
+  if (__get_cpuid_count(7, 1, &a, &b, &c, &d)) f.avxvnni = f.avx2 && (a & (1u << 4)) != 0;
 #elif defined(__aarch64__)
   f.asimd = true; /* mandatory in AArch64; the compiler already relies on it */
 #if defined(__linux__)

@@ -94,6 +94,7 @@ static void test_cpu(void) {
     CHECK(f->avx512bw == has_word(line, "avx512bw"), "avx512bw %d disagrees", f->avx512bw);
     CHECK(f->avx512vl == has_word(line, "avx512vl"), "avx512vl %d disagrees", f->avx512vl);
     CHECK(f->avx512vnni == has_word(line, "avx512_vnni"), "avx512vnni %d disagrees", f->avx512vnni);
+    CHECK(f->avxvnni == has_word(line, "avx_vnni"), "avxvnni %d disagrees", f->avxvnni);
   } else {
     printf("test_neon: no x86 flags line in /proc/cpuinfo; feature cross-check skipped\n");
   }
