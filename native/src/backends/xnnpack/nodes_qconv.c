@@ -3,7 +3,7 @@
  * (one group) and DepthwiseConv2d on NHWC qint8 values, qint8 (zero point
  * 0) or per-channel qcint8 filters and qint32 / qcint32 biases:
  *   acc = sum (x - x_zp) * w + bias                                (int32)
- *   y   = lrintf(clamp(acc * requant[c], qmin - y_zp, qmax - y_zp)) + y_zp
+ *   y   = round(clamp(acc * requant[c], qmin - y_zp, qmax - y_zp)) + y_zp   (ties to even)
  * with requant[c] = x_scale * w_scale[c] / y_scale (the reference's A10).
  * Conv2d gathers the input into rows of KH * KW * Cin bytes (padding taps
  * hold the input's zero point, so they add nothing) and multiplies them by
@@ -128,6 +128,18 @@ static int exec_conv(px_ctx *ctx, const xnn_qplan *p, const xnn_value *x, xnn_va
   return 0;
 }
 
+/* One tap of a depthwise window over C channels (depth multiplier 1). */
+static void dw_tap(int32_t *restrict acc, const int8_t *restrict x, const int8_t *restrict w, int64_t C,
+                   int32_t zp) {
+  for (int64_t c = 0; c < C; c++) acc[c] += ((int32_t)x[c] - zp) * (int32_t)w[c];
+}
+
+/* acc requantized into C int8 outputs. */
+static void dw_store(int8_t *restrict o, const int32_t *restrict acc, const float *restrict rq, int64_t C, float lo,
+                     float hi, int32_t zp) {
+  for (int64_t c = 0; c < C; c++) o[c] = (int8_t)(xnn_q8_round(xnn_clampf((float)acc[c] * rq[c], lo, hi)) + zp);
+}
+
 static int exec_depthwise(px_ctx *ctx, const xnn_qplan *p, const xnn_value *x, xnn_value *y) {
   int64_t N = x->dims[0], H = x->dims[1], W = x->dims[2], OH = y->dims[1], OW = y->dims[2];
   int64_t C = p->cin, CO = p->cout, mult = CO / C;
@@ -139,7 +151,10 @@ static int exec_depthwise(px_ctx *ctx, const xnn_qplan *p, const xnn_value *x, x
   for (int64_t n = 0; n < N; n++)
     for (int64_t oh = 0; oh < OH; oh++)
       for (int64_t ow = 0; ow < OW; ow++) {
-        for (int64_t c = 0; c < CO; c++) acc[c] = p->bias ? p->bias[c] : 0;
+        if (p->bias)
+          memcpy(acc, p->bias, sizeof(int32_t) * (size_t)CO);
+        else
+          memset(acc, 0, sizeof(int32_t) * (size_t)CO);
         for (int64_t i = 0; i < p->kh; i++) {
           int64_t ih = oh * p->sh + i * p->dh - p->pt;
           if (ih < 0 || ih >= H) continue;
@@ -149,18 +164,13 @@ static int exec_depthwise(px_ctx *ctx, const xnn_qplan *p, const xnn_value *x, x
             const int8_t *px = in + ((n * H + ih) * W + iw) * C;
             const int8_t *pw = p->dw_weights + (i * p->kw + j) * CO;
             if (mult == 1) {
-              for (int64_t c = 0; c < C; c++) acc[c] += ((int32_t)px[c] - p->in_zp) * (int32_t)pw[c];
+              dw_tap(acc, px, pw, C, p->in_zp);
             } else {
               for (int64_t c = 0; c < CO; c++) acc[c] += ((int32_t)px[c / mult] - p->in_zp) * (int32_t)pw[c];
             }
           }
         }
-        int8_t *o = out + ((n * OH + oh) * OW + ow) * CO;
-        for (int64_t c = 0; c < CO; c++) {
-          float v = (float)acc[c] * p->requant[c];
-          v = v < lo ? lo : v > hi ? hi : v;
-          o[c] = (int8_t)(lrintf(v) + p->out_zp);
-        }
+        dw_store(out + ((n * OH + oh) * OW + ow) * CO, acc, p->requant, CO, lo, hi, p->out_zp);
       }
   return 0;
 }

@@ -213,11 +213,7 @@ static int exec_convert(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
     float inv = 1.0f / y->quant.scale;
     int32_t zp = y->quant.zero_point;
     float lo = (float)(-128 - zp), hi = (float)(127 - zp);
-    for (int64_t i = 0; i < n; i++) {
-      float v = in[i] * inv;
-      v = v < lo ? lo : v > hi ? hi : v; /* NaN: lrintf's result, as XNNPACK's scalar path */
-      out[i] = (int8_t)(lrintf(v) + zp);
-    }
+    for (int64_t i = 0; i < n; i++) out[i] = (int8_t)(xnn_q8_round(xnn_clampf(in[i] * inv, lo, hi)) + zp);
     return 0;
   }
   const int8_t *in = x->data; /* qint8 -> fp32 */
@@ -405,9 +401,7 @@ static void init_binop(q8_binop *p, const xnn_node *node, const xnn_value *a, co
 static inline int8_t binop1(const q8_binop *p, int32_t a, int32_t b) {
   int32_t v;
   if (p->type == XNN_NODE_multiply) {
-    float f = (float)((a - p->azp) * (b - p->bzp)) * p->scale;
-    f = f < (float)p->lo ? (float)p->lo : f > (float)p->hi ? (float)p->hi : f;
-    v = (int32_t)lrintf(f);
+    v = xnn_q8_round(xnn_clampf((float)((a - p->azp) * (b - p->bzp)) * p->scale, (float)p->lo, (float)p->hi));
   } else {
     int32_t acc = p->bias + a * p->ma + b * p->mb;
     v = acc >> p->shift; /* arithmetic: gcc and clang shift signed values arithmetically */
@@ -416,11 +410,31 @@ static inline int8_t binop1(const q8_binop *p, int32_t a, int32_t b) {
   return (int8_t)(v + p->ozp);
 }
 
+/* binop1 over n elements of contiguous rows (the loops the compiler vectorises). */
+static void binop_row(const q8_binop *p, const int8_t *restrict a, const int8_t *restrict b, int8_t *restrict o,
+                      int64_t n) {
+  const int32_t lo = p->lo, hi = p->hi, ozp = p->ozp;
+  if (p->type == XNN_NODE_multiply) {
+    const int32_t azp = p->azp, bzp = p->bzp;
+    const float scale = p->scale, flo = (float)lo, fhi = (float)hi;
+    for (int64_t i = 0; i < n; i++)
+      o[i] = (int8_t)(xnn_q8_round(xnn_clampf((float)((a[i] - azp) * (b[i] - bzp)) * scale, flo, fhi)) + ozp);
+    return;
+  }
+  const int32_t bias = p->bias, ma = p->ma, mb = p->mb, shift = p->shift;
+  for (int64_t i = 0; i < n; i++) {
+    int32_t v = (bias + a[i] * ma + b[i] * mb) >> shift;
+    v = v < lo ? lo : v;
+    v = v > hi ? hi : v;
+    o[i] = (int8_t)(v + ozp);
+  }
+}
+
 static int exec_binary(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
   (void)ctx;
   const xnn_value *a = &values[node->in[0]], *b = &values[node->in[1]];
   xnn_value *y = &values[node->out[0]];
-  q8_binop p;
+  q8_binop p = {0};
   init_binop(&p, node, a, b, y);
   int nd = (int)y->num_dims;
   int64_t sa[XNN_MAX_DIMS], sb[XNN_MAX_DIMS], idx[XNN_MAX_DIMS] = {0};
@@ -442,7 +456,10 @@ static int exec_binary(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
     int64_t oa = 0, ob = 0;
     for (int k = 0; k < nd - 1; k++) oa += idx[k] * sa[k], ob += idx[k] * sb[k];
     int64_t ia = sa[nd - 1], ib = sb[nd - 1];
-    for (int64_t i = 0; i < inner; i++) out[o + i] = binop1(&p, pa[oa + i * ia], pb[ob + i * ib]);
+    if (ia == 1 && ib == 1)
+      binop_row(&p, pa + oa, pb + ob, out + o, inner);
+    else
+      for (int64_t i = 0; i < inner; i++) out[o + i] = binop1(&p, pa[oa + i * ia], pb[ob + i * ib]);
     for (int k = nd - 2; k >= 0; k--) {
       if (++idx[k] < y->dims[k]) break;
       idx[k] = 0;
@@ -550,9 +567,8 @@ static int exec_global_avg_pool(px_ctx *ctx, const xnn_node *node, xnn_value *va
       for (int64_t c = 0; c < C; c++) acc[c] += row[c];
     }
     for (int64_t c = 0; c < C; c++) {
-      float v = (float)(acc[c] - (int32_t)HW * izp) * scale;
-      v = v < (float)lo ? (float)lo : v > (float)hi ? (float)hi : v;
-      out[n * C + c] = (int8_t)(lrintf(v) + ozp);
+      float v = xnn_clampf((float)(acc[c] - (int32_t)HW * izp) * scale, (float)lo, (float)hi);
+      out[n * C + c] = (int8_t)(xnn_q8_round(v) + ozp);
     }
   }
   return 0;
@@ -610,10 +626,9 @@ static int exec_pad(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
   view8(ov, &out);
   view8(x, &src);
   /* the float padding value quantized as Convert does */
-  float v = node->p.pad.value / ov->quant.scale;
   float lo = (float)(-128 - ov->quant.zero_point), hi = (float)(127 - ov->quant.zero_point);
-  v = v < lo ? lo : v > hi ? hi : v;
-  memset(ov->data, (int)(int8_t)(lrintf(v) + ov->quant.zero_point), (size_t)xnn_numel(ov));
+  float v = xnn_clampf(node->p.pad.value / ov->quant.scale, lo, hi);
+  memset(ov->data, (int)(int8_t)(xnn_q8_round(v) + ov->quant.zero_point), (size_t)xnn_numel(ov));
   if (!xnn_numel(x)) return 0;
   dst = src;
   int64_t off = 0;

@@ -12,6 +12,7 @@
 #define PX_XNN_QNODES_H
 
 #include <math.h>
+#include <string.h>
 
 #include "backends/xnnpack/nodes.h"
 #include "kernels/gemm/qgemm.h"
@@ -23,6 +24,22 @@ static inline int32_t xnn_q8_bound(float v, float scale, int32_t zp) {
   if (!(q >= -128.0f)) q = -128.0f; /* also -inf */
   if (q > 127.0f) q = 127.0f;
   return (int32_t)lrintf(q);
+}
+
+/* lrintf(v) for |v| <= 2^22 (values already clamped near the int8 range):
+ * adding 1.5 x 2^23 rounds to the nearest integer, ties to even, as
+ * XNNPACK's "magic bias" kernels do; inline, where lrintf is a libm call. */
+static inline int32_t xnn_q8_round(float v) {
+  float t = v + 12582912.0f;
+  uint32_t bits;
+  memcpy(&bits, &t, 4);
+  return (int32_t)bits - 0x4B400000;
+}
+
+/* v clamped to [lo, hi], NaN to lo (deterministic; XNNPACK leaves NaN unspecified). */
+static inline float xnn_clampf(float v, float lo, float hi) {
+  v = v > lo ? v : lo;
+  return v < hi ? v : hi;
 }
 
 /* A qdint8 value's per-row zero points and scales (behind its int8 data;
