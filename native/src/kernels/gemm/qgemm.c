@@ -494,6 +494,7 @@ typedef struct {
   int32_t out_zp;
   float qlo, qhi;
   int8_t *qout;
+  qg_qs8_out_fn qs8_out;
   int64_t ldc;
 } qg_job;
 
@@ -556,31 +557,41 @@ static void qg_run_f32(void *arg, int64_t i0, int64_t i1, int tid) {
   }
 }
 
+/* The scalar form of qg_qs8_out_fn. */
+static void qg_qs8_out_c(const int32_t *raw, int mr, int nn, const int32_t *rowc, const int32_t *kb, const float *rq,
+                         float qlo, float qhi, int32_t zp, int8_t *out, int64_t ldc) {
+  for (int i = 0; i < mr; i++)
+    for (int j = 0; j < nn; j++) {
+      int32_t v = qg_wrap((uint32_t)raw[i * QG_NR + j] - (uint32_t)rowc[i] + (uint32_t)kb[j]);
+      float y = qg_min(qg_max((float)v * rq[j], qlo), qhi);
+      out[i * ldc + j] = (int8_t)(lrintf(y) + zp);
+    }
+}
+
 static void qg_run_qs8(void *arg, int64_t i0, int64_t i1, int tid) {
   (void)tid;
   const qg_job *J = arg;
   const px_qweights *w = J->w;
-  int32_t raw[QG_MR * QG_NR];
+  int32_t raw[QG_MR * QG_NR], rowc[QG_MR], kb[QG_NR];
+  float rq[QG_NR];
   for (int64_t it = i0; it < i1; it++) {
     int64_t t = it / J->nmb, mb = it % J->nmb;
     int64_t mend = (mb + 1) * QG_MB < J->M ? (mb + 1) * QG_MB : J->M;
     const uint8_t *wt = w->packed + t * w->tile_bytes;
     int64_t n0 = t * QG_NR;
     int nn = (int)(w->N - n0 < QG_NR ? w->N - n0 : QG_NR);
+    /* the tile's constants: bias - a_zp * wsum, and the requantization scales */
+    for (int j = 0; j < QG_NR; j++) {
+      kb[j] = j < nn ? qg_wrap((J->ibias ? (uint32_t)J->ibias[n0 + j] : 0u) -
+                               (uint32_t)qg_wrap_mul(J->azp1, ((const int32_t *)w->wsum)[n0 + j]))
+                     : 0;
+      rq[j] = j < nn ? J->requant[n0 + j] : 0.0f;
+    }
     for (int64_t m0 = mb * QG_MB; m0 < mend; m0 += QG_MR) {
       int mr = (int)(mend - m0 < QG_MR ? mend - m0 : QG_MR);
       J->ukr(wt, J->ap + m0 * J->lda, J->lda, mr, w->nu, NULL, raw);
-      for (int i = 0; i < mr; i++) {
-        int64_t m = m0 + i;
-        int8_t *o = J->qout + m * J->ldc + n0;
-        for (int j = 0; j < nn; j++) {
-          int32_t acc = qg_fix(w, raw[i * QG_NR + j], J->sa[m], J->azp1, t, 0, j);
-          if (J->ibias) acc = qg_wrap((uint32_t)acc + (uint32_t)J->ibias[n0 + j]);
-          float y = (float)acc * J->requant[n0 + j];
-          y = qg_min(qg_max(y, J->qlo), J->qhi);
-          o[j] = (int8_t)(lrintf(y) + J->out_zp);
-        }
-      }
+      for (int i = 0; i < mr; i++) rowc[i] = qg_wrap_mul(w->sbias, J->sa[m0 + i]);
+      J->qs8_out(raw, mr, nn, rowc, kb, rq, J->qlo, J->qhi, J->out_zp, J->qout + m0 * J->ldc + n0, J->ldc);
     }
   }
 }
@@ -665,6 +676,10 @@ int px_qgemm_qs8(px_ctx *ctx, const px_qweights *w, int64_t M, const int8_t *a, 
   J.qlo = (float)(qmin - out_zp);
   J.qhi = (float)(qmax - out_zp);
   J.qout = out;
+  J.qs8_out = qg_qs8_out_c;
+#if QG_X86
+  if (px_qgemm_path() == PX_QGEMM_AVX2 || px_qgemm_path() == PX_QGEMM_AVX512_VNNI) J.qs8_out = qg_qs8_out_avx2;
+#endif
   J.ldc = ldc;
   J.nmb = (M + QG_MB - 1) / QG_MB;
   px_parallel_for(w->ntiles * J.nmb, 1, M * w->K * w->N, qg_run_qs8, &J);

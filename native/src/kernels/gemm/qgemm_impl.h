@@ -97,8 +97,16 @@ void qg_ukr8_c(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t n
                 void *out);
 void qg_ukr4_c(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t nu, const qg_blocks *b,
                 void *out);
+/* The static int8 product's output step for mr rows of a tile (nn <= QG_NR
+ * channels): v = raw[i][j] - rowc[i] + kb[j] (int32, wrapping), then
+ * out[i * ldc + j] = lrintf(min(max((float)v * rq[j], qlo), qhi)) + zp. */
+typedef void (*qg_qs8_out_fn)(const int32_t *raw, int mr, int nn, const int32_t *rowc, const int32_t *kb,
+                              const float *rq, float qlo, float qhi, int32_t zp, int8_t *out, int64_t ldc);
+
 #if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__) && !defined(PX_PORTABLE_KERNELS)
 #define QG_X86 1
+void qg_qs8_out_avx2(const int32_t *raw, int mr, int nn, const int32_t *rowc, const int32_t *kb, const float *rq,
+                     float qlo, float qhi, int32_t zp, int8_t *out, int64_t ldc);
 void qg_ukr8_avx2(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t nu, const qg_blocks *b,
                 void *out);
 void qg_ukr4_avx2(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t nu, const qg_blocks *b,

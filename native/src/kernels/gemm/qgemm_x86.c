@@ -279,6 +279,36 @@ QG_AVX2_T void qg_ukr4_avx2(const uint8_t *w, const int8_t *a, int64_t lda, int 
   qg_ukr_avx2(4, w, a, lda, mr, nu, b, out);
 }
 
+/* ---- the static int8 product's output step -------------------------------------- */
+
+/* cvtps2dq rounds to nearest even under the default MXCSR, as lrintf does;
+ * max/min return the bound for NaN as qgemm.c's scalar step does. */
+QG_AVX2_T void qg_qs8_out_avx2(const int32_t *raw, int mr, int nn, const int32_t *rowc, const int32_t *kb,
+                               const float *rq, float qlo, float qhi, int32_t zp, int8_t *out, int64_t ldc) {
+  const __m256 lo = _mm256_set1_ps(qlo), hi = _mm256_set1_ps(qhi);
+  const __m256i z = _mm256_set1_epi32(zp);
+  __m256i kb0 = _mm256_loadu_si256((const __m256i *)kb), kb1 = _mm256_loadu_si256((const __m256i *)(kb + 8));
+  __m256 rq0 = _mm256_loadu_ps(rq), rq1 = _mm256_loadu_ps(rq + 8);
+  for (int i = 0; i < mr; i++) {
+    __m256i c = _mm256_set1_epi32(rowc[i]);
+    __m256i v0 = _mm256_add_epi32(_mm256_sub_epi32(_mm256_loadu_si256((const __m256i *)(raw + i * QG_NR)), c), kb0);
+    __m256i v1 =
+        _mm256_add_epi32(_mm256_sub_epi32(_mm256_loadu_si256((const __m256i *)(raw + i * QG_NR + 8)), c), kb1);
+    __m256 f0 = _mm256_min_ps(_mm256_max_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(v0), rq0), lo), hi);
+    __m256 f1 = _mm256_min_ps(_mm256_max_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(v1), rq1), lo), hi);
+    __m256i q0 = _mm256_add_epi32(_mm256_cvtps_epi32(f0), z), q1 = _mm256_add_epi32(_mm256_cvtps_epi32(f1), z);
+    __m256i p16 = _mm256_permute4x64_epi64(_mm256_packs_epi32(q0, q1), 0xD8);
+    __m128i b8 = _mm_packs_epi16(_mm256_castsi256_si128(p16), _mm256_extracti128_si256(p16, 1));
+    if (nn == QG_NR) {
+      _mm_storeu_si128((__m128i *)(out + i * ldc), b8);
+    } else {
+      int8_t tmp[QG_NR];
+      _mm_storeu_si128((__m128i *)tmp, b8);
+      memcpy(out + i * ldc, tmp, (size_t)nn);
+    }
+  }
+}
+
 /* ---- AVX-512 VNNI ------------------------------------------------------------ */
 
 #define QG_VNNI_T __attribute__((target("avx512f,avx512bw,avx512vnni")))
