@@ -680,6 +680,9 @@ int px_qgemm_qs8(px_ctx *ctx, const px_qweights *w, int64_t M, const int8_t *a, 
 #if QG_X86
   if (px_qgemm_path() == PX_QGEMM_AVX2 || px_qgemm_path() == PX_QGEMM_AVX512_VNNI) J.qs8_out = qg_qs8_out_avx2;
 #endif
+#if QG_NEON
+  if (px_qgemm_path() == PX_QGEMM_NEON || px_qgemm_path() == PX_QGEMM_NEON_DOT) J.qs8_out = qg_qs8_out_neon;
+#endif
   J.ldc = ldc;
   J.nmb = (M + QG_MB - 1) / QG_MB;
   px_parallel_for(w->ntiles * J.nmb, 1, M * w->K * w->N, qg_run_qs8, &J);

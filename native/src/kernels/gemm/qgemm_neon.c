@@ -210,6 +210,34 @@ void qg_ukr4_sdot(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_
   qg_blocks_neon(qg_block4_sdot, w, a, lda, mr, nu, b, out);
 }
 
+/* ---- the static int8 product's output step -------------------------------------- */
+
+/* fcvtns rounds to nearest even, as lrintf does under the default rounding;
+ * fmaxnm / fminnm return the bound for NaN as qgemm.c's scalar step does. */
+void qg_qs8_out_neon(const int32_t *raw, int mr, int nn, const int32_t *rowc, const int32_t *kb, const float *rq,
+                     float qlo, float qhi, int32_t zp, int8_t *out, int64_t ldc) {
+  const float32x4_t lo = vdupq_n_f32(qlo), hi = vdupq_n_f32(qhi);
+  const int32x4_t z = vdupq_n_s32(zp);
+  for (int i = 0; i < mr; i++) {
+    int32x4_t c = vdupq_n_s32(rowc[i]);
+    int16x4_t h[4];
+    for (int v = 0; v < 4; v++) {
+      int32x4_t x = vaddq_s32(vsubq_s32(vld1q_s32(raw + i * QG_NR + 4 * v), c), vld1q_s32(kb + 4 * v));
+      float32x4_t f = vmulq_f32(vcvtq_f32_s32(x), vld1q_f32(rq + 4 * v));
+      f = vminnmq_f32(vmaxnmq_f32(f, lo), hi);
+      h[v] = vqmovn_s32(vaddq_s32(vcvtnq_s32_f32(f), z));
+    }
+    int8x16_t b = vcombine_s8(vqmovn_s16(vcombine_s16(h[0], h[1])), vqmovn_s16(vcombine_s16(h[2], h[3])));
+    if (nn == QG_NR) {
+      vst1q_s8(out + i * ldc, b);
+    } else {
+      int8_t tmp[QG_NR];
+      vst1q_s8(tmp, b);
+      memcpy(out + i * ldc, tmp, (size_t)nn);
+    }
+  }
+}
+
 #else
 typedef int qg_neon_unused; /* ISO C wants a translation unit to declare something */
 #endif
