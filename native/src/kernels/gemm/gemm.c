@@ -8,8 +8,9 @@
  * register-tiled micro-kernel multiplies one MR x NR tile. The micro-kernel,
  * and with it MR and NR, is chosen once at run time (gemm_select, the one
  * selection point): a 512-bit 8 x 32 one on AVX-512 machines, a 6 x 16 AVX2/FMA
- * one on AVX2 machines, a portable 4 x 8 one written with GCC vector
- * extensions elsewhere.
+ * one on AVX2 machines, a 6 x 16 NEON one on AArch64 (ukr_neon.c, with its
+ * packing, epilogue and small-M paths), a portable 4 x 8 one written with GCC
+ * vector extensions elsewhere.
  */
 #include "kernels/gemm/gemm.h"
 
