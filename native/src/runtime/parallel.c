@@ -32,9 +32,9 @@
  * px_parallel_threads() gets no higher tid even when another thread changes
  * the count meanwhile.
  *
- * Fork: a child starts with no pool (its workers were not copied) and makes
- * one again when it needs it. Unload: a destructor stops and joins the
- * workers when no job is in flight.
+ * Fork: the workers are joined before the fork (after any job in flight),
+ * and parent and child each make the pool again when they next need it.
+ * Unload: a destructor stops and joins the workers when no job is in flight.
  */
 #include "runtime/parallel.h"
 
@@ -392,22 +392,47 @@ static void pool_stop(pool *pl) {
   atomic_store(&pl->stop, false);
 }
 
-static void atfork_prepare(void) { pthread_mutex_lock(&g_pool.mu); }
-static void atfork_parent(void) { pthread_mutex_unlock(&g_pool.mu); }
+/* Before a fork: wait for a job in flight on another thread, then stop and
+ * join the workers, so that the process forks with none of the pool's
+ * threads (emulators such as qemu-user cannot fork a threaded process
+ * safely, and the child could not use them anyway). Both processes make the
+ * pool again on their next split. A fork from inside a chunk (the caller
+ * owns the pool) leaves the pool alone. */
+static _Thread_local bool g_fork_owns; /* prepare and parent run on the forking thread */
 
-/* The child has only the forking thread: the workers are gone, and a job
- * another thread had in flight will never finish here. Start over (the
- * workers' records are dropped, not freed: their condition variables may be
- * in any state). */
+static void atfork_prepare(void) {
+  g_fork_owns = false;
+  if (!tl_in_task) {
+    while (atomic_flag_test_and_set_explicit(&g_busy, memory_order_acquire)) sched_yield();
+    g_fork_owns = true;
+    pool_stop(&g_pool);
+  }
+  pthread_mutex_lock(&g_pool.mu);
+}
+
+static void atfork_parent(void) {
+  pthread_mutex_unlock(&g_pool.mu);
+  if (g_fork_owns) atomic_flag_clear_explicit(&g_busy, memory_order_release);
+}
+
+/* The child has only the forking thread. Normally the pool was stopped in
+ * prepare: release what prepare took. After a fork from inside a chunk the
+ * workers (and a job in flight) did not come along: drop their records
+ * without freeing (their condition variables may be in any state) and start
+ * over. */
 static void atfork_child(void) {
   pool *pl = &g_pool;
+  pthread_mutex_unlock(&pl->mu);
+  if (g_fork_owns) {
+    atomic_flag_clear_explicit(&g_busy, memory_order_release);
+    return;
+  }
   pl->workers = NULL;
   pl->nworkers = 0;
   pl->owner_waiting = false;
   atomic_store(&pl->stop, false);
   atomic_store(&pl->claim, 0);
   pl->gen = 0;
-  pthread_mutex_init(&pl->mu, NULL);
   pthread_cond_init(&pl->done, NULL);
   atomic_flag_clear(&g_busy);
   tl_in_task = 0;

@@ -229,11 +229,6 @@ static void test_count(void) {
 /* ---- fork after a parallel run ------------------------------------------------ */
 
 static void test_fork(void) {
-  const char *no_fork = getenv("PX_TEST_NO_FORK");
-  if (no_fork && *no_fork == '1') { /* set by `make test` under an emulator */
-    printf("test_parallel: fork after a parallel run skipped (PX_TEST_NO_FORK=1)\n");
-    return;
-  }
   px_parallel_set_num_threads(2);
   int used = 0, calls = 0;
   check_cover(1000, 1, BIG, &used, &calls);
