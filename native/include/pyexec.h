@@ -140,8 +140,10 @@ PYEXEC_API int pyexec_version_number(void);
  * execute uses it, an execute on another thread runs its kernels on that
  * thread alone, so however many callers there are, at most count - 1 of the
  * library's own threads work beside them. (The pool grows when the count
- * rises and keeps its threads when it drops; the extra ones sleep.) A forked
- * child starts with no pool and makes its own. */
+ * rises and keeps its threads when it drops; the extra ones sleep.) fork()
+ * waits for a split in flight on another thread, joins the pool's threads
+ * and forks without them; parent and child each make the pool again when
+ * they next need it. */
 PYEXEC_API pyexec_status pyexec_set_num_threads(int n);
 
 /* The count kernels may use: the last pyexec_set_num_threads, else the
