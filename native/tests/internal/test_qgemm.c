@@ -64,6 +64,7 @@ typedef struct {
   int bits, high_first, with_bias, clamp;
   int bf16;    /* scales that are exactly bfloat16 (XNNPACK's qb4w), packed as such */
   int wconst;  /* every weight at its lowest value (block sums past int16) */
+  int nanbias; /* bias NaN, +inf and -inf on the first channels (NaN is kept, infinities clamped) */
   int64_t M, N, K, block;
   int32_t wzp;
 } qcase;
@@ -128,6 +129,11 @@ static void run_case(const qcase *c) {
     requant[n] = rnd_float(0.0001f, 0.01f);
   }
   for (int64_t i = 0; i < M * lda; i++) a[i] = (int8_t)rnd_int(-128, 127);
+  if (c->nanbias) {
+    bias[0] = NAN;
+    if (N > 1) bias[1] = INFINITY;
+    if (N > 2) bias[2] = -INFINITY;
+  }
   for (int64_t m = 0; m < M; m++) {
     azp[m] = rnd_int(-128, 127);
     as[m] = rnd_float(0.001f, 0.1f);
@@ -189,7 +195,8 @@ static void run_case(const qcase *c) {
       if (dref < lo) dref = lo;
       if (dref > hi) dref = hi;
       float got = out[m * ldc + n];
-      if (got != y || fabs(got - dref) > 1e-5 * (1.0 + fabs(dref))) {
+      int same = got == y || (isnan(got) && isnan(y));
+      if (!same || fabs(got - dref) > 1e-5 * (1.0 + fabs(dref))) {
         if (bad++ < 3)
           fprintf(stderr, "[%s] qd8 bits %d M %lld N %lld K %lld block %lld: out[%lld,%lld] = %.9g, expected %.9g (double %.9g)\n",
                   path_name, c->bits, (long long)M, (long long)N, (long long)K, (long long)c->block,
@@ -292,6 +299,14 @@ static void test_products(void) {
     run_case(&c4);
     qcase c4b = {.bits = 4, .M = 2, .N = 18, .K = 64, .block = 32, .wzp = zps4[i]};
     run_case(&c4b);
+  }
+  /* non-finite biases, with and without a clamp, per channel and blockwise */
+  for (int cl = 0; cl < 2; cl++) {
+    qcase nb8 = {.bits = 8, .M = 3, .N = 20, .K = 24, .with_bias = 1, .nanbias = 1, .clamp = cl};
+    run_case(&nb8);
+    qcase nb4 = {.bits = 4, .M = 2, .N = 5, .K = 64, .block = 32, .bf16 = 1, .wzp = 8, .with_bias = 1,
+                 .nanbias = 1, .clamp = cl};
+    run_case(&nb4);
   }
   /* blockwise sums past int16 (kept as int32) */
   qcase wc8 = {.bits = 8, .M = 3, .N = 17, .K = 1024, .block = 512, .wconst = 1, .bf16 = 1};

@@ -495,15 +495,28 @@ typedef struct {
   float qlo, qhi;
   int8_t *qout;
   qg_qs8_out_fn qs8_out;
+  qg_f32_out_fn f32_out;
   int64_t ldc;
 } qg_job;
 
-/* The exact int32 product of block g for row m, channel slot j of tile t. */
-static inline int32_t qg_fix(const px_qweights *w, int32_t raw, int32_t sa, int32_t azp, int64_t t,
-                             int64_t g, int j) {
-  uint32_t v = (uint32_t)raw - (uint32_t)w->sbias * (uint32_t)sa -
-               (uint32_t)azp * (uint32_t)((const int32_t *)w->wsum)[(t * w->nb + g) * QG_NR + j];
-  return qg_wrap(v);
+/* The scalar form of qg_f32_out_fn. */
+static void qg_f32_out_c(const int32_t *raw, const float *facc, int mr, int nn, const int32_t *rowc,
+                         const int32_t *azp, const int32_t *ws, const float *as, const float *sc, const float *bias,
+                         float lo, float hi, float *out, int64_t ldc) {
+  for (int i = 0; i < mr; i++)
+    for (int j = 0; j < nn; j++) {
+      float y;
+      if (raw) {
+        int32_t v = qg_wrap((uint32_t)raw[i * QG_NR + j] - (uint32_t)rowc[i] - (uint32_t)qg_wrap_mul(azp[i], ws[j]));
+        y = ((float)v * as[i]) * sc[j];
+      } else {
+        y = facc[i * QG_NR + j] * as[i];
+      }
+      if (bias) y = y + bias[j];
+      if (y < lo) y = lo;
+      if (y > hi) y = hi;
+      out[i * ldc + j] = y;
+    }
 }
 
 static void qg_run_f32(void *arg, int64_t i0, int64_t i1, int tid) {
@@ -511,17 +524,20 @@ static void qg_run_f32(void *arg, int64_t i0, int64_t i1, int tid) {
   const qg_job *J = arg;
   const px_qweights *w = J->w;
   int64_t nb = w->nb;
-  int32_t raw[QG_MR * QG_NR];
+  int32_t raw[QG_MR * QG_NR], rowc[QG_MR];
   float facc[QG_MR * QG_NR];
   for (int64_t it = i0; it < i1; it++) {
     int64_t t = it / J->nmb, mb = it % J->nmb;
     int64_t mend = (mb + 1) * QG_MB < J->M ? (mb + 1) * QG_MB : J->M;
     const uint8_t *wt = w->packed + t * w->tile_bytes;
     int nn = (int)(w->N - t * QG_NR < QG_NR ? w->N - t * QG_NR : QG_NR);
-    const float *sc = w->blockwise ? NULL : (const float *)w->scales + t * QG_NR; /* per channel */
+    /* per channel: the tile's scales and weight sums (padded to QG_NR) */
+    const float *sc = w->blockwise ? NULL : (const float *)w->scales + t * QG_NR;
+    const int32_t *ws = w->blockwise ? NULL : (const int32_t *)w->wsum + t * QG_NR;
     const float *bias = w->bias ? w->bias + t * QG_NR : NULL;
     for (int64_t m0 = mb * QG_MB; m0 < mend; m0 += QG_MR) {
       int mr = (int)(mend - m0 < QG_MR ? mend - m0 : QG_MR);
+      float *o = J->out + m0 * J->ldc + t * QG_NR;
       if (w->blockwise) {
         qg_blocks B = {.nb = nb,
                        .sbias = w->sbias,
@@ -534,24 +550,11 @@ static void qg_run_f32(void *arg, int64_t i0, int64_t i1, int tid) {
                        .wstride = w->blk_bytes,
                        .astride = w->bkp};
         J->ukr(wt, J->ap + m0 * J->lda, J->lda, mr, w->nu, &B, facc);
+        J->f32_out(NULL, facc, mr, nn, NULL, NULL, NULL, J->a_scale + m0, NULL, bias, J->lo, J->hi, o, J->ldc);
       } else {
         J->ukr(wt, J->ap + m0 * J->lda, J->lda, mr, w->nu, NULL, raw);
-        for (int i = 0; i < mr; i++)
-          for (int j = 0; j < nn; j++)
-            facc[i * QG_NR + j] = (float)qg_fix(w, raw[i * QG_NR + j], J->sa[m0 + i], J->a_zp[m0 + i], t, 0, j);
-      }
-      for (int i = 0; i < mr; i++) {
-        int64_t m = m0 + i;
-        float as = J->a_scale[m];
-        float *o = J->out + m * J->ldc + t * QG_NR;
-        const float *fa = facc + i * QG_NR;
-        for (int j = 0; j < nn; j++) {
-          float y = w->blockwise ? fa[j] * as : (fa[j] * as) * sc[j];
-          if (bias) y = y + bias[j];
-          if (y < J->lo) y = J->lo;
-          if (y > J->hi) y = J->hi;
-          o[j] = y;
-        }
+        for (int i = 0; i < mr; i++) rowc[i] = qg_wrap_mul(w->sbias, J->sa[m0 + i]);
+        J->f32_out(raw, NULL, mr, nn, rowc, J->a_zp + m0, ws, J->a_scale + m0, sc, bias, J->lo, J->hi, o, J->ldc);
       }
     }
   }
@@ -647,6 +650,10 @@ int px_qgemm_qd8_f32(px_ctx *ctx, const px_qweights *w, int64_t M, const int8_t 
   J.ldc = ldc;
   J.lo = lo;
   J.hi = hi;
+  J.f32_out = qg_f32_out_c;
+#if QG_X86
+  if (px_qgemm_path() == PX_QGEMM_AVX2 || px_qgemm_path() == PX_QGEMM_AVX512_VNNI) J.f32_out = qg_f32_out_avx2;
+#endif
   J.nmb = (M + QG_MB - 1) / QG_MB;
   px_parallel_for(w->ntiles * J.nmb, 1, M * w->K * w->N, qg_run_f32, &J);
   return 0;

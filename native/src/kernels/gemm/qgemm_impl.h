@@ -103,8 +103,20 @@ void qg_ukr4_c(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t n
 typedef void (*qg_qs8_out_fn)(const int32_t *raw, int mr, int nn, const int32_t *rowc, const int32_t *kb,
                               const float *rq, float qlo, float qhi, int32_t zp, int8_t *out, int64_t ldc);
 
+/* The dynamic product's output step for mr rows of a tile (nn <= QG_NR
+ * channels; sc, ws and bias padded to QG_NR). Per-channel weights (raw given):
+ *   y = ((float)(raw[i][j] - rowc[i] - azp[i] * ws[j]) * as[i]) * sc[j]
+ * blockwise (facc given): y = facc[i][j] * as[i]; then y + bias[j] when bias,
+ * then y < lo -> lo, y > hi -> hi (NaN kept), out[i * ldc + j] = y. */
+typedef void (*qg_f32_out_fn)(const int32_t *raw, const float *facc, int mr, int nn, const int32_t *rowc,
+                              const int32_t *azp, const int32_t *ws, const float *as, const float *sc,
+                              const float *bias, float lo, float hi, float *out, int64_t ldc);
+
 #if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__) && !defined(PX_PORTABLE_KERNELS)
 #define QG_X86 1
+void qg_f32_out_avx2(const int32_t *raw, const float *facc, int mr, int nn, const int32_t *rowc, const int32_t *azp,
+                     const int32_t *ws, const float *as, const float *sc, const float *bias, float lo, float hi,
+                     float *out, int64_t ldc);
 void qg_qs8_out_avx2(const int32_t *raw, int mr, int nn, const int32_t *rowc, const int32_t *kb, const float *rq,
                      float qlo, float qhi, int32_t zp, int8_t *out, int64_t ldc);
 void qg_ukr8_avx2(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t nu, const qg_blocks *b,

@@ -309,6 +309,35 @@ QG_AVX2_T void qg_qs8_out_avx2(const int32_t *raw, int mr, int nn, const int32_t
   }
 }
 
+/* max(lo, y) / min(hi, y) with the bound first: y when y is NaN, as the
+ * scalar step's comparisons keep it. */
+QG_AVX2_T void qg_f32_out_avx2(const int32_t *raw, const float *facc, int mr, int nn, const int32_t *rowc,
+                               const int32_t *azp, const int32_t *ws, const float *as, const float *sc,
+                               const float *bias, float lo, float hi, float *out, int64_t ldc) {
+  const __m256 vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
+  for (int i = 0; i < mr; i++) {
+    float tmp[QG_NR];
+    float *o = nn == QG_NR ? out + i * ldc : tmp;
+    __m256 a = _mm256_set1_ps(as[i]);
+    for (int h = 0; h < 2; h++) {
+      __m256 y;
+      if (raw) {
+        __m256i v = _mm256_sub_epi32(_mm256_loadu_si256((const __m256i *)(raw + i * QG_NR + 8 * h)),
+                                     _mm256_set1_epi32(rowc[i]));
+        v = _mm256_sub_epi32(v, _mm256_mullo_epi32(_mm256_set1_epi32(azp[i]),
+                                                   _mm256_loadu_si256((const __m256i *)(ws + 8 * h))));
+        y = _mm256_mul_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(v), a), _mm256_loadu_ps(sc + 8 * h));
+      } else {
+        y = _mm256_mul_ps(_mm256_loadu_ps(facc + i * QG_NR + 8 * h), a);
+      }
+      if (bias) y = _mm256_add_ps(y, _mm256_loadu_ps(bias + 8 * h));
+      y = _mm256_min_ps(vhi, _mm256_max_ps(vlo, y));
+      _mm256_storeu_ps(o + 8 * h, y);
+    }
+    if (nn != QG_NR) memcpy(out + i * ldc, tmp, sizeof(float) * (size_t)nn);
+  }
+}
+
 /* ---- AVX-512 VNNI ------------------------------------------------------------ */
 
 #define QG_VNNI_T __attribute__((target("avx512f,avx512bw,avx512vnni")))
