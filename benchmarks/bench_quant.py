@@ -9,8 +9,9 @@ The files: a static int8 convolution network (PT2E XNNPACKQuantizer,
 per-channel), a dynamic int8 MLP (PT2E, qd8 x qc8w), an 8da4w MLP and an
 8da4w transformer encoder layer (torchao's Int8DynamicActivationIntxWeight,
 int4 weights in groups of 32: qd8 x qb4w) and one 8da4w Linear at batch 1
-(decode), for which the weight bytes read per call over the time give the
-bandwidth reached, printed beside this machine's measured copy bandwidth.
+(decode, 8192 x 8192: its 36 MiB of weights and scales do not stay in a 32 MiB
+cache between calls), for which the file's bytes over the time per call give
+the bandwidth reached, printed beside this machine's measured copy bandwidth.
 
 Before timing, pyexec's outputs are checked against ExecuTorch's on the same
 file (within 1e-3 of the output's magnitude; static int8 within one output
@@ -83,7 +84,8 @@ MODELS: dict[str, Callable[[], Spec]] = {
     ),
     "mlp_8da4w": lambda: (MLP(), (torch.randn(8, 512),), G32, None),
     "transformer_8da4w": lambda: (TransformerLayer(256, 4, 1024), (torch.randn(1, 64, 256),), G32, None),
-    "linear_8da4w_decode": lambda: (nn.Linear(4096, 4096), (torch.randn(1, 4096),), G32, None),
+    # 8192 x 8192: 32 MiB of 4-bit weights and 4 MiB of scales, more than a 32 MiB L3 holds
+    "linear_8da4w_decode": lambda: (nn.Linear(8192, 8192), (torch.randn(1, 8192),), G32, None),
 }
 
 

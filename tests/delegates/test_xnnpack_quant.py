@@ -416,10 +416,11 @@ def test_flipped_quantized_payload_bytes_fail_cleanly(which: str, tmp_path: Path
 @pytest.mark.skipif(SANITIZED, reason="resident memory is meaningless under AddressSanitizer")
 def test_8da4w_model_resident_memory_after_load_is_near_its_file_size(tmp_path: Path) -> None:
     """4-bit weights stay 4-bit: a float copy would be 8 times the weights.
-    What load adds: the packed 4-bit weights, their scales as float32 (twice
-    the file's bf16 ones) and per-block sums for the zero point; the file's
-    own pages, read once while packing, are handed back (MADV_PAGEOUT). The
-    bound, 1.6 x the file + 2 MiB, is far below a float copy (8 x)."""
+    What load adds: the packed 4-bit weights, their bf16 scales and per-block
+    sums for the zero point (about the file's size; 5.7 MiB for this 4.5 MiB
+    file when measured); the file's own pages, read once while packing, are
+    handed back (MADV_PAGEOUT). The bound, 1.4 x the file + 2 MiB, is far
+    below a float copy (8 x the weights)."""
     torch.manual_seed(2)
     m = MLP(1024, 4096, 1024).eval()
     x = (torch.randn(1, 1024),)
@@ -444,8 +445,8 @@ def test_8da4w_model_resident_memory_after_load_is_near_its_file_size(tmp_path: 
     loaded, ran = (int(v) for v in proc.stdout.split())
     size = len(pte)
     mib = 2**20
-    assert loaded < 1.6 * size + 2 * mib, f"load grew RSS by {loaded / mib:.1f} MiB for a {size / mib:.1f} MiB file"
-    assert ran < 1.6 * size + 4 * mib, f"a run grew RSS to {ran / mib:.1f} MiB for a {size / mib:.1f} MiB file"
+    assert loaded < 1.4 * size + 2 * mib, f"load grew RSS by {loaded / mib:.1f} MiB for a {size / mib:.1f} MiB file"
+    assert ran < 1.4 * size + 4 * mib, f"a run grew RSS to {ran / mib:.1f} MiB for a {size / mib:.1f} MiB file"
 
 
 @pytest.mark.parametrize("lowered", ["static", "8da4w"])
