@@ -654,6 +654,9 @@ int px_qgemm_qd8_f32(px_ctx *ctx, const px_qweights *w, int64_t M, const int8_t 
 #if QG_X86
   if (px_qgemm_path() == PX_QGEMM_AVX2 || px_qgemm_path() == PX_QGEMM_AVX512_VNNI) J.f32_out = qg_f32_out_avx2;
 #endif
+#if QG_NEON
+  if (px_qgemm_path() == PX_QGEMM_NEON || px_qgemm_path() == PX_QGEMM_NEON_DOT) J.f32_out = qg_f32_out_neon;
+#endif
   J.nmb = (M + QG_MB - 1) / QG_MB;
   px_parallel_for(w->ntiles * J.nmb, 1, M * w->K * w->N, qg_run_f32, &J);
   return 0;

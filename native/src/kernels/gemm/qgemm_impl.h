@@ -132,6 +132,9 @@ void qg_ukr4_vnni(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_
 #endif
 #if defined(__aarch64__) && defined(__GNUC__) && !defined(PX_PORTABLE_KERNELS)
 #define QG_NEON 1
+void qg_f32_out_neon(const int32_t *raw, const float *facc, int mr, int nn, const int32_t *rowc, const int32_t *azp,
+                     const int32_t *ws, const float *as, const float *sc, const float *bias, float lo, float hi,
+                     float *out, int64_t ldc);
 void qg_qs8_out_neon(const int32_t *raw, int mr, int nn, const int32_t *rowc, const int32_t *kb, const float *rq,
                      float qlo, float qhi, int32_t zp, int8_t *out, int64_t ldc);
 void qg_ukr8_neon(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t nu, const qg_blocks *b,

@@ -238,6 +238,34 @@ void qg_qs8_out_neon(const int32_t *raw, int mr, int nn, const int32_t *rowc, co
   }
 }
 
+/* The clamp as compare and select (y < lo -> lo, y > hi -> hi), so NaN and
+ * the sign of zero come out as in the scalar step. */
+void qg_f32_out_neon(const int32_t *raw, const float *facc, int mr, int nn, const int32_t *rowc, const int32_t *azp,
+                     const int32_t *ws, const float *as, const float *sc, const float *bias, float lo, float hi,
+                     float *out, int64_t ldc) {
+  const float32x4_t vlo = vdupq_n_f32(lo), vhi = vdupq_n_f32(hi);
+  for (int i = 0; i < mr; i++) {
+    float tmp[QG_NR];
+    float *o = nn == QG_NR ? out + i * ldc : tmp;
+    float32x4_t a = vdupq_n_f32(as[i]);
+    for (int v = 0; v < 4; v++) {
+      float32x4_t y;
+      if (raw) {
+        int32x4_t x = vsubq_s32(vld1q_s32(raw + i * QG_NR + 4 * v), vdupq_n_s32(rowc[i]));
+        x = vsubq_s32(x, vmulq_s32(vdupq_n_s32(azp[i]), vld1q_s32(ws + 4 * v)));
+        y = vmulq_f32(vmulq_f32(vcvtq_f32_s32(x), a), vld1q_f32(sc + 4 * v));
+      } else {
+        y = vmulq_f32(vld1q_f32(facc + i * QG_NR + 4 * v), a);
+      }
+      if (bias) y = vaddq_f32(y, vld1q_f32(bias + 4 * v));
+      y = vbslq_f32(vcltq_f32(y, vlo), vlo, y);
+      y = vbslq_f32(vcgtq_f32(y, vhi), vhi, y);
+      vst1q_f32(o + 4 * v, y);
+    }
+    if (nn != QG_NR) memcpy(out + i * ldc, tmp, sizeof(float) * (size_t)nn);
+  }
+}
+
 #else
 typedef int qg_neon_unused; /* ISO C wants a translation unit to declare something */
 #endif
