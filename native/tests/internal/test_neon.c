@@ -23,6 +23,7 @@
 #include "kernels/gemm/ukr_neon.h"
 #include "kernels/kernel.h"
 #include "kernels/neon_math.h"
+#include "kernels/registry.h"
 
 static int failures = 0;
 static int checks = 0;
@@ -518,10 +519,80 @@ static void test_neon_softmax(void) {
 }
 #endif
 
+/* ---- the operators through the registry ----------------------------------- */
+
+/* A contiguous 1-D tensor over data. */
+static px_tensor vec_tensor(void *data, int dtype, int64_t n) {
+  px_tensor t;
+  memset(&t, 0, sizeof t);
+  t.data = data;
+  t.dtype = (int8_t)dtype;
+  t.dim = 1;
+  t.mem = PX_MEM_UNPLANNED;
+  t.contiguous = 1;
+  t.sizes[0] = t.max_sizes[0] = n;
+  t.dim_order[0] = 0;
+  px_tensor_update_layout(&t);
+  t.capacity = t.nbytes;
+  t.cap_numel = t.numel;
+  return t;
+}
+
+static double ref_exp(double x) { return exp(x); }
+static double ref_tanh(double x) { return tanh(x); }
+static double ref_sigmoid2(double x) { return 1.0 / (1.0 + exp(-x)); }
+static double ref_silu2(double x) { return x / (1.0 + exp(-x)); }
+static double ref_gelu2(double x) { return 0.5 * x * (1.0 + erf(x * 0.70710678118654752440)); }
+static double ref_gelu_tanh2(double x) {
+  return 0.5 * x * (1.0 + tanh(0.79788456080286535588 * (x + 0.044715 * x * x * x)));
+}
+
+/* aten::exp / tanh / sigmoid / silu / gelu (both forms) on float32 and
+ * float64 tensors, as the runtime calls them (on AArch64 the float32 ones
+ * take the NEON rows), against double within a few float32 ulps. */
+static void test_ops_registry(void) {
+  enum { N = 1003 };
+  static float xf[N], yf[N];
+  static double xd[N], yd[N];
+  for (int i = 0; i < N; i++) xd[i] = (double)(xf[i] = 12.0f * frand());
+  struct {
+    const char *op, *approx;
+    double (*ref)(double);
+  } ops[] = {{"aten::exp.out", NULL, ref_exp},         {"aten::tanh.out", NULL, ref_tanh},
+             {"aten::sigmoid.out", NULL, ref_sigmoid2}, {"aten::silu.out", NULL, ref_silu2},
+             {"aten::gelu.out", "none", ref_gelu2},     {"aten::gelu.out", "tanh", ref_gelu_tanh2}};
+  for (size_t o = 0; o < sizeof ops / sizeof *ops; o++)
+    for (int f64 = 0; f64 < 2; f64++) {
+      const px_kernel_def *k = px_kernel_find(ops[o].op);
+      CHECK(k != NULL, "%s is not registered", ops[o].op);
+      if (!k) continue;
+      px_tensor tx = f64 ? vec_tensor(xd, PX_F64, N) : vec_tensor(xf, PX_F32, N);
+      px_tensor ty = f64 ? vec_tensor(yd, PX_F64, N) : vec_tensor(yf, PX_F32, N);
+      px_value vx = {.tag = PX_V_TENSOR}, vy = {.tag = PX_V_TENSOR}, va = {.tag = PX_V_STRING};
+      vx.u.t = &tx, vy.u.t = &ty;
+      if (ops[o].approx) va.u.str.p = ops[o].approx, va.u.str.n = (uint32_t)strlen(ops[o].approx);
+      px_value *args_un[] = {&vx, &vy, &vy}, *args_gelu[] = {&vx, &va, &vy, &vy};
+      msg[0] = 0;
+      ctx.op = ops[o].op;
+      int rc = k->fn(&ctx, ops[o].approx ? args_gelu : args_un);
+      CHECK(rc == 0, "%s: returned %d (%s)", ops[o].op, rc, msg);
+      int bad = 0;
+      for (int i = 0; i < N; i++) {
+        double want = ops[o].ref(xd[i]), got = f64 ? yd[i] : (double)yf[i];
+        double tol = f64 ? 1e-12 * fabs(want) + 1e-14 : 6e-7 * fabs(want) + 4e-7;
+        if (!(fabs(got - want) <= tol) && bad++ < 2)
+          fprintf(stderr, "%s %s (%s)(%.9g) = %.12g, reference %.12g\n", f64 ? "float64" : "float32", ops[o].op,
+                  ops[o].approx ? ops[o].approx : "", xd[i], got, want);
+      }
+      CHECK(bad == 0, "%s on %s: %d values off", ops[o].op, f64 ? "float64" : "float32", bad);
+    }
+}
+
 int main(void) {
   test_cpu();
   test_gemm_engine();
   test_gemm_prepacked();
+  test_ops_registry();
 #if PX_NEON_KERNELS
   test_neon_ukr();
   test_neon_small_m();
