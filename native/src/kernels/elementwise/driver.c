@@ -274,10 +274,13 @@ static void ew_chunk(void *arg, int64_t b, int64_t e, int tid) {
     it.off[i] = 0;
     for (int k = 0; k < it.dim; k++) it.off[i] += it.idx[k] * it.strides[i][k];
   }
-  char *scr = J->scratch + (size_t)tid * (size_t)(J->nin + 1) * EW_BLK * 8;
-  void *buf[EW_MAXIN];
-  for (int i = 0; i < J->nin; i++) buf[i] = scr + (size_t)i * EW_BLK * 8;
-  void *obuf = scr + (size_t)J->nin * EW_BLK * 8;
+  /* conversion buffers: this thread's share of the scratch (none without conversion) */
+  void *buf[EW_MAXIN] = {NULL, NULL, NULL}, *obuf = NULL;
+  if (J->scratch) {
+    char *scr = J->scratch + (size_t)tid * (size_t)(J->nin + 1) * EW_BLK * 8;
+    for (int i = 0; i < J->nin; i++) buf[i] = scr + (size_t)i * EW_BLK * 8;
+    obuf = scr + (size_t)J->nin * EW_BLK * 8;
+  }
   const size_t oes = px_elsize(J->out->dtype);
   for (int64_t u = b; u < e;) {
     int64_t pe = (row + 1) * J->npiece < e ? (row + 1) * J->npiece : e; /* this row's items */
