@@ -368,6 +368,12 @@ static void test_qd8(void) {
   float neg[2] = {-2.0f, -1.0f};
   px_quantize_qd8(neg, 1, 2, 2, q, &zp, &sc);
   CHECK(zp == 127 && q[0] == -128 && fabsf(sc - 2.0f / 255.0f) < 1e-9f);
+  /* NaN is left out of the range and quantizes to the low end: range [-1, 1],
+   * mult 127.5, zero point lrintf(127 - 127.5) = 0; 127.5 clamps to 127,
+   * -127.5 rounds to even (-128) */
+  float withnan[3] = {NAN, 1.0f, -1.0f};
+  px_quantize_qd8(withnan, 1, 3, 3, q, &zp, &sc);
+  CHECK(zp == 0 && sc == 1.0f / 127.5f && q[0] == -128 && q[1] == 127 && q[2] == -128);
   /* random rows against the reference; 0.0 always exactly representable */
   for (int t = 0; t < 50; t++) {
     int64_t M = 1 + rnd() % 4, K = 1 + rnd() % 70, ldx = K + (int64_t)(rnd() % 3);
@@ -441,6 +447,7 @@ int main(void) {
     int before = failures;
     rng_state = 0x9E3779B97F4A7C15ull; /* the same cases for every path */
     test_products();
+    test_qd8(); /* its passes are vectorised on some paths too */
     printf("qgemm: %s: %s\n", path_name, failures == before ? "ok" : "FAILED");
   }
   CHECK(px_qgemm_use_path(PX_QGEMM_AUTO) == 0 && px_qgemm_path() == best);
@@ -455,8 +462,6 @@ int main(void) {
     printf("qgemm: %s, 3 threads: %s\n", px_qgemm_path_name(best), failures == before ? "ok" : "FAILED");
     px_parallel_set_num_threads(threads);
   }
-  path_name = "qd8";
-  test_qd8();
   path_name = "pack";
   test_pack_errors();
   px_scratch_release(&ctx);

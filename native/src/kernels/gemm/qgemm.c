@@ -415,31 +415,48 @@ px_qweights *px_qweights_pack(const px_qweights_desc *d) {
 /* ---- dynamic quantization (the reference's A10) ------------------------- */
 
 /* XNNPACK's scalar min / max: the second operand when the comparison fails,
- * so a NaN in `a` gives b. */
+ * so a NaN in `a` gives b. (The row range itself ignores NaN.) */
 static inline float qg_max(float a, float b) { return b < a ? a : b; }
 static inline float qg_min(float a, float b) { return a < b ? a : b; }
 
+static void qg_qd8_range_c(const float *r, int64_t K, float *rmin, float *rmax) {
+  float lo = 0.0f, hi = 0.0f;
+  for (int64_t k = 0; k < K; k++) {
+    lo = r[k] < lo ? r[k] : lo;
+    hi = r[k] > hi ? r[k] : hi;
+  }
+  *rmin = lo;
+  *rmax = hi;
+}
+
+static void qg_qd8_quant_c(const float *r, int64_t K, float mult, float lo, float hi, int32_t zp, int8_t *q) {
+  for (int64_t k = 0; k < K; k++) {
+    float v = qg_min(qg_max(r[k] * mult, lo), hi);
+    q[k] = (int8_t)(lrintf(v) + zp);
+  }
+}
+
 void px_quantize_qd8(const float *x, int64_t M, int64_t K, int64_t ldx, int8_t *q, int32_t *zp,
                      float *scale) {
+  void (*range)(const float *, int64_t, float *, float *) = qg_qd8_range_c;
+  void (*quant)(const float *, int64_t, float, float, float, int32_t, int8_t *) = qg_qd8_quant_c;
+#if QG_X86
+  if (px_qgemm_path() == PX_QGEMM_AVX2 || px_qgemm_path() == PX_QGEMM_AVX512_VNNI) {
+    range = qg_qd8_range_avx2;
+    quant = qg_qd8_quant_avx2;
+  }
+#endif
   for (int64_t m = 0; m < M; m++) {
     const float *r = x + m * ldx;
-    float rmin = 0.0f, rmax = 0.0f;
-    for (int64_t k = 0; k < K; k++) {
-      rmin = qg_min(rmin, r[k]);
-      rmax = qg_max(rmax, r[k]);
-    }
+    float rmin, rmax; /* NaN ignored */
+    range(r, K, &rmin, &rmax);
     float mult = rmin == rmax ? 1.0f : 255.0f / (rmax - rmin);
     float dmin = rmin * mult, dmax = rmax * mult;
     float z = (-128.0f + dmin) + (127.0f + dmax) > 0.0f ? -128.0f - dmin : 127.0f - dmax;
     z = qg_min(qg_max(z, -128.0f), 127.0f);
-    if (!(z == z)) z = 0.0f; /* a row with NaN or infinity: keep lrintf defined */
+    if (!(z == z)) z = 0.0f; /* a row with an infinity: keep lrintf defined */
     long izp = lrintf(z);
-    float lo = (float)(-128 - izp), hi = (float)(127 - izp);
-    int8_t *qr = q + m * K;
-    for (int64_t k = 0; k < K; k++) {
-      float v = qg_min(qg_max(r[k] * mult, lo), hi);
-      qr[k] = (int8_t)(lrintf(v) + izp);
-    }
+    quant(r, K, mult, (float)(-128 - izp), (float)(127 - izp), (int32_t)izp, q + m * K);
     zp[m] = (int32_t)izp;
     scale[m] = 1.0f / mult;
   }

@@ -338,6 +338,57 @@ QG_AVX2_T void qg_f32_out_avx2(const int32_t *raw, const float *facc, int mr, in
   }
 }
 
+/* ---- px_quantize_qd8's passes ---------------------------------------------------- */
+
+/* min_ps(x, m) is x < m ? x : m, so a NaN x leaves m (as the scalar pass);
+ * lanes start at +0 and a -0 never replaces it, so the order of the final
+ * reduction cannot matter. */
+QG_AVX2_T void qg_qd8_range_avx2(const float *r, int64_t K, float *rmin, float *rmax) {
+  __m256 lo = _mm256_setzero_ps(), hi = _mm256_setzero_ps();
+  int64_t k = 0;
+  for (; k + 8 <= K; k += 8) {
+    __m256 x = _mm256_loadu_ps(r + k);
+    lo = _mm256_min_ps(x, lo);
+    hi = _mm256_max_ps(x, hi);
+  }
+  float l[8], h[8];
+  _mm256_storeu_ps(l, lo);
+  _mm256_storeu_ps(h, hi);
+  float a = 0.0f, b = 0.0f;
+  for (int i = 0; i < 8; i++) {
+    a = l[i] < a ? l[i] : a;
+    b = h[i] > b ? h[i] : b;
+  }
+  for (; k < K; k++) {
+    a = r[k] < a ? r[k] : a;
+    b = r[k] > b ? r[k] : b;
+  }
+  *rmin = a;
+  *rmax = b;
+}
+
+/* max_ps(v, lo) is v > lo ? v : lo (lo for NaN), min_ps(v, hi) v < hi ? v :
+ * hi, as qgemm.c's scalar pass; cvtps2dq rounds half to even as lrintf. */
+QG_AVX2_T void qg_qd8_quant_avx2(const float *r, int64_t K, float mult, float lo, float hi, int32_t zp, int8_t *q) {
+  const __m256 m = _mm256_set1_ps(mult), vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
+  const __m256i z = _mm256_set1_epi32(zp);
+  int64_t k = 0;
+  for (; k + 16 <= K; k += 16) {
+    __m256 f0 = _mm256_min_ps(_mm256_max_ps(_mm256_mul_ps(_mm256_loadu_ps(r + k), m), vlo), vhi);
+    __m256 f1 = _mm256_min_ps(_mm256_max_ps(_mm256_mul_ps(_mm256_loadu_ps(r + k + 8), m), vlo), vhi);
+    __m256i q0 = _mm256_add_epi32(_mm256_cvtps_epi32(f0), z), q1 = _mm256_add_epi32(_mm256_cvtps_epi32(f1), z);
+    __m256i p16 = _mm256_permute4x64_epi64(_mm256_packs_epi32(q0, q1), 0xD8);
+    _mm_storeu_si128((__m128i *)(q + k),
+                     _mm_packs_epi16(_mm256_castsi256_si128(p16), _mm256_extracti128_si256(p16, 1)));
+  }
+  for (; k < K; k++) {
+    float v = r[k] * mult;
+    v = lo < v ? v : lo;
+    v = v < hi ? v : hi;
+    q[k] = (int8_t)(_mm_cvtss_si32(_mm_set_ss(v)) + zp);
+  }
+}
+
 /* ---- AVX-512 VNNI ------------------------------------------------------------ */
 
 #define QG_VNNI_T __attribute__((target("avx512f,avx512bw,avx512vnni")))
