@@ -80,7 +80,9 @@ setup_cross() {
 aarch64_emulated() {
   setup_cross &&
     make -s -C native -j2 CROSS=aarch64-linux-gnu- all dist &&
-    make -s -C native CROSS=aarch64-linux-gnu- test
+    make -s -C native CROSS=aarch64-linux-gnu- test &&
+    # the fixtures again with the portable GEMM kernel in place of the NEON one
+    PYEXEC_GEMM_ISA=portable qemu-aarch64 -L /usr/aarch64-linux-gnu native/build/aarch64/tests/run_fixtures native/tests/data
 }
 
 lint() { ruff check . && mypy; }
