@@ -446,6 +446,12 @@ void px_quantize_qd8(const float *x, int64_t M, int64_t K, int64_t ldx, int8_t *
     quant = qg_qd8_quant_avx2;
   }
 #endif
+#if QG_NEON
+  if (px_qgemm_path() == PX_QGEMM_NEON || px_qgemm_path() == PX_QGEMM_NEON_DOT) {
+    range = qg_qd8_range_neon;
+    quant = qg_qd8_quant_neon;
+  }
+#endif
   for (int64_t m = 0; m < M; m++) {
     const float *r = x + m * ldx;
     float rmin, rmax; /* NaN ignored */

@@ -137,6 +137,8 @@ void qg_ukr4_vnni(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_
 #endif
 #if defined(__aarch64__) && defined(__GNUC__) && !defined(PX_PORTABLE_KERNELS)
 #define QG_NEON 1
+void qg_qd8_range_neon(const float *r, int64_t K, float *rmin, float *rmax);
+void qg_qd8_quant_neon(const float *r, int64_t K, float mult, float lo, float hi, int32_t zp, int8_t *q);
 void qg_f32_out_neon(const int32_t *raw, const float *facc, int mr, int nn, const int32_t *rowc, const int32_t *azp,
                      const int32_t *ws, const float *as, const float *sc, const float *bias, float lo, float hi,
                      float *out, int64_t ldc);

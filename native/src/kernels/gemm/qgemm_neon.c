@@ -266,6 +266,48 @@ void qg_f32_out_neon(const int32_t *raw, const float *facc, int mr, int nn, cons
   }
 }
 
+/* ---- px_quantize_qd8's passes ---------------------------------------------------- */
+
+/* fminnm / fmaxnm ignore NaN as the scalar pass does (a -0 may end up as the
+ * minimum here where the scalar pass keeps +0; both give the same scale,
+ * zero point and values). */
+void qg_qd8_range_neon(const float *r, int64_t K, float *rmin, float *rmax) {
+  float32x4_t lo = vdupq_n_f32(0.0f), hi = vdupq_n_f32(0.0f);
+  int64_t k = 0;
+  for (; k + 4 <= K; k += 4) {
+    float32x4_t x = vld1q_f32(r + k);
+    lo = vminnmq_f32(lo, x);
+    hi = vmaxnmq_f32(hi, x);
+  }
+  float a = vminnmvq_f32(lo), b = vmaxnmvq_f32(hi);
+  for (; k < K; k++) {
+    a = r[k] < a ? r[k] : a;
+    b = r[k] > b ? r[k] : b;
+  }
+  *rmin = a;
+  *rmax = b;
+}
+
+/* fmaxnm(v, lo) is lo for NaN, as the scalar pass; fcvtns rounds half to
+ * even as lrintf. */
+void qg_qd8_quant_neon(const float *r, int64_t K, float mult, float lo, float hi, int32_t zp, int8_t *q) {
+  const float32x4_t m = vdupq_n_f32(mult), vlo = vdupq_n_f32(lo), vhi = vdupq_n_f32(hi);
+  const int32x4_t z = vdupq_n_s32(zp);
+  int64_t k = 0;
+  for (; k + 8 <= K; k += 8) {
+    float32x4_t f0 = vminnmq_f32(vmaxnmq_f32(vmulq_f32(vld1q_f32(r + k), m), vlo), vhi);
+    float32x4_t f1 = vminnmq_f32(vmaxnmq_f32(vmulq_f32(vld1q_f32(r + k + 4), m), vlo), vhi);
+    int16x8_t h = vcombine_s16(vqmovn_s32(vaddq_s32(vcvtnq_s32_f32(f0), z)), vqmovn_s32(vaddq_s32(vcvtnq_s32_f32(f1), z)));
+    vst1_s8(q + k, vqmovn_s16(h));
+  }
+  for (; k < K; k++) {
+    float v = r[k] * mult;
+    v = lo < v ? v : lo;
+    v = v < hi ? v : hi;
+    q[k] = (int8_t)(vcvtns_s32_f32(v) + zp);
+  }
+}
+
 #else
 typedef int qg_neon_unused; /* ISO C wants a translation unit to declare something */
 #endif
