@@ -208,6 +208,7 @@ int main(int argc, char **argv) {
       for (size_t c = 0; c < sizeof Ks / sizeof Ks[0]; c++) one_shape(Ms[a], Ns[b], Ks[c]);
   one_shape(17, 33, 1024); /* rows 4 KiB apart: A packed instead of read in place */
   one_shape(9, 70, 2048);
+  one_shape(13, 1100, 40); /* several column blocks (NC) */
   threads_invariance();
   px_scratch_release(&ctx);
   const char *isa = getenv("PYEXEC_GEMM_ISA");

@@ -330,7 +330,14 @@ static void im2col_pack(const void *src, int64_t ic, int64_t mc, int64_t pc, int
         }
         if (inside) {
           float *d = pa + q * mr;
-          if (mr == 6) {
+          if (mr == 8) {
+            const float *s0 = sp[0], *s1 = sp[1], *s2 = sp[2], *s3 = sp[3], *s4 = sp[4];
+            const float *s5 = sp[5], *s6 = sp[6], *s7 = sp[7];
+            for (int64_t e = 0; e < L; e++, d += 8) {
+              d[0] = s0[e], d[1] = s1[e], d[2] = s2[e], d[3] = s3[e];
+              d[4] = s4[e], d[5] = s5[e], d[6] = s6[e], d[7] = s7[e];
+            }
+          } else if (mr == 6) {
             const float *s0 = sp[0], *s1 = sp[1], *s2 = sp[2], *s3 = sp[3], *s4 = sp[4];
             const float *s5 = sp[5];
             for (int64_t e = 0; e < L; e++, d += 6) {
@@ -360,7 +367,14 @@ static void im2col_pack(const void *src, int64_t ic, int64_t mc, int64_t pc, int
         all_in = all_in && in;
       }
       float *d = pa + q * mr;
-      if (all_in && mr == 6) {
+      if (all_in && mr == 8) {
+        const float *s0 = sp[0], *s1 = sp[1], *s2 = sp[2], *s3 = sp[3], *s4 = sp[4], *s5 = sp[5];
+        const float *s6 = sp[6], *s7 = sp[7];
+        for (int64_t e = 0; e < len; e++, d += 8) {
+          d[0] = s0[e], d[1] = s1[e], d[2] = s2[e], d[3] = s3[e];
+          d[4] = s4[e], d[5] = s5[e], d[6] = s6[e], d[7] = s7[e];
+        }
+      } else if (all_in && mr == 6) {
         const float *s0 = sp[0], *s1 = sp[1], *s2 = sp[2], *s3 = sp[3], *s4 = sp[4], *s5 = sp[5];
         for (int64_t e = 0; e < len; e++, d += 6) {
           d[0] = s0[e], d[1] = s1[e], d[2] = s2[e];

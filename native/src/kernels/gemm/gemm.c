@@ -37,7 +37,7 @@
 
 #define GEMM_MC 120  /* rows of A per packed block (multiple of 6 and 4) */
 #define GEMM_KC 256  /* most depth per packed block */
-#define GEMM_NC 4096 /* columns of B per packed block (multiple of 16 and 8) */
+#define GEMM_NC 512 /* columns of B per packed block (multiple of every NR): kc x NC in L2 */
 #define GEMM_MR_MAX PX_GEMM_MR_MAX
 #define GEMM_DOTS_MAX_M 32 /* most rows of A multiplied by a transposed B without packing */
 #define GEMM_NR_MAX PX_GEMM_NR_MAX
