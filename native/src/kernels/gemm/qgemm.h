@@ -40,7 +40,8 @@ size_t px_qweights_bytes(const px_qweights *w); /* memory held, for reports */
 
 /* XNNPACK's dynamic per-row quantization ("qd8", the reference's part A10):
  * row m of the M x K float matrix x (row stride ldx floats) becomes int8
- * q[m * K + k] with zero point zp[m] and scale scale[m]. */
+ * q[m * K + k] with zero point zp[m] and scale scale[m]. NaN is left out of
+ * a row's range and quantizes to -128. */
 void px_quantize_qd8(const float *x, int64_t M, int64_t K, int64_t ldx, int8_t *q, int32_t *zp,
                      float *scale);
 
@@ -48,8 +49,12 @@ void px_quantize_qd8(const float *x, int64_t M, int64_t K, int64_t ldx, int8_t *
  *   out[m, n] = clamp(a_scale[m] * wscale(n, .) * sum_k (a[m, k] - a_zp[m]) * (w[n, k] - wzp)
  *                     + bias[n], lo, hi)
  * with the per-block form for block > 0 (the reference's A10 formulas, in
- * the same order). a is M x K int8 with row stride lda; out has row stride
- * ldc floats. Returns 0 or px_fail's status. */
+ * the same order). In float32, with S the exact int32 sum (of a block):
+ *   per channel: y = ((float)S * a_scale[m]) * wscale[n]
+ *   blockwise:   y = (sum over blocks g, in order, of (float)S_g * wscale[n, g]) * a_scale[m]
+ * then y + bias[n], then y < lo -> lo, y > hi -> hi (NaN kept); separate
+ * multiplies and adds, the same on every path. a is M x K int8 with row
+ * stride lda; out has row stride ldc floats. Returns 0 or px_fail's status. */
 int px_qgemm_qd8_f32(px_ctx *ctx, const px_qweights *w, int64_t M, const int8_t *a, int64_t lda,
                      const int32_t *a_zp, const float *a_scale, float *out, int64_t ldc, float lo,
                      float hi);
@@ -58,7 +63,9 @@ int px_qgemm_qd8_f32(px_ctx *ctx, const px_qweights *w, int64_t M, const int8_t 
  * fully-connected operators, 8-bit per-channel or per-tensor weights):
  *   acc = sum_k (a[m, k] - a_zp) * w[n, k] + bias[n]               (int32)
  *   out[m, n] = lrintf(clamp(acc * requant[n], qmin - out_zp, qmax - out_zp)) + out_zp
- * bias: N int32 or NULL; requant: N floats. Returns 0 or px_fail's status. */
+ * (acc converted to float, then multiplied; lrintf rounds half to even).
+ * bias: N int32 or NULL; requant: N floats. Blockwise weights are refused.
+ * Returns 0 or px_fail's status. */
 int px_qgemm_qs8(px_ctx *ctx, const px_qweights *w, int64_t M, const int8_t *a, int64_t lda,
                  int32_t a_zp, const int32_t *bias, const float *requant, int32_t out_zp,
                  int32_t qmin, int32_t qmax, int8_t *out, int64_t ldc);
