@@ -125,6 +125,7 @@ QUANTIZED_RUNS = {
     "Multiply",
     "MaxPooling2d",
     "GlobalAvgPooling2d",
+    "Clamp",
     "StaticTranspose",
     "StaticReshape",
     "StaticSlice",

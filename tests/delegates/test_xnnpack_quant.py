@@ -189,6 +189,28 @@ def test_static_int8_cnn_with_batch_norm_and_global_pooling_lowered_matches_exec
     _near_eager(ours, spec.module, spec.inputs, 0.25)
 
 
+class ClampCat(torch.nn.Module):
+    """A qint8 Clamp (hardtanh after max pooling) and a qint8 Concatenate2."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.c = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.d = torch.nn.Conv2d(8, 8, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.nn.functional.hardtanh(torch.nn.functional.max_pool2d(self.c(x), 2), -0.5, 0.5)
+        return torch.cat([y, torch.relu(self.d(y))], 1)
+
+
+def test_static_int8_clamp_and_concatenate_lowered_match_executorch() -> None:
+    torch.manual_seed(0)
+    m, x = ClampCat().eval(), (torch.randn(1, 3, 16, 16),)
+    pte = export_quantized(m, x, STATIC["per_channel"], lower=True)
+    assert {"Clamp", "Concatenate2"} <= {union_names()[t] for t in node_types(pte)}
+    ours, ref = _run_both(pte, x)
+    assert np.abs(ours - ref).max() <= _output_step(pte) * 1.001
+
+
 @pytest.mark.parametrize("name", sorted(STATIC))
 def test_static_int8_conv_net_portable_matches_executorch(name: str) -> None:
     pte, m, x = _static(name, lower=False)

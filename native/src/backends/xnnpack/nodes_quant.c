@@ -10,6 +10,7 @@
  *   Multiply        qint8, XNNPACK's fp32 requantization
  *   MaxPooling2d    qint8 (a max of bytes)
  *   GlobalAvgPooling2d  qint8, XNNPACK's qs8 mean
+ *   Clamp           qint8 (the float bounds quantized; a clamp of bytes)
  *   StaticTranspose, StaticReshape, StaticSlice, StaticConstantPad,
  *   Concatenate2..5, Copy on qint8 with one scale and zero point: byte moves
  * The integer products are kernels/gemm/qgemm.h's; 4-bit weights are packed
@@ -155,6 +156,7 @@ int xnn_quant_check(const xnn_node *node, const xnn_value *values, char *why, si
         return BADQ("input rank %u, output rank %u: NHWC input and [N, 1, 1, C] or [N, C] output", x->num_dims,
                     y->num_dims);
       return 0;
+    case XNN_NODE_clamp:
     case XNN_NODE_max_pooling2d:
     case XNN_NODE_static_transpose:
     case XNN_NODE_static_reshape:
@@ -660,6 +662,25 @@ static int exec_concat(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
   return 0;
 }
 
+/* Clamp on qint8 (one scale and zero point in and out): the node's float
+ * bounds quantized, then a clamp of the bytes. */
+static int exec_clamp(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
+  (void)ctx;
+  const xnn_value *x = &values[node->in[0]];
+  xnn_value *y = &values[node->out[0]];
+  int32_t lo = xnn_q8_bound(node->output_min, y->quant.scale, y->quant.zero_point);
+  int32_t hi = xnn_q8_bound(node->output_max, y->quant.scale, y->quant.zero_point);
+  const int8_t *restrict in = x->data;
+  int8_t *restrict out = y->data;
+  int64_t n = xnn_numel(x);
+  for (int64_t i = 0; i < n; i++) {
+    int32_t v = in[i];
+    v = v < lo ? lo : v;
+    out[i] = (int8_t)(v > hi ? hi : v);
+  }
+  return 0;
+}
+
 static int exec_copy(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
   return exec_reshape(ctx, node, values);
 }
@@ -679,6 +700,7 @@ static const xnn_node_ops q_slice = {xnn_shape_static_slice, exec_slice, NULL};
 static const xnn_node_ops q_pad = {xnn_shape_static_constant_pad, exec_pad, NULL};
 static const xnn_node_ops q_concat = {xnn_shape_concatenate, exec_concat, NULL};
 static const xnn_node_ops q_copy = {xnn_shape_unary, exec_copy, NULL};
+static const xnn_node_ops q_clamp = {xnn_shape_unary, exec_clamp, NULL};
 
 const xnn_node_ops *xnn_quant_ops_for(const xnn_node *node, const xnn_value *values) {
   (void)values;
@@ -701,6 +723,7 @@ const xnn_node_ops *xnn_quant_ops_for(const xnn_node *node, const xnn_value *val
     case XNN_NODE_concatenate4:
     case XNN_NODE_concatenate5: return &q_concat;
     case XNN_NODE_copy: return &q_copy;
+    case XNN_NODE_clamp: return &q_clamp;
     default: return NULL;
   }
 }
