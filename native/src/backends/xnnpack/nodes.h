@@ -6,7 +6,9 @@
  * nodes_pool.c (pooling, bilinear resize, PReLU); the others in
  * nodes_basic.c (elementwise), nodes_matmul.c (FullyConnected,
  * BatchMatrixMultiply) and nodes_shape.c (transpose, reshape, slice, pad,
- * concatenate, copy, convert). xnn_graph.h documents the contract.
+ * concatenate, copy, convert). Nodes with quantized values run the
+ * functions of nodes_quant.c and nodes_qconv.c (qnodes.h), picked per node by
+ * xnn_node_ops_for_node. xnn_graph.h documents the contract.
  */
 #ifndef PX_XNN_NODES_H
 #define PX_XNN_NODES_H
