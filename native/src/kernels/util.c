@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "kernels/kernel.h"
+#include "runtime/parallel.h"
 
 /* ---- failure and scratch ---------------------------------------------- */
 
@@ -308,6 +309,21 @@ void px_convert(void *dst, int dst_dtype, const void *src, int src_dtype, int64_
   }
 }
 
+/* Elements per piece when a same-layout copy is split over threads. */
+#define CONVERT_PIECE 16384
+
+typedef struct convert_job {
+  px_tensor *dst;
+  const px_tensor *src;
+} convert_job;
+
+static void convert_pieces(void *arg, int64_t b, int64_t e, int tid) {
+  (void)tid;
+  const convert_job *J = arg;
+  px_convert((char *)J->dst->data + (size_t)b * px_elsize(J->dst->dtype), J->dst->dtype,
+             (const char *)J->src->data + (size_t)b * px_elsize(J->src->dtype), J->src->dtype, e - b);
+}
+
 int px_copy_strided(px_ctx *ctx, px_tensor *dst, const px_tensor *src) {
   if (dst->dim != src->dim)
     return px_fail(ctx, "copy between ranks %d and %d", src->dim, dst->dim);
@@ -320,7 +336,11 @@ int px_copy_strided(px_ctx *ctx, px_tensor *dst, const px_tensor *src) {
   for (int k = 0; k < dst->dim; k++)
     if (dst->sizes[k] != 1 && dst->strides[k] != src->strides[k]) same_layout = false;
   if (same_layout) {
-    px_convert(dst->data, dst->dtype, src->data, src->dtype, dst->numel);
+    /* pieces over the thread pool: a conversion is elementwise, so any split
+     * gives the same bytes */
+    convert_job J = {dst, src};
+    size_t bytes = (px_elsize(dst->dtype) + px_elsize(src->dtype)) * (size_t)dst->numel;
+    px_parallel_for(dst->numel, CONVERT_PIECE, (int64_t)bytes, convert_pieces, &J);
     return 0;
   }
   px_iter it;
