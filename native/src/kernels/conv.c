@@ -126,30 +126,43 @@ static void conv_pack_b(const void *src, int64_t pc, int64_t kc, int64_t jc, int
    * a block far larger than L2. */
   for (int64_t j0 = 0; j0 < nc; j0 += nr, pb += (int64_t)nr * kc) {
     int n = (int)(nc - j0 < nr ? nc - j0 : nr);
-    int64_t oh = (jc + j0) / OW, ow = (jc + j0) % OW;
-    bool one_row = ow + n <= OW; /* the panel's columns are one output-row segment */
-    int64_t ihb[GEMM_NR_LIMIT], iwb[GEMM_NR_LIMIT];
-    for (int e = 0; e < n; e++) {
+    /* the panel's columns as segments of output rows (a 32-wide panel
+     * spans two or more rows of a narrow output) */
+    int seg_e[GEMM_NR_LIMIT + 1], nseg = 0;
+    int64_t seg_h[GEMM_NR_LIMIT], seg_w[GEMM_NR_LIMIT];
+    for (int e = 0; e < n;) {
       int64_t jo = (jc + j0 + e) / OW, jw = (jc + j0 + e) % OW;
-      ihb[e] = jo * sh;
-      iwb[e] = jw * sw;
+      int len = (int)(OW - jw < n - e ? OW - jw : n - e);
+      seg_e[nseg] = e, seg_h[nseg] = jo * sh, seg_w[nseg] = jw * sw;
+      nseg++;
+      e += len;
     }
+    seg_e[nseg] = n;
     for (int64_t p = 0; p < kc; p++) {
       int64_t k = pc + p;
       const float *xc = s->x + s->koff[k];
       int64_t dih = s->kih[k], diw = s->kiw[k];
       float *d = pb + p * nr;
-      int64_t ih = oh * sh + dih, iw0 = ow * sw + diw;
-      if (one_row && ih >= 0 && ih < H && iw0 >= 0 && iw0 + (n - 1) * sw < W) {
-        const float *sp = xc + ih * W + iw0;
-        if (sw == 1)
-          for (int e = 0; e < n; e++) d[e] = sp[e];
-        else
-          for (int e = 0; e < n; e++) d[e] = sp[e * sw];
-      } else {
-        for (int e = 0; e < n; e++) {
-          int64_t y = ihb[e] + dih, x = iwb[e] + diw;
-          d[e] = (y >= 0 && y < H && x >= 0 && x < W) ? xc[y * W + x] : 0.0f;
+      for (int q = 0; q < nseg; q++) {
+        const int e0 = seg_e[q], len = seg_e[q + 1] - e0;
+        const int64_t ih = seg_h[q] + dih, iw0 = seg_w[q] + diw;
+        float *dq = d + e0;
+        if (ih < 0 || ih >= H) {
+          for (int e = 0; e < len; e++) dq[e] = 0.0f;
+          continue;
+        }
+        const float *row = xc + ih * W;
+        if (iw0 >= 0 && iw0 + (len - 1) * sw < W) {
+          const float *sp = row + iw0;
+          if (sw == 1)
+            for (int e = 0; e < len; e++) dq[e] = sp[e];
+          else
+            for (int e = 0; e < len; e++) dq[e] = sp[e * sw];
+        } else {
+          for (int e = 0; e < len; e++) {
+            int64_t x = iw0 + e * sw;
+            dq[e] = x >= 0 && x < W ? row[x] : 0.0f;
+          }
         }
       }
       for (int e = n; e < nr; e++) d[e] = 0.0f;
