@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "backends/xnnpack/nodes.h"
+#include "backends/xnnpack/qnodes.h"
 #include "kernels/gemm/gemm.h"
 
 static void clamp_all(float *y, int64_t n, float lo, float hi) {
@@ -70,7 +71,11 @@ int xnn_prepare_fully_connected(px_ctx *ctx, xnn_node *node, xnn_value *values) 
   int64_t oc, ic;
   fc_dims(node, w, &oc, &ic);
   bool tr = node->flags & XNN_FLAG_TRANSPOSE_WEIGHTS;
-  return pack_constant(ctx, node, 1, oc, ic, w->data, 0, tr ? oc : 1, tr ? 1 : ic);
+  int rc = pack_constant(ctx, node, 1, oc, ic, w->data, 0, tr ? oc : 1, tr ? 1 : ic);
+  /* The run reads only the packed copy: hand the file's pages of the filter
+   * back, so a program (or its .ptd) is not resident twice. */
+  if (!rc) xnn_drop_constant_pages(w->data, w->constant_size);
+  return rc;
 }
 
 int xnn_exec_fully_connected(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
