@@ -313,13 +313,21 @@ static FORCE_INLINE float bf2f(uint16_t b) { return f_from_bits((uint32_t)b << 1
   int64_t n, const char *const *in, const int64_t *is, char *po, int64_t so, eparam *P
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(PX_NO_CPU_DISPATCH)
 #define EW_CLONE_AVX2 1
+/* The baseline clone runs only on x86-64 CPUs without AVX2 (none made for
+ * desktops or servers since about 2013): left scalar, it keeps the library
+ * inside the wheel's 1 MiB (vectorised for SSE2 it doubled these files). */
+#if defined(__clang__)
+#define EW_BASELINE_ATTR
+#else
+#define EW_BASELINE_ATTR __attribute__((optimize("no-tree-loop-vectorize", "no-tree-slp-vectorize")))
+#endif
 #define ALWAYS_INLINE __attribute__((always_inline)) inline
 #define LOOP_FN(NAME)                                                   \
   static ALWAYS_INLINE void NAME##_impl(LOOP_ARGS);                     \
   __attribute__((target("avx2"))) static void NAME##_avx2(LOOP_ARGS) { \
     NAME##_impl(n, in, is, po, so, P);                                  \
   }                                                                     \
-  static void NAME(LOOP_ARGS) {                                         \
+  EW_BASELINE_ATTR static void NAME(LOOP_ARGS) {                      \
     if (__builtin_cpu_supports("avx2"))                                 \
       NAME##_avx2(n, in, is, po, so, P);                                \
     else                                                                \
