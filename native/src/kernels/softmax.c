@@ -39,9 +39,14 @@ typedef float v8f_u __attribute__((vector_size(32), aligned(4), may_alias));
  * NaN). Stamped out for 16-byte vectors and, with 32-byte ones, for AVX2. */
 #define DEFINE_SOFTMAX_ROW(SFX, ATTR, VF, VI, VL, VLOAD, VSTORE)                             \
   ATTR static inline __attribute__((always_inline)) VF vexp_##SFX(VF x) {                  \
-    const VF hi = x * 0.0f + 88.3762626647949f;                                             \
+    const VF zero = {0};                                                                    \
+    const VF hi = zero + 88.3762626647949f, lo = zero - 88.0f;                              \
     VI over = (VI)(x > hi);                                                                 \
     VF xc = (VF)(((VI)x & ~over) | ((VI)hi & over));                                        \
+    /* below -88 (and NaN, -inf) the result is masked below; clamped, the */                \
+    /* integer steps cannot overflow (-inf made INT_MIN - 1 before) */                      \
+    VI above = (VI)(xc > lo);                                                               \
+    xc = (VF)(((VI)xc & above) | ((VI)lo & ~above));                                        \
     VF t = xc * 1.44269504088896341f + 0.5f;                                                \
     VI n = __builtin_convertvector(t, VI);                                                  \
     VF nf = __builtin_convertvector(n, VF);                                                 \
