@@ -180,7 +180,34 @@ static void unary_pieces(void *arg, int64_t p0, int64_t p1, int tid) {
     case XNN_NODE_gelu: px_f32_gelu(n, x, y); return;
     default: break;
   }
-  for (int64_t k = 0; k < n; k++) y[k] = unary_op(J->node, x[k]);
+  /* The cheap operations as loops of their own (the switch hoisted out, so
+   * they vectorise), each computing unary_op's expression. */
+#define MAP(EXPR)                    \
+  for (int64_t k = 0; k < n; k++) {  \
+    const float v = x[k];            \
+    y[k] = (EXPR);                   \
+  }                                  \
+  return
+  const xnn_node *node = J->node;
+  switch (node->type) {
+    case XNN_NODE_hardswish: MAP(v * clampf(v + 3.0f, 0.0f, 6.0f) / 6.0f);
+    case XNN_NODE_abs: MAP(fabsf(v));
+    case XNN_NODE_negate: MAP(-v);
+    case XNN_NODE_square: MAP(v * v);
+    case XNN_NODE_square_root: MAP(sqrtf(v));
+    case XNN_NODE_reciprocal_square_root: MAP(1.0f / sqrtf(v));
+    case XNN_NODE_leaky_relu: {
+      const float s = node->p.leaky_relu.negative_slope;
+      MAP(v < 0.0f ? v * s : v);
+    }
+    case XNN_NODE_clamp: {
+      const float lo = node->output_min, hi = node->output_max;
+      MAP(isnan(v) ? v : clampf(v, lo, hi));
+    }
+    default: break;
+  }
+#undef MAP
+  for (int64_t k = 0; k < n; k++) y[k] = unary_op(node, x[k]);
 }
 
 int xnn_exec_unary(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
