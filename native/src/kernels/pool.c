@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "kernels/common.h"
+#include "runtime/parallel.h"
 
 typedef struct pool_geom {
   int64_t planes, D, H, W, OD, OH, OW; /* 2-D pooling: D = OD = 1 */
@@ -76,11 +77,12 @@ static int pool_setup(px_ctx *ctx, int nsp, const px_tensor *in, px_value *kerne
  * NaN replaces an earlier one), ties keep the first position, as in torch.
  * Indices are flat within the input plane (d*H + h)*W + w. */
 #define DEFINE_MAXPOOL(NAME, T, C, LOAD, LOWEST)                                             \
-  static void NAME(const pool_geom *g, const void *inp, void *outp, int64_t *idx) {         \
+  static void NAME(const pool_geom *g, const void *inp, void *outp, int64_t *idx,          \
+                   int64_t pl0, int64_t pl1) {                                               \
     const T *in = inp;                                                                       \
     T *out = outp;                                                                           \
     const int64_t HW = g->H * g->W;                                                          \
-    for (int64_t pl = 0; pl < g->planes; pl++) {                                             \
+    for (int64_t pl = pl0; pl < pl1; pl++) {                                                 \
       const T *plane = in + pl * g->D * HW;                                                  \
       for (int64_t od = 0; od < g->OD; od++) {                                               \
         int64_t d0 = od * g->sd - g->pd, d1 = d0 + (g->kd - 1) * g->dd + 1;                  \
@@ -128,6 +130,22 @@ DEFINE_MAXPOOL(maxpool_i16, int16_t, int16_t, LOAD_SAME, INT16_MIN)
 DEFINE_MAXPOOL(maxpool_i8, int8_t, int8_t, LOAD_SAME, INT8_MIN)
 DEFINE_MAXPOOL(maxpool_u8, uint8_t, uint8_t, LOAD_SAME, 0)
 
+typedef void (*maxpool_fn)(const pool_geom *g, const void *in, void *out, int64_t *idx, int64_t pl0,
+                           int64_t pl1);
+typedef struct maxpool_job {
+  const pool_geom *g;
+  const void *in;
+  void *out;
+  int64_t *idx;
+  maxpool_fn fn;
+} maxpool_job;
+
+static void maxpool_planes(void *arg, int64_t p0, int64_t p1, int tid) {
+  (void)tid;
+  const maxpool_job *j = arg;
+  j->fn(j->g, j->in, j->out, j->idx, p0, p1);
+}
+
 /* aten::max_pool2d_with_indices.out(Tensor self, int[2] kernel_size,
  *   int[2] stride=[], int[2] padding=0, int[2] dilation=1, bool ceil_mode=False,
  *   *, Tensor(a!) out, Tensor(b!) indices) -> (Tensor(a!), Tensor(b!)) */
@@ -145,19 +163,22 @@ static int max_pool_nd(px_ctx *ctx, px_value *const *args, int nsp) {
                        &g)))
     return rc;
   if (out->numel == 0) return 0;
-  int64_t *ix = ind->data;
+  maxpool_job j = {&g, in->data, out->data, ind->data, NULL};
   switch (in->dtype) {
-    case PX_F32: maxpool_f32(&g, in->data, out->data, ix); break;
-    case PX_F64: maxpool_f64(&g, in->data, out->data, ix); break;
-    case PX_F16: maxpool_f16(&g, in->data, out->data, ix); break;
-    case PX_BF16: maxpool_bf16(&g, in->data, out->data, ix); break;
-    case PX_I64: maxpool_i64(&g, in->data, out->data, ix); break;
-    case PX_I32: maxpool_i32(&g, in->data, out->data, ix); break;
-    case PX_I16: maxpool_i16(&g, in->data, out->data, ix); break;
-    case PX_I8: maxpool_i8(&g, in->data, out->data, ix); break;
-    case PX_U8: maxpool_u8(&g, in->data, out->data, ix); break;
+    case PX_F32: j.fn = maxpool_f32; break;
+    case PX_F64: j.fn = maxpool_f64; break;
+    case PX_F16: j.fn = maxpool_f16; break;
+    case PX_BF16: j.fn = maxpool_bf16; break;
+    case PX_I64: j.fn = maxpool_i64; break;
+    case PX_I32: j.fn = maxpool_i32; break;
+    case PX_I16: j.fn = maxpool_i16; break;
+    case PX_I8: j.fn = maxpool_i8; break;
+    case PX_U8: j.fn = maxpool_u8; break;
     default: return px_fail(ctx, "dtype %s is not supported", px_dtype_name(in->dtype));
   }
+  /* planes shared out over the thread pool; each plane whole in one task */
+  const int64_t taps = g.kd * g.kh * g.kw;
+  px_parallel_for(g.planes, 1, out->numel * taps, maxpool_planes, &j);
   return 0;
 }
 
