@@ -17,28 +17,13 @@ from typing import Any
 import pytest
 import torch
 from support.export import export_program
+from support.models import Branchy, Mixed
 from support.xnnpack import export_xnnpack
 
 import pyexec
 from pyexec.__main__ import main
 
 pytestmark = pytest.mark.filterwarnings("ignore")
-
-
-class Mixed(torch.nn.Module):
-    def forward(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        return torch.relu(x + y) * 2, torch.cat([x, y])
-
-
-class Branchy(torch.nn.Module):
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        def positive(y: torch.Tensor) -> torch.Tensor:
-            return y * 2 + 1
-
-        def negative(y: torch.Tensor) -> torch.Tensor:
-            return torch.tanh(y) - 3
-
-        return torch.cond(x.sum() > 0, positive, negative, (x,))
 
 
 @pytest.fixture(scope="module")

@@ -14,26 +14,11 @@ from typing import Any
 import pytest
 import torch
 from support.export import export_program
+from support.models import Branchy, Mixed
 from support.xnnpack import export_xnnpack
 
 import pyexec
 from pyexec.__main__ import main
-
-
-class Mixed(torch.nn.Module):
-    def forward(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        return torch.relu(x + y) * 2, torch.cat([x, y])
-
-
-class Branchy(torch.nn.Module):
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        def positive(y: torch.Tensor) -> torch.Tensor:
-            return y * 2 + 1
-
-        def negative(y: torch.Tensor) -> torch.Tensor:
-            return torch.tanh(y) - 3
-
-        return torch.cond(x.sum() > 0, positive, negative, (x,))
 
 
 def instruction_names(pte: bytes) -> list[str]:
@@ -231,8 +216,9 @@ def test_the_profile_command_prints_a_table_and_writes_a_trace(
     assert len(json.loads(trace.read_text())["traceEvents"]) == 3 * 3
 
 
-def test_the_profile_command_refuses_bad_runs(mixed_pte: bytes, tmp_path: Path,
-                                              capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_profile_command_refuses_bad_runs(
+    mixed_pte: bytes, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     model = tmp_path / "m.pte"
     model.write_bytes(mixed_pte)
     assert main(["profile", str(model), "--runs", "0"]) == 2

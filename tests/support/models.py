@@ -28,6 +28,24 @@ class ModelSpec:
 # ---------------------------------------------------------------------------
 
 
+# Programs the profiling and ETDump tests both profile: two outputs of mixed
+# operators, and a torch.cond whose taken branch decides what executes.
+class Mixed(torch.nn.Module):
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return torch.relu(x + y) * 2, torch.cat([x, y])
+
+
+class Branchy(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        def positive(y: torch.Tensor) -> torch.Tensor:
+            return y * 2 + 1
+
+        def negative(y: torch.Tensor) -> torch.Tensor:
+            return torch.tanh(y) - 3
+
+        return torch.cond(x.sum() > 0, positive, negative, (x,))
+
+
 class MLP(nn.Module):
     def __init__(self) -> None:
         super().__init__()
@@ -105,9 +123,7 @@ def gru_cell() -> ModelSpec:
 class DecodeStep(nn.Module):
     """One-token decode step with a caller-owned KV cache (mutated in place)."""
 
-    def __init__(
-        self, vocab: int = 50, d: int = 32, heads: int = 2, max_seq: int = 16
-    ) -> None:
+    def __init__(self, vocab: int = 50, d: int = 32, heads: int = 2, max_seq: int = 16) -> None:
         super().__init__()
         self.heads = heads
         self.head_dim = d // heads
@@ -169,9 +185,7 @@ def cat_cumsum_dynamic() -> ModelSpec:
 
 
 class CacheUpdate(nn.Module):
-    def forward(
-        self, cache: torch.Tensor, idx: torch.Tensor, val: torch.Tensor
-    ) -> torch.Tensor:
+    def forward(self, cache: torch.Tensor, idx: torch.Tensor, val: torch.Tensor) -> torch.Tensor:
         cache.index_copy_(0, idx, val)
         return cache.sum(0, keepdim=True)
 

@@ -81,6 +81,8 @@ int xnn_shape_static_constant_pad(px_ctx *ctx, const xnn_node *node, xnn_value *
 int xnn_exec_static_constant_pad(px_ctx *ctx, const xnn_node *node, xnn_value *values);
 int xnn_shape_concatenate(px_ctx *ctx, const xnn_node *node, xnn_value *values);
 int xnn_exec_concatenate(px_ctx *ctx, const xnn_node *node, xnn_value *values);
+/* Concatenation as byte moves, elements of esize bytes (float and qint8). */
+int xnn_concat_bytes(const xnn_node *node, xnn_value *values, size_t esize);
 
 /* ---- quantized graphs (nodes_quant.c, nodes_qconv.c) ----------------------- */
 

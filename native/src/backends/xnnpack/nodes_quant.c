@@ -644,22 +644,7 @@ static int exec_pad(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
 
 static int exec_concat(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
   (void)ctx;
-  const xnn_value *o = &values[node->out[0]];
-  uint32_t axis = node->p.cat.axis;
-  int64_t outer = 1, inner = 1;
-  for (uint32_t k = 0; k < axis; k++) outer *= o->dims[k];
-  for (uint32_t k = axis + 1; k < o->num_dims; k++) inner *= o->dims[k];
-  int64_t row = o->dims[axis] * inner, col = 0;
-  int8_t *po = o->data;
-  for (uint32_t i = 0; i < node->nin; i++) {
-    const xnn_value *x = &values[node->in[i]];
-    int64_t chunk = x->dims[axis] * inner;
-    const int8_t *px = x->data;
-    if (chunk)
-      for (int64_t r = 0; r < outer; r++) memcpy(po + r * row + col, px + r * chunk, (size_t)chunk);
-    col += chunk;
-  }
-  return 0;
+  return xnn_concat_bytes(node, values, 1);
 }
 
 /* Clamp on qint8 (one scale and zero point in and out): the node's float

@@ -161,22 +161,26 @@ int xnn_shape_concatenate(px_ctx *ctx, const xnn_node *node, xnn_value *values) 
   return xnn_set_dims(ctx, node, &values[node->out[0]], first->num_dims, d);
 }
 
-int xnn_exec_concatenate(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
-  (void)ctx;
+int xnn_concat_bytes(const xnn_node *node, xnn_value *values, size_t esize) {
   const xnn_value *o = &values[node->out[0]];
   uint32_t axis = node->p.cat.axis;
-  int64_t outer = 1, inner = 1;
+  int64_t outer = 1, inner = (int64_t)esize;
   for (uint32_t k = 0; k < axis; k++) outer *= o->dims[k];
   for (uint32_t k = axis + 1; k < o->num_dims; k++) inner *= o->dims[k];
   int64_t row = o->dims[axis] * inner, col = 0;
-  float *po = o->data;
+  char *po = o->data;
   for (uint32_t i = 0; i < node->nin; i++) {
     const xnn_value *x = &values[node->in[i]];
     int64_t chunk = x->dims[axis] * inner;
-    const float *px = x->data;
+    const char *px = x->data;
     if (chunk)
-      for (int64_t r = 0; r < outer; r++) memcpy(po + r * row + col, px + r * chunk, sizeof(float) * (size_t)chunk);
+      for (int64_t r = 0; r < outer; r++) memcpy(po + r * row + col, px + r * chunk, (size_t)chunk);
     col += chunk;
   }
   return 0;
+}
+
+int xnn_exec_concatenate(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
+  (void)ctx;
+  return xnn_concat_bytes(node, values, sizeof(float));
 }
