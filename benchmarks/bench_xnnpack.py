@@ -35,6 +35,8 @@ from support.xnnpack import export_xnnpack
 from support.zoo import InvertedResidual, TransformerLayer
 from torch import nn
 
+import pyexec
+
 # ---- models (random weights; torchvision's layouts rebuilt by hand) --------------
 
 
@@ -190,8 +192,6 @@ def bench_model(name: str, budget_s: float, rounds: int) -> tuple[list[float], s
     per call, None) or ([], what was wrong)."""
     from executorch.runtime import Runtime
 
-    import pyexec
-
     module, inputs, portable, lowered = build(name)
     program = pyexec.load(lowered)
     delegates = program.delegates("forward")
@@ -244,8 +244,7 @@ def child(runtime: str, path: str, shape: list[int]) -> None:
     """Runs in a fresh process: load, load the method, run twice."""
     x = torch.randn(*shape)
     if runtime == "pyexec":
-        import pyexec
-
+        pyexec.set_num_threads(1)
         load = pyexec.load
     else:
         from executorch.runtime import Runtime
@@ -319,6 +318,7 @@ def main() -> None:
         return
     torch.set_num_threads(1)
     set_et_threads(1)
+    pyexec.set_num_threads(1)  # the default is one thread per core; compare one against one
     budget, rounds = (0.05, 3) if args.quick else (0.25, 5)
     rows, ratios, failures = [], [], []
     for name in MODELS:

@@ -272,6 +272,7 @@ def main() -> None:
     parser.add_argument("--only", nargs="*", help="models to run")
     args = parser.parse_args()
     torch.set_num_threads(1)
+    pyexec.set_num_threads(1)  # the same one thread as eager and ExecuTorch's portable kernels
     budget, rounds = (0.05, 3) if args.quick else (0.25, 5)
     rows = []
     speedups_et, speedups_eager, speedups_cnn = [], [], []
