@@ -79,10 +79,10 @@ static void one_shape(int64_t M, int64_t N, int64_t K) {
   float *A = malloc(sizeof(float) * (size_t)(M * K)), *At = malloc(sizeof(float) * (size_t)(M * K));
   float *B = malloc(sizeof(float) * (size_t)(K * N)), *Bt = malloc(sizeof(float) * (size_t)(K * N));
   float *C = malloc(sizeof(float) * (size_t)(M * (N + 3)));
-  float *bias = malloc(sizeof(float) * (size_t)N);
+  float *bias = malloc(sizeof(float) * (size_t)N), *rbias = malloc(sizeof(float) * (size_t)M);
   float *pb = malloc(px_gemm_f32_prepack_size(N, K) + 64);
   double *R = malloc(sizeof(double) * (size_t)(M * N));
-  if (!A || !At || !B || !Bt || !C || !bias || !pb || !R) {
+  if (!A || !At || !B || !Bt || !C || !bias || !rbias || !pb || !R) {
     CHECK(0, "out of memory");
     goto out;
   }
@@ -91,13 +91,15 @@ static void one_shape(int64_t M, int64_t N, int64_t K) {
   for (int64_t k = 0; k < K; k++)
     for (int64_t j = 0; j < N; j++) B[k * N + j] = Bt[j * K + k] = bval(k, j);
   for (int64_t j = 0; j < N; j++) bias[j] = (float)(j % 5) - 2.0f;
+  for (int64_t i = 0; i < M; i++) rbias[i] = (float)(i % 7) - 3.0f;
   for (int64_t i = 0; i < M; i++)
     for (int64_t j = 0; j < N; j++) R[i * N + j] = ref(i, j, K);
   const int64_t ldc = N + 3; /* a row stride past N: the gap must stay untouched */
-  for (int variant = 0; variant < 8; variant++) {
+  for (int variant = 0; variant < 10; variant++) {
     for (int64_t e = 0; e < M * ldc; e++) C[e] = (e % ldc) >= N ? 1234.0f : (variant == 1 ? 1.0f : NAN);
     int rc = 0;
-    px_gemm_epilogue ep = {bias, -20.0f, 25.0f};
+    px_gemm_epilogue ep = {bias, -20.0f, 25.0f, false};
+    px_gemm_epilogue rep = {rbias, -20.0f, 25.0f, true}; /* one bias per row (NCHW convolution) */
     switch (variant) {
     case 0: rc = px_gemm_f32(&ctx, NULL, M, N, K, 1.0f, A, K, 1, B, N, 1, 0.0f, C, ldc); break;
     case 1: rc = px_gemm_f32(&ctx, NULL, M, N, K, 2.0f, At, 1, M, Bt, 1, K, 1.0f, C, ldc); break;
@@ -126,6 +128,15 @@ static void one_shape(int64_t M, int64_t N, int64_t K) {
       px_gemm_f32_prepack_b(N, K, B, N, 1, pb);
       rc = px_gemm_f32_prepacked_ep(&ctx, NULL, M, N, K, A, K, 1, NULL, NULL, pb, 0.0f, C, ldc, &ep);
       break;
+    case 8: {
+      bsrc s = {B, N};
+      rc = px_gemm_f32_packed_ep(&ctx, NULL, M, N, K, 1.0f, A, K, 1, pack_cols, &s, 0.0f, C, ldc, &rep);
+      break;
+    }
+    case 9:
+      px_gemm_f32_prepack_b(N, K, B, N, 1, pb);
+      rc = px_gemm_f32_prepacked_ep(&ctx, NULL, M, N, K, A, K, 1, NULL, NULL, pb, 0.0f, C, ldc, &rep);
+      break;
     }
     CHECK(rc == 0, "variant %d: %s", variant, msg);
     int64_t wrong = 0, first = -1;
@@ -136,6 +147,8 @@ static void one_shape(int64_t M, int64_t N, int64_t K) {
           want = 1234.0;
         else if (variant == 1)
           want = 2.0 * R[i * N + j] + 1.0;
+        else if (variant >= 8)
+          want = fmin(25.0, fmax(-20.0, R[i * N + j] + rbias[i]));
         else if (variant >= 6)
           want = fmin(25.0, fmax(-20.0, R[i * N + j] + bias[j]));
         else
@@ -150,7 +163,7 @@ static void one_shape(int64_t M, int64_t N, int64_t K) {
           (long long)(first / ldc), (long long)(first % ldc));
   }
 out:
-  free(A), free(At), free(B), free(Bt), free(C), free(bias), free(pb), free(R);
+  free(A), free(At), free(B), free(Bt), free(C), free(bias), free(rbias), free(pb), free(R);
 }
 
 /* Random floats: sums of them depend on the order of the additions, so equal
@@ -173,7 +186,7 @@ static void threads_invariance(void) {
     for (int64_t i = 0; i < K * N; i++) B[i] = frand(&st);
     for (int64_t j = 0; j < N; j++) bias[j] = frand(&st);
     px_gemm_f32_prepack_b(N, K, B, N, 1, pb);
-    px_gemm_epilogue ep = {bias, -0.5f, 0.5f};
+    px_gemm_epilogue ep = {bias, -0.5f, 0.5f, false};
     for (int t = 0; t < 3; t++) {
       CHECK(px_parallel_set_num_threads(t + 1) == 0, "set %d threads", t + 1);
       for (int v = 0; v < 2; v++) {

@@ -415,7 +415,7 @@ int xnn_exec_conv2d(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
     float *yt = y + r0 * Cout;
     for (int64_t g = 0; g < p->G; g++) {
       /* bias and clamp on each tile as the engine stores it */
-      px_gemm_epilogue ep = {p->bias + g * Cg, node->output_min, node->output_max};
+      px_gemm_epilogue ep = {p->bias + g * Cg, node->output_min, node->output_max, false};
       int rc;
       if (p->direct) {
         rc = px_gemm_f32_prepacked_ep(ctx, work, rows, Cg, p->K, x + r0 * p->Cin + g * p->Cin_g,

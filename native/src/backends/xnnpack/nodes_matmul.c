@@ -88,7 +88,7 @@ int xnn_exec_fully_connected(px_ctx *ctx, const xnn_node *node, xnn_value *value
   if (!m || !oc) return 0;
   if (node->packed) {
     px_gemm_epilogue ep = {node->in[2] != XNN_INVALID_ID ? values[node->in[2]].data : NULL,
-                           node->output_min, node->output_max};
+                           node->output_min, node->output_max, false};
     return px_gemm_f32_prepacked_ep(ctx, NULL, m, oc, ic, x->data, ic, 1, NULL, NULL, node->packed, 0.0f, y,
                                     oc, &ep);
   }

@@ -657,6 +657,48 @@ __attribute__((target("avx512f"))) static void tile_epilogue_avx512(float *c, in
 }
 #endif
 
+/* The epilogue with one bias per row (rbias[i], NCHW convolution's output
+ * channels), then the clamp. */
+static void tile_epilogue_rows(float *c, int64_t ldc, int m, int n, const float *rbias, bool clamp,
+                               float lo, float hi) {
+  for (int i = 0; i < m; i++, c += ldc) {
+    const float b = rbias ? rbias[i] : 0.0f;
+    for (int j = 0; j < n; j++) {
+      float v = c[j] + b;
+      if (clamp) {
+        v = v < lo ? lo : v;
+        v = v > hi ? hi : v;
+      }
+      c[j] = v;
+    }
+  }
+}
+
+#if PX_X86_KERNELS
+__attribute__((target("avx512f"))) static void tile_epilogue_rows_avx512(float *c, int64_t ldc, int m,
+                                                                         int n, const float *rbias,
+                                                                         bool clamp, float lo, float hi) {
+  if (n > 32) {
+    tile_epilogue_rows(c, ldc, m, n, rbias, clamp, lo, hi);
+    return;
+  }
+  const __mmask16 k0 = n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n) - 1);
+  const __mmask16 k1 = n >= 32 ? (__mmask16)0xFFFF : n > 16 ? (__mmask16)((1u << (n - 16)) - 1) : 0;
+  const __m512 vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
+  for (int i = 0; i < m; i++, c += ldc) {
+    const __m512 b = _mm512_set1_ps(rbias ? rbias[i] : 0.0f);
+    __m512 v0 = _mm512_add_ps(_mm512_maskz_loadu_ps(k0, c), b);
+    __m512 v1 = _mm512_add_ps(_mm512_maskz_loadu_ps(k1, c + 16), b);
+    if (clamp) {
+      v0 = _mm512_min_ps(vhi, _mm512_max_ps(vlo, v0));
+      v1 = _mm512_min_ps(vhi, _mm512_max_ps(vlo, v1));
+    }
+    _mm512_mask_storeu_ps(c, k0, v0);
+    _mm512_mask_storeu_ps(c + 16, k1, v1);
+  }
+}
+#endif
+
 /* Depth blocks of equal size (K = 576 gives 3 x 192, not 256 + 256 + 64). */
 static int64_t depth_step(int64_t K) {
   int64_t kblocks = (K + GEMM_KC - 1) / GEMM_KC;
@@ -702,6 +744,7 @@ typedef struct gemm_job {
   float *C;
   int64_t ldc;
   const float *bias;
+  bool bias_rows; /* bias[i] per row instead of bias[j] per column */
   bool clamp, epi;
   float lo, hi;
   float *work;
@@ -738,7 +781,16 @@ static void gemm_block(const gemm_job *j, int64_t ic, int64_t mc, int64_t pc, in
       float *ct = j->C + (ic + ir) * j->ldc + jr;
       const float *at = cs == 1 ? a + ir * rs : a + ir * kc;
       j->g.ukr(kc, at, rs, cs, bp, ct, j->ldc, j->alpha, beta_blk, m, n);
-      if (last) {
+      if (last && j->bias_rows) {
+        const float *rbias = j->bias ? j->bias + ic + ir : NULL;
+#if PX_X86_KERNELS
+        if (j->g.isa == GEMM_ISA_AVX512) {
+          tile_epilogue_rows_avx512(ct, j->ldc, m, n, rbias, j->clamp, j->lo, j->hi);
+          continue;
+        }
+#endif
+        tile_epilogue_rows(ct, j->ldc, m, n, rbias, j->clamp, j->lo, j->hi);
+      } else if (last) {
         const float *bias = j->bias ? j->bias + jr : NULL;
 #if PX_X86_KERNELS
         if (j->g.isa == GEMM_ISA_AVX512) {
@@ -822,12 +874,39 @@ static int job_init(gemm_job *j, px_ctx *ctx, void *work, int64_t M, int64_t N, 
   return 0;
 }
 
+/* The epilogue alone, over a whole M x N matrix (products whose depth or
+ * alpha is zero). */
+static void epilogue_all(int64_t M, int64_t N, float *C, int64_t ldc, const px_gemm_epilogue *ep,
+                         bool clamp) {
+  for (int64_t i = 0; i < M; i++)
+    for (int64_t j = 0; j < N; j += 16) {
+      const int n = (int)(N - j < 16 ? N - j : 16);
+      if (ep->bias_rows)
+        tile_epilogue_rows(C + i * ldc + j, ldc, 1, n, ep->bias ? ep->bias + i : NULL, clamp, ep->lo,
+                           ep->hi);
+      else
+        tile_epilogue(C + i * ldc + j, ldc, 1, n, ep->bias ? ep->bias + j : NULL, clamp, ep->lo,
+                      ep->hi);
+    }
+}
+
 int px_gemm_f32_packed(px_ctx *ctx, void *work, int64_t M, int64_t N, int64_t K, float alpha,
                        const float *A, int64_t rsa, int64_t csa, px_gemm_pack_fn pack_b,
                        const void *bsrc, float beta, float *C, int64_t ldc) {
+  return px_gemm_f32_packed_ep(ctx, work, M, N, K, alpha, A, rsa, csa, pack_b, bsrc, beta, C, ldc,
+                               NULL);
+}
+
+int px_gemm_f32_packed_ep(px_ctx *ctx, void *work, int64_t M, int64_t N, int64_t K, float alpha,
+                          const float *A, int64_t rsa, int64_t csa, px_gemm_pack_fn pack_b,
+                          const void *bsrc, float beta, float *C, int64_t ldc,
+                          const px_gemm_epilogue *ep) {
   if (M <= 0 || N <= 0) return 0;
+  const bool clamp = ep && !(ep->lo == -INFINITY && ep->hi == INFINITY);
+  const bool epi = ep && (ep->bias || clamp);
   if (K <= 0 || alpha == 0.0f) { /* BLAS semantics: A and B are not read */
     scale_rows(M, N, beta, C, ldc);
+    if (epi) epilogue_all(M, N, C, ldc, ep, clamp);
     return 0;
   }
   gemm_job j = {0};
@@ -837,6 +916,10 @@ int px_gemm_f32_packed(px_ctx *ctx, void *work, int64_t M, int64_t N, int64_t K,
   j.A = A, j.rsa = rsa, j.csa = csa;
   j.pack_b = pack_b, j.bsrc = bsrc;
   j.C = C, j.ldc = ldc;
+  if (epi) {
+    j.bias = ep->bias, j.bias_rows = ep->bias_rows, j.clamp = clamp, j.epi = true;
+    j.lo = ep->lo, j.hi = ep->hi;
+  }
   /* column chunks: one per thread (each packs its own columns of B) */
   const int T = px_parallel_threads();
   const int64_t nr = j.g.nr, panels = (N + nr - 1) / nr;
@@ -944,11 +1027,7 @@ int px_gemm_f32_prepacked_ep(px_ctx *ctx, void *work, int64_t M, int64_t N, int6
   const bool epi = bias || clamp;
   if (K <= 0) {
     scale_rows(M, N, beta, C, ldc);
-    if (epi)
-      for (int64_t i = 0; i < M; i++)
-        for (int64_t j = 0; j < N; j += 16)
-          tile_epilogue(C + i * ldc + j, ldc, 1, (int)(N - j < 16 ? N - j : 16), bias ? bias + j : NULL,
-                        clamp, ep->lo, ep->hi);
+    if (epi) epilogue_all(M, N, C, ldc, ep, clamp);
     return 0;
   }
   gemm_job j = {0};
@@ -959,7 +1038,7 @@ int px_gemm_f32_prepacked_ep(px_ctx *ctx, void *work, int64_t M, int64_t N, int6
   j.pack_rows = pack_rows, j.asrc = asrc;
   j.pb = pb;
   j.C = C, j.ldc = ldc;
-  j.bias = bias, j.clamp = clamp, j.epi = epi;
+  j.bias = bias, j.bias_rows = ep && ep->bias_rows, j.clamp = clamp, j.epi = epi;
   j.lo = ep ? ep->lo : 0.0f, j.hi = ep ? ep->hi : 0.0f;
   /* tasks: row blocks of MC rows, and, when they are fewer than twice the
    * threads, column chunks too (whole NR panels) */

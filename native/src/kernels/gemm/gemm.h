@@ -67,15 +67,24 @@ int px_gemm_f32_prepacked(px_ctx *ctx, void *work, int64_t M, int64_t N, int64_t
                           const float *A, int64_t rsa, int64_t csa, px_gemm_pack_a_fn pack_a,
                           const void *asrc, const float *pb, float beta, float *C, int64_t ldc);
 
-/* An epilogue run on each output tile of px_gemm_f32_prepacked_ep right
- * after its last depth block, while the tile is still in cache: C[i, j] +=
- * bias[j] (bias NULL: nothing added; j counts the product's columns), then
- * C[i, j] clamped to [lo, hi] (no clamp when lo = -inf and hi = +inf). A NaN
- * stays NaN, as XNNPACK's max(lo, x) / min(hi, x) kernels leave it. */
+/* An epilogue run on each output tile of px_gemm_f32_prepacked_ep and
+ * px_gemm_f32_packed_ep right after its last depth block, while the tile is
+ * still in cache: C[i, j] += bias[j] (bias NULL: nothing added; j counts the
+ * product's columns), or bias[i] when bias_rows (i counts its rows: NCHW
+ * convolution, one output channel per row), then C[i, j] clamped to
+ * [lo, hi] (no clamp when lo = -inf and hi = +inf). A NaN stays NaN, as
+ * XNNPACK's max(lo, x) / min(hi, x) kernels leave it. */
 typedef struct px_gemm_epilogue {
   const float *bias;
   float lo, hi;
+  bool bias_rows;
 } px_gemm_epilogue;
+
+/* px_gemm_f32_packed followed by the epilogue ep (NULL: none). */
+int px_gemm_f32_packed_ep(px_ctx *ctx, void *work, int64_t M, int64_t N, int64_t K, float alpha,
+                          const float *A, int64_t rsa, int64_t csa, px_gemm_pack_fn pack_b,
+                          const void *bsrc, float beta, float *C, int64_t ldc,
+                          const px_gemm_epilogue *ep);
 
 /* px_gemm_f32_prepacked followed by the epilogue ep (NULL: none, the same
  * results as px_gemm_f32_prepacked). */
