@@ -117,6 +117,46 @@ def test_conv2d(conv, act, shape):
     check(module, (randn(*shape),), (CONV2D,), vs_executorch=LAYER, vs_eager=LAYER)
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize(
+    "conv, act, shape",
+    [
+        # depth 96 x 9 = 864, cut into depth blocks that start inside a tap
+        (dict(in_channels=96, out_channels=40, kernel_size=3, padding=1), torch.nn.ReLU(), (1, 96, 9, 11)),
+        (
+            dict(
+                in_channels=16,
+                out_channels=48,
+                kernel_size=(3, 2),
+                stride=(2, 3),
+                padding=(2, 1),
+                dilation=(2, 1),
+                groups=2,
+            ),
+            torch.nn.Hardtanh(-0.25, 0.5),
+            (2, 16, 13, 17),
+        ),
+        # 1600 output pixels: more than one row tile on one thread; 16 output channels
+        (dict(in_channels=8, out_channels=16, kernel_size=3, padding=1, bias=False), torch.nn.ReLU6(), (1, 8, 40, 40)),
+        (dict(in_channels=12, out_channels=70, kernel_size=5, stride=2), torch.nn.Identity(), (1, 12, 21, 23)),
+    ],
+    ids=["deep-3x3", "groups-of-8-strided-dilated", "many-rows-no-bias", "5x5-stride2-70-out"],
+)
+def test_conv2d_reading_the_input_through_tap_pointers(conv, act, shape, threads):
+    """Convolutions with 8 or more input channels per group, which AVX-512
+    machines run by indirect GEMM (the input read in place under each tap,
+    bias and clamp applied in the micro-kernel's registers); other machines
+    run the same cases through packed im2col rows."""
+    before = pyexec.get_num_threads()
+    pyexec.set_num_threads(threads)
+    try:
+        torch.manual_seed(2)
+        module = torch.nn.Sequential(torch.nn.Conv2d(**conv), act)
+        check(module, (randn(*shape),), (CONV2D,), vs_executorch=LAYER, vs_eager=LAYER)
+    finally:
+        pyexec.set_num_threads(before)
+
+
 @pytest.mark.parametrize(
     "channels, mult, kernel, stride, padding, dilation",
     [(24, 1, 3, 1, 1, 1), (8, 3, 3, 2, 1, 1), (5, 2, (5, 3), (1, 2), (2, 0), (1, 2)), (40, 1, 5, 2, 2, 1)],

@@ -210,6 +210,61 @@ static void threads_invariance(void) {
   px_parallel_set_num_threads(1);
 }
 
+/* Indirect-GEMM convolution (px_gemm_f32_conv, AVX-512 machines): NHWC
+ * input of small integers against a direct sum over the taps, with the
+ * padding, strides, dilations, groups (the group's channels a slice of each
+ * pixel), images, row offsets (row0), bias per column, and the clamp, at 1,
+ * 2 and 3 threads; every result exact. */
+static void one_conv(int64_t NI, int64_t H, int64_t W, int64_t Cin, int64_t Cg, int64_t N, int64_t KH,
+                     int64_t KW, int64_t sh, int64_t sw, int64_t dh, int64_t dw, int64_t pt, int64_t pl,
+                     int64_t pb_, int64_t pr, int64_t row0) {
+  const int64_t OH = (H + pt + pb_ - dh * (KH - 1) - 1) / sh + 1;
+  const int64_t OW = (W + pl + pr - dw * (KW - 1) - 1) / sw + 1;
+  const int64_t K = KH * KW * Cg, M = NI * OH * OW - row0, c0 = Cin - Cg; /* the last group */
+  float *x = malloc(sizeof(float) * (size_t)(NI * H * W * Cin));
+  float *B = malloc(sizeof(float) * (size_t)(K * N)), *bias = malloc(sizeof(float) * (size_t)N);
+  float *pbk = malloc(px_gemm_f32_prepack_size(N, K) + 64);
+  float *C = malloc(sizeof(float) * (size_t)(M * N + 1));
+  if (!x || !B || !bias || !pbk || !C) {
+    CHECK(0, "out of memory");
+    goto out;
+  }
+  for (int64_t e = 0; e < NI * H * W * Cin; e++) x[e] = (float)((e * 7) % 11 - 5);
+  for (int64_t e = 0; e < K * N; e++) B[e] = (float)((e * 5) % 7 - 3);
+  for (int64_t j = 0; j < N; j++) bias[j] = (float)(j % 5) - 2.0f;
+  px_gemm_f32_prepack_b(N, K, B, N, 1, pbk);
+  px_gemm_conv cv = {x + c0, H * W * Cin, H, W, Cin, Cg, KH, KW, sh, sw, dh, dw, pt, pl, OH, OW, row0};
+  px_gemm_epilogue ep = {bias, -60.0f, 70.0f, false};
+  for (int t = 1; t <= 3; t++) {
+    CHECK(px_parallel_set_num_threads(t) == 0, "set %d threads", t);
+    C[M * N] = 1234.0f;
+    int rc = px_gemm_f32_conv(&ctx, NULL, &cv, M, N, pbk, C, N, &ep);
+    CHECK(rc == 0, "%s", msg);
+    int64_t wrong = 0;
+    for (int64_t r = 0; r < M; r++) {
+      int64_t p = row0 + r, n = p / (OH * OW), oh = p % (OH * OW) / OW, ow = p % OW;
+      for (int64_t j = 0; j < N; j++) {
+        double sum = bias[j];
+        for (int64_t ki = 0; ki < KH; ki++)
+          for (int64_t kj = 0; kj < KW; kj++) {
+            int64_t ih = oh * sh - pt + ki * dh, iw = ow * sw - pl + kj * dw;
+            if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+            for (int64_t c = 0; c < Cg; c++)
+              sum += (double)x[((n * H + ih) * W + iw) * Cin + c0 + c] * B[((ki * KW + kj) * Cg + c) * N + j];
+          }
+        wrong += (double)C[r * N + j] != fmin(70.0, fmax(-60.0, sum));
+      }
+    }
+    CHECK(wrong == 0 && C[M * N] == 1234.0f,
+          "conv %lldx%lldx%lld Cg %lld -> %lld, %lldx%lld kernel, %d threads: %lld wrong", (long long)NI,
+          (long long)H, (long long)W, (long long)Cg, (long long)N, (long long)KH, (long long)KW, t,
+          (long long)wrong);
+  }
+  CHECK(px_parallel_set_num_threads(1) == 0, "reset threads");
+out:
+  free(x), free(B), free(bias), free(pbk), free(C);
+}
+
 int main(int argc, char **argv) {
   (void)argc;
   setenv("PYEXEC_PARALLEL_MIN_COST", "1", 1); /* split even small products over the threads */
@@ -223,6 +278,13 @@ int main(int argc, char **argv) {
   one_shape(9, 70, 2048);
   one_shape(13, 1100, 40); /* several column blocks (NC) */
   threads_invariance();
+  if (px_gemm_f32_conv_available()) {
+    one_conv(1, 9, 11, 96, 96, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0);  /* depth blocks start mid-tap */
+    one_conv(2, 13, 17, 16, 8, 48, 3, 2, 2, 3, 2, 1, 2, 1, 2, 1, 0);  /* groups, stride, dilation */
+    one_conv(2, 7, 6, 24, 24, 17, 5, 5, 2, 1, 1, 2, 2, 3, 1, 0, 5);   /* row0, odd N, asymmetric pads */
+    one_conv(1, 20, 20, 8, 8, 70, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 11);  /* 1x1 stride 2, three panels */
+    one_conv(1, 5, 5, 300, 300, 9, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0);  /* a tap deeper than a block */
+  }
   px_scratch_release(&ctx);
   const char *isa = getenv("PYEXEC_GEMM_ISA");
   printf("GEMM (%s, panel width %d): %d checks, %d failed\n", isa ? isa : "best", px_gemm_f32_panel_width(),

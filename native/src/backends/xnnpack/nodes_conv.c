@@ -408,6 +408,10 @@ int xnn_exec_conv2d(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
    * 5 blocks on 2 threads ran at 0.6 of ideal). Each output is computed the
    * same way however the rows are cut. */
   const int64_t T = px_parallel_threads() > 1 ? M : tile_rows(Cout);
+  /* Input channels read in place through tap pointers where the engine can
+   * (no im2col rows packed); a few channels per tap make short runs between
+   * pointer loads, so those keep the packed path. */
+  const bool indirect = !p->direct && p->Cin_g >= 8 && px_gemm_f32_conv_available();
   void *work = px_scratch(ctx, px_gemm_f32_work_size(T, Cg, p->K));
   if (!work) return PYEXEC_ERR_EXECUTION;
   for (int64_t r0 = 0; r0 < M; r0 += T) {
@@ -421,6 +425,10 @@ int xnn_exec_conv2d(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
         rc = px_gemm_f32_prepacked_ep(ctx, work, rows, Cg, p->K, x + r0 * p->Cin + g * p->Cin_g,
                                       p->Cin, 1, NULL, NULL, p->w + g * p->wg, 0.0f, yt + g * Cg,
                                       Cout, &ep);
+      } else if (indirect) {
+        px_gemm_conv cv = {x + g * p->Cin_g, H * W * p->Cin, H, W, p->Cin, p->Cin_g, p->KH, p->KW,
+                           p->sh, p->sw, p->dh, p->dw, p->pt, p->pl, OH, OW, r0};
+        rc = px_gemm_f32_conv(ctx, work, &cv, rows, Cg, p->w + g * p->wg, yt + g * Cg, Cout, &ep);
       } else {
         im2col_src s = {p, x + g * p->Cin_g, H, W, OH, OW, r0};
         rc = px_gemm_f32_prepacked_ep(ctx, work, rows, Cg, p->K, NULL, 0, 0, im2col_pack, &s,

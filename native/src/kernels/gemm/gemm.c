@@ -185,11 +185,22 @@ __attribute__((target("avx2,fma"))) static void ukr_6x16_avx2(int64_t kc, const 
   tile_store(t, 16, c, ldc, alpha, beta, mr, nr);
 }
 
-/* Stores one row of an AVX-512 tile: alpha * (v0, v1) (+ beta * C) into the
- * columns of masks k0 (0..15) and k1 (16..31). */
+/* The epilogue a micro-kernel applies to its tile in registers, on the
+ * last depth block: bias (per column, or per row when rows), then the
+ * clamp. The same arithmetic, in the same order, as tile_epilogue after a
+ * store, so results are bit-identical whichever does it. */
+typedef struct tile_ep {
+  const float *bias; /* the tile's first column's (rows: first row's) bias, or NULL */
+  bool rows, clamp;
+  float lo, hi;
+} tile_ep;
+
+/* Stores one row of an AVX-512 tile: alpha * (v0, v1) (+ beta * C), plus
+ * (b0, b1), clamped to [vlo, vhi] when clamp, into the columns of masks k0
+ * (0..15) and k1 (16..31). */
 __attribute__((target("avx512f"), always_inline)) static inline void
 row_store_avx512(float *c, __m512 v0, __m512 v1, __mmask16 k0, __mmask16 k1, __m512 va,
-                 float beta) {
+                 float beta, bool add, __m512 b0, __m512 b1, bool clamp, __m512 vlo, __m512 vhi) {
   v0 = _mm512_mul_ps(va, v0);
   v1 = _mm512_mul_ps(va, v1);
   if (beta != 0.0f) {
@@ -198,80 +209,148 @@ row_store_avx512(float *c, __m512 v0, __m512 v1, __mmask16 k0, __mmask16 k1, __m
     v0 = beta == 1.0f ? _mm512_add_ps(v0, o0) : _mm512_fmadd_ps(vb, o0, v0);
     v1 = beta == 1.0f ? _mm512_add_ps(v1, o1) : _mm512_fmadd_ps(vb, o1, v1);
   }
+  if (add) {
+    v0 = _mm512_add_ps(v0, b0);
+    v1 = _mm512_add_ps(v1, b1);
+  }
+  if (clamp) { /* max_ps / min_ps return the second operand when either is NaN */
+    v0 = _mm512_min_ps(vhi, _mm512_max_ps(vlo, v0));
+    v1 = _mm512_min_ps(vhi, _mm512_max_ps(vlo, v1));
+  }
   _mm512_mask_storeu_ps(c, k0, v0);
   _mm512_mask_storeu_ps(c + 16, k1, v1);
 }
 
+/* Stores an 8 x 32 tile's accumulators (mr x nr of them) with the
+ * epilogue ep (NULL: none). */
+__attribute__((target("avx512f"), always_inline)) static inline void
+tile_store_8x32(float *c, int64_t ldc, float alpha, float beta, int mr, int nr, const tile_ep *ep,
+                __m512 c00, __m512 c01, __m512 c10, __m512 c11, __m512 c20, __m512 c21,
+                __m512 c30, __m512 c31, __m512 c40, __m512 c41, __m512 c50, __m512 c51,
+                __m512 c60, __m512 c61, __m512 c70, __m512 c71) {
+  const __mmask16 k0 = nr >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << nr) - 1);
+  const __mmask16 k1 = nr >= 32 ? (__mmask16)0xFFFF : nr > 16 ? (__mmask16)((1u << (nr - 16)) - 1) : 0;
+  const __m512 va = _mm512_set1_ps(alpha);
+  const bool clamp = ep && ep->clamp, add = ep && ep->bias;
+  const __m512 vlo = _mm512_set1_ps(ep ? ep->lo : 0.0f), vhi = _mm512_set1_ps(ep ? ep->hi : 0.0f);
+  __m512 b[8][2];
+  if (add && ep->rows) {
+    for (int i = 0; i < 8; i++) b[i][0] = b[i][1] = _mm512_set1_ps(i < mr ? ep->bias[i] : 0.0f);
+  } else {
+    __m512 b0 = add ? _mm512_maskz_loadu_ps(k0, ep->bias) : _mm512_setzero_ps();
+    __m512 b1 = add ? _mm512_maskz_loadu_ps(k1, ep->bias + 16) : _mm512_setzero_ps();
+    for (int i = 0; i < 8; i++) b[i][0] = b0, b[i][1] = b1;
+  }
+  row_store_avx512(c, c00, c01, k0, k1, va, beta, add, b[0][0], b[0][1], clamp, vlo, vhi);
+  if (mr > 1) row_store_avx512(c + ldc, c10, c11, k0, k1, va, beta, add, b[1][0], b[1][1], clamp, vlo, vhi);
+  if (mr > 2) row_store_avx512(c + 2 * ldc, c20, c21, k0, k1, va, beta, add, b[2][0], b[2][1], clamp, vlo, vhi);
+  if (mr > 3) row_store_avx512(c + 3 * ldc, c30, c31, k0, k1, va, beta, add, b[3][0], b[3][1], clamp, vlo, vhi);
+  if (mr > 4) row_store_avx512(c + 4 * ldc, c40, c41, k0, k1, va, beta, add, b[4][0], b[4][1], clamp, vlo, vhi);
+  if (mr > 5) row_store_avx512(c + 5 * ldc, c50, c51, k0, k1, va, beta, add, b[5][0], b[5][1], clamp, vlo, vhi);
+  if (mr > 6) row_store_avx512(c + 6 * ldc, c60, c61, k0, k1, va, beta, add, b[6][0], b[6][1], clamp, vlo, vhi);
+  if (mr > 7) row_store_avx512(c + 7 * ldc, c70, c71, k0, k1, va, beta, add, b[7][0], b[7][1], clamp, vlo, vhi);
+}
+
+/* One depth step of the 8 x 32 tile: element o of each row pointer a0..a7
+ * broadcast against B's two 16-column vectors at b (then b += 32). */
+#define AVX512_STEP_2(o)                                                           \
+  do {                                                                             \
+    __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);                  \
+    __m512 av = _mm512_set1_ps(a0[o]);                                             \
+    c00 = _mm512_fmadd_ps(av, b0, c00), c01 = _mm512_fmadd_ps(av, b1, c01);       \
+    av = _mm512_set1_ps(a1[o]);                                                    \
+    c10 = _mm512_fmadd_ps(av, b0, c10), c11 = _mm512_fmadd_ps(av, b1, c11);       \
+    av = _mm512_set1_ps(a2[o]);                                                    \
+    c20 = _mm512_fmadd_ps(av, b0, c20), c21 = _mm512_fmadd_ps(av, b1, c21);       \
+    av = _mm512_set1_ps(a3[o]);                                                    \
+    c30 = _mm512_fmadd_ps(av, b0, c30), c31 = _mm512_fmadd_ps(av, b1, c31);       \
+    av = _mm512_set1_ps(a4[o]);                                                    \
+    c40 = _mm512_fmadd_ps(av, b0, c40), c41 = _mm512_fmadd_ps(av, b1, c41);       \
+    av = _mm512_set1_ps(a5[o]);                                                    \
+    c50 = _mm512_fmadd_ps(av, b0, c50), c51 = _mm512_fmadd_ps(av, b1, c51);       \
+    av = _mm512_set1_ps(a6[o]);                                                    \
+    c60 = _mm512_fmadd_ps(av, b0, c60), c61 = _mm512_fmadd_ps(av, b1, c61);       \
+    av = _mm512_set1_ps(a7[o]);                                                    \
+    c70 = _mm512_fmadd_ps(av, b0, c70), c71 = _mm512_fmadd_ps(av, b1, c71);       \
+    b += 32;                                                                       \
+  } while (0)
+/* The same for a panel of 16 columns or fewer (an edge tile). */
+#define AVX512_STEP_1(o)                                                           \
+  do {                                                                             \
+    __m512 b0 = _mm512_loadu_ps(b);                                                \
+    c00 = _mm512_fmadd_ps(_mm512_set1_ps(a0[o]), b0, c00);                         \
+    c10 = _mm512_fmadd_ps(_mm512_set1_ps(a1[o]), b0, c10);                         \
+    c20 = _mm512_fmadd_ps(_mm512_set1_ps(a2[o]), b0, c20);                         \
+    c30 = _mm512_fmadd_ps(_mm512_set1_ps(a3[o]), b0, c30);                         \
+    c40 = _mm512_fmadd_ps(_mm512_set1_ps(a4[o]), b0, c40);                         \
+    c50 = _mm512_fmadd_ps(_mm512_set1_ps(a5[o]), b0, c50);                         \
+    c60 = _mm512_fmadd_ps(_mm512_set1_ps(a6[o]), b0, c60);                         \
+    c70 = _mm512_fmadd_ps(_mm512_set1_ps(a7[o]), b0, c70);                         \
+    b += 32;                                                                       \
+  } while (0)
+#define AVX512_ACC_ZERO                                                            \
+  __m512 c00 = _mm512_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00;    \
+  __m512 c21 = c00, c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00;         \
+  __m512 c51 = c00, c60 = c00, c61 = c00, c70 = c00, c71 = c00
+#define AVX512_ACC_LIST c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51, c60, c61, c70, c71
+
 /* 8 x 32 AVX-512 micro-kernel: two 512-bit columns of B per k, each A
  * element broadcast from memory into both. Panels of 16 columns or fewer (an
  * edge tile) skip the second column's multiply-adds; edges store through
- * masks. */
+ * masks. ep: the epilogue, applied in registers (NULL: none). */
+__attribute__((target("avx512f"))) static void ukr_8x32_avx512_ep(int64_t kc, const float *a,
+                                                                  int64_t rsa, int64_t csa,
+                                                                  const float *b, float *c,
+                                                                  int64_t ldc, float alpha,
+                                                                  float beta, int mr, int nr,
+                                                                  const tile_ep *ep) {
+  const float *a0 = a, *a1 = a + (mr > 1 ? rsa : 0), *a2 = a + (mr > 2 ? 2 * rsa : 0);
+  const float *a3 = a + (mr > 3 ? 3 * rsa : 0), *a4 = a + (mr > 4 ? 4 * rsa : 0);
+  const float *a5 = a + (mr > 5 ? 5 * rsa : 0), *a6 = a + (mr > 6 ? 6 * rsa : 0);
+  const float *a7 = a + (mr > 7 ? 7 * rsa : 0);
+  AVX512_ACC_ZERO;
+  if (nr > 16) {
+    for (int64_t p = 0, o = 0; p < kc; p++, o += csa) AVX512_STEP_2(o);
+  } else {
+    for (int64_t p = 0, o = 0; p < kc; p++, o += csa) AVX512_STEP_1(o);
+  }
+  tile_store_8x32(c, ldc, alpha, beta, mr, nr, ep, AVX512_ACC_LIST);
+}
+
 __attribute__((target("avx512f"))) static void ukr_8x32_avx512(int64_t kc, const float *a,
                                                                int64_t rsa, int64_t csa,
                                                                const float *b, float *c,
                                                                int64_t ldc, float alpha,
                                                                float beta, int mr, int nr) {
-  const float *a0 = a, *a1 = a + (mr > 1 ? rsa : 0), *a2 = a + (mr > 2 ? 2 * rsa : 0);
-  const float *a3 = a + (mr > 3 ? 3 * rsa : 0), *a4 = a + (mr > 4 ? 4 * rsa : 0);
-  const float *a5 = a + (mr > 5 ? 5 * rsa : 0), *a6 = a + (mr > 6 ? 6 * rsa : 0);
-  const float *a7 = a + (mr > 7 ? 7 * rsa : 0);
-  __m512 c00 = _mm512_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
-  __m512 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
-  __m512 c60 = c00, c61 = c00, c70 = c00, c71 = c00;
-  if (nr > 16) {
-    for (int64_t p = 0, o = 0; p < kc; p++, o += csa) {
-      __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
-      __m512 av = _mm512_set1_ps(a0[o]);
-      c00 = _mm512_fmadd_ps(av, b0, c00);
-      c01 = _mm512_fmadd_ps(av, b1, c01);
-      av = _mm512_set1_ps(a1[o]);
-      c10 = _mm512_fmadd_ps(av, b0, c10);
-      c11 = _mm512_fmadd_ps(av, b1, c11);
-      av = _mm512_set1_ps(a2[o]);
-      c20 = _mm512_fmadd_ps(av, b0, c20);
-      c21 = _mm512_fmadd_ps(av, b1, c21);
-      av = _mm512_set1_ps(a3[o]);
-      c30 = _mm512_fmadd_ps(av, b0, c30);
-      c31 = _mm512_fmadd_ps(av, b1, c31);
-      av = _mm512_set1_ps(a4[o]);
-      c40 = _mm512_fmadd_ps(av, b0, c40);
-      c41 = _mm512_fmadd_ps(av, b1, c41);
-      av = _mm512_set1_ps(a5[o]);
-      c50 = _mm512_fmadd_ps(av, b0, c50);
-      c51 = _mm512_fmadd_ps(av, b1, c51);
-      av = _mm512_set1_ps(a6[o]);
-      c60 = _mm512_fmadd_ps(av, b0, c60);
-      c61 = _mm512_fmadd_ps(av, b1, c61);
-      av = _mm512_set1_ps(a7[o]);
-      c70 = _mm512_fmadd_ps(av, b0, c70);
-      c71 = _mm512_fmadd_ps(av, b1, c71);
-      b += 32;
-    }
-  } else {
-    for (int64_t p = 0, o = 0; p < kc; p++, o += csa) {
-      __m512 b0 = _mm512_loadu_ps(b);
-      c00 = _mm512_fmadd_ps(_mm512_set1_ps(a0[o]), b0, c00);
-      c10 = _mm512_fmadd_ps(_mm512_set1_ps(a1[o]), b0, c10);
-      c20 = _mm512_fmadd_ps(_mm512_set1_ps(a2[o]), b0, c20);
-      c30 = _mm512_fmadd_ps(_mm512_set1_ps(a3[o]), b0, c30);
-      c40 = _mm512_fmadd_ps(_mm512_set1_ps(a4[o]), b0, c40);
-      c50 = _mm512_fmadd_ps(_mm512_set1_ps(a5[o]), b0, c50);
-      c60 = _mm512_fmadd_ps(_mm512_set1_ps(a6[o]), b0, c60);
-      c70 = _mm512_fmadd_ps(_mm512_set1_ps(a7[o]), b0, c70);
-      b += 32;
+  ukr_8x32_avx512_ep(kc, a, rsa, csa, b, c, ldc, alpha, beta, mr, nr, NULL);
+}
+
+/* A run of depth for the indirect (convolution) kernel: len channels of one
+ * kernel tap, row i of the tile reading them from p[i] (an input pixel, or
+ * zeros in the padding). */
+typedef struct conv_seg {
+  const float *p[GEMM_MR_MAX];
+  int64_t len;
+} conv_seg;
+
+/* The 8 x 32 kernel over an indirect A: depth segment after segment, B's
+ * panel continuing across them. */
+__attribute__((target("avx512f"))) static void ukr_8x32_avx512_conv(int nseg, const conv_seg *seg,
+                                                                    const float *b, float *c,
+                                                                    int64_t ldc, float beta, int mr,
+                                                                    int nr, const tile_ep *ep) {
+  AVX512_ACC_ZERO;
+  for (int q = 0; q < nseg; q++) {
+    const float *a0 = seg[q].p[0], *a1 = seg[q].p[1], *a2 = seg[q].p[2], *a3 = seg[q].p[3];
+    const float *a4 = seg[q].p[4], *a5 = seg[q].p[5], *a6 = seg[q].p[6], *a7 = seg[q].p[7];
+    const int64_t len = seg[q].len;
+    if (nr > 16) {
+      for (int64_t p = 0; p < len; p++) AVX512_STEP_2(p);
+    } else {
+      for (int64_t p = 0; p < len; p++) AVX512_STEP_1(p);
     }
   }
-  const __mmask16 k0 = nr >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << nr) - 1);
-  const __mmask16 k1 = nr >= 32 ? (__mmask16)0xFFFF : nr > 16 ? (__mmask16)((1u << (nr - 16)) - 1) : 0;
-  const __m512 va = _mm512_set1_ps(alpha);
-  row_store_avx512(c, c00, c01, k0, k1, va, beta);
-  if (mr > 1) row_store_avx512(c + ldc, c10, c11, k0, k1, va, beta);
-  if (mr > 2) row_store_avx512(c + 2 * ldc, c20, c21, k0, k1, va, beta);
-  if (mr > 3) row_store_avx512(c + 3 * ldc, c30, c31, k0, k1, va, beta);
-  if (mr > 4) row_store_avx512(c + 4 * ldc, c40, c41, k0, k1, va, beta);
-  if (mr > 5) row_store_avx512(c + 5 * ldc, c50, c51, k0, k1, va, beta);
-  if (mr > 6) row_store_avx512(c + 6 * ldc, c60, c61, k0, k1, va, beta);
-  if (mr > 7) row_store_avx512(c + 7 * ldc, c70, c71, k0, k1, va, beta);
+  tile_store_8x32(c, ldc, 1.0f, beta, mr, nr, ep, AVX512_ACC_LIST);
 }
 #endif
 
@@ -749,6 +828,8 @@ typedef struct gemm_job {
   float lo, hi;
   float *work;
   int64_t pa_floats, pb_floats; /* per thread */
+  const px_gemm_conv *cv;       /* A: a convolution's input read through tap pointers */
+  const float *zeros;           /* cv->Cg zeros, the padding's source */
   int64_t rows, cols;           /* rows and columns per task (multiples of MR and NR) */
   int64_t ncols;                /* column chunks */
 } gemm_job;
@@ -780,6 +861,14 @@ static void gemm_block(const gemm_job *j, int64_t ic, int64_t mc, int64_t pc, in
       int m = (int)(mc - ir < mr ? mc - ir : mr);
       float *ct = j->C + (ic + ir) * j->ldc + jr;
       const float *at = cs == 1 ? a + ir * rs : a + ir * kc;
+#if PX_X86_KERNELS
+      if (last && j->g.isa == GEMM_ISA_AVX512) { /* the epilogue in registers */
+        tile_ep ep = {j->bias ? j->bias + (j->bias_rows ? ic + ir : jr) : NULL, j->bias_rows,
+                      j->clamp, j->lo, j->hi};
+        ukr_8x32_avx512_ep(kc, at, rs, cs, bp, ct, j->ldc, j->alpha, beta_blk, m, n, &ep);
+        continue;
+      }
+#endif
       j->g.ukr(kc, at, rs, cs, bp, ct, j->ldc, j->alpha, beta_blk, m, n);
       if (last && j->bias_rows) {
         const float *rbias = j->bias ? j->bias + ic + ir : NULL;
@@ -814,6 +903,54 @@ static void gemm_block(const gemm_job *j, int64_t ic, int64_t mc, int64_t pc, in
   }
 }
 
+#if PX_X86_KERNELS
+/* gemm_block for a convolution (j->cv): row r of A is output pixel r, its
+ * depth k = tap * Cg + channel read straight from the input pixel under
+ * that tap (zeros in the padding) by the indirect kernel: nothing is
+ * packed. */
+static void gemm_block_conv(const gemm_job *j, int64_t ic, int64_t mc, int64_t pc, int64_t kc,
+                            int64_t j0, int64_t j1, const float *bp) {
+  const px_gemm_conv *cv = j->cv;
+  const int nr = j->g.nr;
+  const int64_t Cg = cv->Cg, OHW = cv->OH * cv->OW;
+  const float beta_blk = pc == 0 ? j->beta : 1.0f;
+  const bool last = pc + kc == j->K && j->epi;
+  conv_seg seg[GEMM_KC + 2];
+  for (int64_t ir = 0; ir < mc; ir += 8) {
+    const int m = (int)(mc - ir < 8 ? mc - ir : 8);
+    const float *img[8];
+    int64_t ih0[8], iw0[8];
+    for (int i = 0; i < 8; i++) { /* rows past m repeat the first (computed, not stored) */
+      int64_t r = cv->row0 + ic + ir + (i < m ? i : 0), rem = r % OHW;
+      img[i] = cv->x + r / OHW * cv->img_stride;
+      ih0[i] = rem / cv->OW * cv->sh - cv->pt;
+      iw0[i] = rem % cv->OW * cv->sw - cv->pl;
+    }
+    int nseg = 0;
+    for (int64_t t = pc / Cg, c = pc % Cg, q = 0; q < kc; t++, c = 0) {
+      const int64_t len = Cg - c < kc - q ? Cg - c : kc - q;
+      const int64_t dh = t / cv->KW * cv->dh, dw = t % cv->KW * cv->dw;
+      for (int i = 0; i < 8; i++) {
+        const int64_t ih = ih0[i] + dh, iw = iw0[i] + dw;
+        seg[nseg].p[i] = ih >= 0 && ih < cv->H && iw >= 0 && iw < cv->W
+                             ? img[i] + (ih * cv->W + iw) * cv->cs + c
+                             : j->zeros;
+      }
+      seg[nseg++].len = len;
+      q += len;
+    }
+    const float *b = bp;
+    for (int64_t jr = j0; jr < j1; jr += nr, b += (int64_t)nr * kc) {
+      const int n = (int)(j1 - jr < nr ? j1 - jr : nr);
+      float *ct = j->C + (ic + ir) * j->ldc + jr;
+      tile_ep ep = {j->bias ? j->bias + (j->bias_rows ? ic + ir : jr) : NULL, j->bias_rows,
+                    j->clamp, j->lo, j->hi};
+      ukr_8x32_avx512_conv(nseg, seg, b, ct, j->ldc, beta_blk, m, n, last ? &ep : NULL);
+    }
+  }
+}
+#endif
+
 /* Task t of a prepacked product: row block t / ncols, column chunk t % ncols. */
 static void gemm_prepacked_task(void *arg, int64_t begin, int64_t end, int tid) {
   const gemm_job *j = arg;
@@ -832,6 +969,12 @@ static void gemm_prepacked_task(void *arg, int64_t begin, int64_t end, int tid) 
         const float *bp = j->pb + jc * j->K + pc * ncr + (c0 - jc) * kc;
         for (int64_t ic = r0; ic < r1; ic += GEMM_MC) {
           int64_t mc = r1 - ic < GEMM_MC ? r1 - ic : GEMM_MC;
+#if PX_X86_KERNELS
+          if (j->cv) {
+            gemm_block_conv(j, ic, mc, pc, kc, c0, c1, bp);
+            continue;
+          }
+#endif
           gemm_block(j, ic, mc, pc, kc, c0, c1, bp, pa);
         }
       }
@@ -1010,6 +1153,8 @@ void px_gemm_f32_prepack_b(int64_t N, int64_t K, const float *B, int64_t rsb, in
 }
 
 
+static int run_prepacked(gemm_job *jp, int64_t M, int64_t N, int64_t K);
+
 int px_gemm_f32_prepacked(px_ctx *ctx, void *work, int64_t M, int64_t N, int64_t K,
                           const float *A, int64_t rsa, int64_t csa, px_gemm_pack_a_fn pack_rows,
                           const void *asrc, const float *pb, float beta, float *C, int64_t ldc) {
@@ -1040,8 +1185,15 @@ int px_gemm_f32_prepacked_ep(px_ctx *ctx, void *work, int64_t M, int64_t N, int6
   j.C = C, j.ldc = ldc;
   j.bias = bias, j.bias_rows = ep && ep->bias_rows, j.clamp = clamp, j.epi = epi;
   j.lo = ep ? ep->lo : 0.0f, j.hi = ep ? ep->hi : 0.0f;
-  /* tasks: row blocks of MC rows, and, when they are fewer than twice the
-   * threads, column chunks too (whole NR panels) */
+  return run_prepacked(&j, M, N, K);
+}
+
+/* Runs a prepacked product's job: tasks of row blocks of MC rows, and,
+ * when they are fewer than twice the threads, column chunks too (whole NR
+ * panels). */
+static int run_prepacked(gemm_job *jp, int64_t M, int64_t N, int64_t K) {
+  gemm_job j = *jp;
+  (void)K;
   const int T = px_parallel_threads();
   const int64_t nr = j.g.nr, panels = (N + nr - 1) / nr;
   if (T == 1) {
@@ -1059,4 +1211,35 @@ int px_gemm_f32_prepacked_ep(px_ctx *ctx, void *work, int64_t M, int64_t N, int6
   j.ncols = (N + j.cols - 1) / j.cols;
   px_parallel_for(rblocks * j.ncols, 1, M * N * K, gemm_prepacked_task, &j);
   return 0;
+}
+
+bool px_gemm_f32_conv_available(void) {
+#if PX_X86_KERNELS
+  return gemm_select().isa == GEMM_ISA_AVX512;
+#else
+  return false;
+#endif
+}
+
+int px_gemm_f32_conv(px_ctx *ctx, void *work, const px_gemm_conv *cv, int64_t M, int64_t N,
+                     const float *pb, float *C, int64_t ldc, const px_gemm_epilogue *ep) {
+  const int64_t K = cv->KH * cv->KW * cv->Cg;
+  if (!px_gemm_f32_conv_available())
+    return px_fail(ctx, "no indirect convolution kernel on this machine");
+  if (M <= 0 || N <= 0 || K <= 0) return 0;
+  gemm_job j = {0};
+  int rc = job_init(&j, ctx, work, M, N, K);
+  if (rc) return rc;
+  float *zeros = px_scratch(ctx, sizeof(float) * (size_t)cv->Cg);
+  if (!zeros) return PYEXEC_ERR_EXECUTION;
+  memset(zeros, 0, sizeof(float) * (size_t)cv->Cg);
+  const bool clamp = ep && !(ep->lo == -INFINITY && ep->hi == INFINITY);
+  j.alpha = 1.0f, j.beta = 0.0f;
+  j.cv = cv, j.zeros = zeros;
+  j.pb = pb;
+  j.C = C, j.ldc = ldc;
+  j.bias = ep ? ep->bias : NULL, j.bias_rows = ep && ep->bias_rows;
+  j.clamp = clamp, j.epi = j.bias || clamp;
+  j.lo = ep ? ep->lo : 0.0f, j.hi = ep ? ep->hi : 0.0f;
+  return run_prepacked(&j, M, N, K);
 }

@@ -93,4 +93,25 @@ int px_gemm_f32_prepacked_ep(px_ctx *ctx, void *work, int64_t M, int64_t N, int6
                              const void *asrc, const float *pb, float beta, float *C, int64_t ldc,
                              const px_gemm_epilogue *ep);
 
+/* Convolution by indirect GEMM, NHWC: C (M x N, M = images * OH * OW output
+ * pixels, N output channels) = A @ B + epilogue, where A's row r is output
+ * pixel r and its depth k = (ki * KW + kj) * Cg + c reads channel c of the
+ * input pixel under tap (ki, kj) in place (0 in the padding): no im2col
+ * matrix is built or packed. B is prepacked (px_gemm_f32_prepack_b of the
+ * K x N filter, K = KH * KW * Cg). Available where the engine has an
+ * indirect micro-kernel (px_gemm_f32_conv_available: AVX-512 machines);
+ * elsewhere callers pack im2col rows through px_gemm_f32_prepacked_ep. */
+typedef struct px_gemm_conv {
+  const float *x;           /* image 0's pixel (0, 0), channel 0 of the group */
+  int64_t img_stride;       /* floats between images */
+  int64_t H, W, cs;         /* input height and width; floats between pixels */
+  int64_t Cg;               /* channels per group: depth per tap */
+  int64_t KH, KW, sh, sw, dh, dw, pt, pl;
+  int64_t OH, OW;
+  int64_t row0;             /* output pixel of the product's row 0 (row tiles) */
+} px_gemm_conv;
+bool px_gemm_f32_conv_available(void);
+int px_gemm_f32_conv(px_ctx *ctx, void *work, const px_gemm_conv *cv, int64_t M, int64_t N,
+                     const float *pb, float *C, int64_t ldc, const px_gemm_epilogue *ep);
+
 #endif /* PX_GEMM_H */
