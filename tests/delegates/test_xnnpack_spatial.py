@@ -139,8 +139,10 @@ def test_conv2d(conv, act, shape):
         # 1600 output pixels: more than one row tile on one thread; 16 output channels
         (dict(in_channels=8, out_channels=16, kernel_size=3, padding=1, bias=False), torch.nn.ReLU6(), (1, 8, 40, 40)),
         (dict(in_channels=12, out_channels=70, kernel_size=5, stride=2), torch.nn.Identity(), (1, 12, 21, 23)),
+        # three channels: each kernel row's 7 taps one contiguous run of 21 floats
+        (dict(in_channels=3, out_channels=64, kernel_size=7, stride=2, padding=3), torch.nn.ReLU(), (2, 3, 37, 35)),
     ],
-    ids=["deep-3x3", "groups-of-8-strided-dilated", "many-rows-no-bias", "5x5-stride2-70-out"],
+    ids=["deep-3x3", "groups-of-8-strided-dilated", "many-rows-no-bias", "5x5-stride2-70-out", "7x7-rgb-stem"],
 )
 def test_conv2d_reading_the_input_through_tap_pointers(conv, act, shape, threads):
     """Convolutions with 8 or more input channels per group, which AVX-512

@@ -284,6 +284,8 @@ int main(int argc, char **argv) {
     one_conv(2, 7, 6, 24, 24, 17, 5, 5, 2, 1, 1, 2, 2, 3, 1, 0, 5);   /* row0, odd N, asymmetric pads */
     one_conv(1, 20, 20, 8, 8, 70, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 11);  /* 1x1 stride 2, three panels */
     one_conv(1, 5, 5, 300, 300, 9, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0);  /* a tap deeper than a block */
+    one_conv(2, 23, 21, 3, 3, 64, 7, 7, 2, 2, 1, 1, 3, 3, 3, 3, 0);   /* kernel rows as one run */
+    one_conv(1, 12, 40, 4, 4, 33, 3, 9, 1, 1, 1, 1, 1, 4, 1, 4, 3);   /* runs across depth blocks */
   }
   px_scratch_release(&ctx);
   const char *isa = getenv("PYEXEC_GEMM_ISA");

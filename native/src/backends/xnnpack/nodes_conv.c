@@ -409,9 +409,11 @@ int xnn_exec_conv2d(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
    * same way however the rows are cut. */
   const int64_t T = px_parallel_threads() > 1 ? M : tile_rows(Cout);
   /* Input channels read in place through tap pointers where the engine can
-   * (no im2col rows packed); a few channels per tap make short runs between
-   * pointer loads, so those keep the packed path. */
-  const bool indirect = !p->direct && p->Cin_g >= 8 && px_gemm_f32_conv_available();
+   * (no im2col rows packed). A few channels per tap make short runs between
+   * pointer loads, so those keep the packed path, unless the group is the
+   * whole pixel and taps are adjacent: then a kernel row is one run. */
+  const bool indirect = !p->direct && px_gemm_f32_conv_available() &&
+                        (p->Cin_g >= 8 || (p->G == 1 && p->dw == 1 && p->KW * p->Cin_g >= 8));
   void *work = px_scratch(ctx, px_gemm_f32_work_size(T, Cg, p->K));
   if (!work) return PYEXEC_ERR_EXECUTION;
   for (int64_t r0 = 0; r0 < M; r0 += T) {

@@ -926,10 +926,34 @@ static void gemm_block_conv(const gemm_job *j, int64_t ic, int64_t mc, int64_t p
       ih0[i] = rem / cv->OW * cv->sh - cv->pt;
       iw0[i] = rem % cv->OW * cv->sw - cv->pl;
     }
+    /* A kernel row's taps are one contiguous run of the input when the
+     * group is the whole pixel and taps are adjacent (no column dilation):
+     * where every row's span of it is inside the input, it is one segment
+     * (a 7x7 filter over 3 channels: runs of 21, not 3). */
+    const bool rows_contig = cv->cs == Cg && cv->dw == 1;
     int nseg = 0;
-    for (int64_t t = pc / Cg, c = pc % Cg, q = 0; q < kc; t++, c = 0) {
+    for (int64_t t = pc / Cg, c = pc % Cg, q = 0; q < kc;) {
+      const int64_t ki = t / cv->KW, kj = t % cv->KW, dh = ki * cv->dh;
+      if (rows_contig && cv->KW - kj > 1) {
+        const int64_t run = (cv->KW - kj) * Cg - c, L = run < kc - q ? run : kc - q;
+        const int64_t klast = kj + (c + L - 1) / Cg; /* the last tap's column */
+        bool inside = true;
+        for (int i = 0; i < 8 && inside; i++) {
+          const int64_t ih = ih0[i] + dh;
+          inside = ih >= 0 && ih < cv->H && iw0[i] + kj >= 0 && iw0[i] + klast < cv->W;
+        }
+        if (inside) {
+          for (int i = 0; i < 8; i++)
+            seg[nseg].p[i] = img[i] + ((ih0[i] + dh) * cv->W + iw0[i] + kj) * cv->cs + c;
+          seg[nseg++].len = L;
+          q += L;
+          t += (c + L) / Cg;
+          c = (c + L) % Cg;
+          continue;
+        }
+      }
       const int64_t len = Cg - c < kc - q ? Cg - c : kc - q;
-      const int64_t dh = t / cv->KW * cv->dh, dw = t % cv->KW * cv->dw;
+      const int64_t dw = kj * cv->dw;
       for (int i = 0; i < 8; i++) {
         const int64_t ih = ih0[i] + dh, iw = iw0[i] + dw;
         seg[nseg].p[i] = ih >= 0 && ih < cv->H && iw >= 0 && iw < cv->W
@@ -938,6 +962,8 @@ static void gemm_block_conv(const gemm_job *j, int64_t ic, int64_t mc, int64_t p
       }
       seg[nseg++].len = len;
       q += len;
+      c += len;
+      if (c == Cg) t++, c = 0;
     }
     const float *b = bp;
     for (int64_t jr = j0; jr < j1; jr += nr, b += (int64_t)nr * kc) {
