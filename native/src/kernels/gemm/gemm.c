@@ -288,6 +288,64 @@ tile_store_8x32(float *c, int64_t ldc, float alpha, float beta, int mr, int nr, 
     c70 = _mm512_fmadd_ps(_mm512_set1_ps(a7[o]), b0, c70);                         \
     b += 32;                                                                       \
   } while (0)
+/* The same steps for tiles of at most 4 rows and of 1 row (the row edge of
+ * a product: M = 49 or 196 leaves a tile of 1 or 4 rows, which the 8-row
+ * steps would multiply at the cost of a full tile). */
+#define AVX512_STEP_2_R4(o)                                                        \
+  do {                                                                             \
+    __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);                  \
+    __m512 av = _mm512_set1_ps(a0[o]);                                             \
+    c00 = _mm512_fmadd_ps(av, b0, c00), c01 = _mm512_fmadd_ps(av, b1, c01);       \
+    av = _mm512_set1_ps(a1[o]);                                                    \
+    c10 = _mm512_fmadd_ps(av, b0, c10), c11 = _mm512_fmadd_ps(av, b1, c11);       \
+    av = _mm512_set1_ps(a2[o]);                                                    \
+    c20 = _mm512_fmadd_ps(av, b0, c20), c21 = _mm512_fmadd_ps(av, b1, c21);       \
+    av = _mm512_set1_ps(a3[o]);                                                    \
+    c30 = _mm512_fmadd_ps(av, b0, c30), c31 = _mm512_fmadd_ps(av, b1, c31);       \
+    b += 32;                                                                       \
+  } while (0)
+#define AVX512_STEP_1_R4(o)                                                        \
+  do {                                                                             \
+    __m512 b0 = _mm512_loadu_ps(b);                                                \
+    c00 = _mm512_fmadd_ps(_mm512_set1_ps(a0[o]), b0, c00);                         \
+    c10 = _mm512_fmadd_ps(_mm512_set1_ps(a1[o]), b0, c10);                         \
+    c20 = _mm512_fmadd_ps(_mm512_set1_ps(a2[o]), b0, c20);                         \
+    c30 = _mm512_fmadd_ps(_mm512_set1_ps(a3[o]), b0, c30);                         \
+    b += 32;                                                                       \
+  } while (0)
+#define AVX512_STEP_2_R1(o)                                                        \
+  do {                                                                             \
+    __m512 av = _mm512_set1_ps(a0[o]);                                             \
+    c00 = _mm512_fmadd_ps(av, _mm512_loadu_ps(b), c00);                            \
+    c01 = _mm512_fmadd_ps(av, _mm512_loadu_ps(b + 16), c01);                       \
+    b += 32;                                                                       \
+  } while (0)
+#define AVX512_STEP_1_R1(o)                                                        \
+  do {                                                                             \
+    c00 = _mm512_fmadd_ps(_mm512_set1_ps(a0[o]), _mm512_loadu_ps(b), c00);         \
+    b += 32;                                                                       \
+  } while (0)
+/* The depth loop over `count` steps of element index (IDX) for an mr-row,
+ * nr-column tile: the narrowest step variant that covers it. */
+#define AVX512_LOOP(count, IDX, INC)                                               \
+  do {                                                                             \
+    if (mr > 4) {                                                                  \
+      if (nr > 16)                                                                 \
+        for (int64_t p_ = 0, IDX = 0; p_ < (count); p_++, IDX += (INC)) AVX512_STEP_2(IDX); \
+      else                                                                         \
+        for (int64_t p_ = 0, IDX = 0; p_ < (count); p_++, IDX += (INC)) AVX512_STEP_1(IDX); \
+    } else if (mr > 1) {                                                           \
+      if (nr > 16)                                                                 \
+        for (int64_t p_ = 0, IDX = 0; p_ < (count); p_++, IDX += (INC)) AVX512_STEP_2_R4(IDX); \
+      else                                                                         \
+        for (int64_t p_ = 0, IDX = 0; p_ < (count); p_++, IDX += (INC)) AVX512_STEP_1_R4(IDX); \
+    } else {                                                                       \
+      if (nr > 16)                                                                 \
+        for (int64_t p_ = 0, IDX = 0; p_ < (count); p_++, IDX += (INC)) AVX512_STEP_2_R1(IDX); \
+      else                                                                         \
+        for (int64_t p_ = 0, IDX = 0; p_ < (count); p_++, IDX += (INC)) AVX512_STEP_1_R1(IDX); \
+    }                                                                              \
+  } while (0)
 #define AVX512_ACC_ZERO                                                            \
   __m512 c00 = _mm512_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00;    \
   __m512 c21 = c00, c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00;         \
@@ -309,11 +367,7 @@ __attribute__((target("avx512f"))) static void ukr_8x32_avx512_ep(int64_t kc, co
   const float *a5 = a + (mr > 5 ? 5 * rsa : 0), *a6 = a + (mr > 6 ? 6 * rsa : 0);
   const float *a7 = a + (mr > 7 ? 7 * rsa : 0);
   AVX512_ACC_ZERO;
-  if (nr > 16) {
-    for (int64_t p = 0, o = 0; p < kc; p++, o += csa) AVX512_STEP_2(o);
-  } else {
-    for (int64_t p = 0, o = 0; p < kc; p++, o += csa) AVX512_STEP_1(o);
-  }
+  AVX512_LOOP(kc, o, csa);
   tile_store_8x32(c, ldc, alpha, beta, mr, nr, ep, AVX512_ACC_LIST);
 }
 
@@ -343,12 +397,7 @@ __attribute__((target("avx512f"))) static void ukr_8x32_avx512_conv(int nseg, co
   for (int q = 0; q < nseg; q++) {
     const float *a0 = seg[q].p[0], *a1 = seg[q].p[1], *a2 = seg[q].p[2], *a3 = seg[q].p[3];
     const float *a4 = seg[q].p[4], *a5 = seg[q].p[5], *a6 = seg[q].p[6], *a7 = seg[q].p[7];
-    const int64_t len = seg[q].len;
-    if (nr > 16) {
-      for (int64_t p = 0; p < len; p++) AVX512_STEP_2(p);
-    } else {
-      for (int64_t p = 0; p < len; p++) AVX512_STEP_1(p);
-    }
+    AVX512_LOOP(seg[q].len, o, 1);
   }
   tile_store_8x32(c, ldc, 1.0f, beta, mr, nr, ep, AVX512_ACC_LIST);
 }
