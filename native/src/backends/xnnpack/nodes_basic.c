@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "backends/xnnpack/nodes.h"
+#include "core/cpu.h"
 #include "kernels/elementwise/flat.h"
 #include "runtime/parallel.h"
 
@@ -152,13 +153,37 @@ static inline float unary_op(const xnn_node *node, float x) {
     case XNN_NODE_sin: return sinf(x);
     case XNN_NODE_cos: return cosf(x);
     case XNN_NODE_gelu: return (float)(0.5 * (double)x * (1.0 + erf((double)x * 0.70710678118654752440)));
-    case XNN_NODE_hardswish: return x * clampf(x + 3.0f, 0.0f, 6.0f) / 6.0f;
+    case XNN_NODE_hardswish: return x * (1.0f / 6.0f) * clampf(x + 3.0f, 0.0f, 6.0f);
     case XNN_NODE_elu: return x < 0.0f ? node->p.elu.alpha * expm1f(x) : x;
     case XNN_NODE_leaky_relu: return x < 0.0f ? x * node->p.leaky_relu.negative_slope : x;
     case XNN_NODE_clamp: return isnan(x) ? x : clampf(x, node->output_min, node->output_max);
     default: return x; /* copy */
   }
 }
+
+/* Hardswish as XNNPACK computes it, x / 6 times clamp(x + 3, 0, 6), in
+ * 256-bit vectors where the CPU has them (the baseline build's 128-bit loop
+ * ran at about half the speed on a 56x56x128 map). */
+#define HARDSWISH_LOOP                                                       \
+  for (int64_t k = 0; k < n; k++) {                                          \
+    const float v = x[k], t = v + 3.0f;                                      \
+    y[k] = v * (1.0f / 6.0f) * (t < 0.0f ? 0.0f : t > 6.0f ? 6.0f : t);      \
+  }
+#if defined(__GNUC__) && defined(__x86_64__)
+__attribute__((target("avx2,fma"))) static void hardswish_avx2(int64_t n, const float *x, float *y) {
+  HARDSWISH_LOOP
+}
+#endif
+static void hardswish_f32(int64_t n, const float *x, float *y) {
+#if defined(__GNUC__) && defined(__x86_64__)
+  if (px_cpu()->avx2) {
+    hardswish_avx2(n, x, y);
+    return;
+  }
+#endif
+  HARDSWISH_LOOP
+}
+#undef HARDSWISH_LOOP
 
 typedef struct unary_job {
   const xnn_node *node;
@@ -178,6 +203,7 @@ static void unary_pieces(void *arg, int64_t p0, int64_t p1, int tid) {
     case XNN_NODE_tanh: px_f32_tanh(n, x, y); return;
     case XNN_NODE_exp: px_f32_exp(n, x, y); return;
     case XNN_NODE_gelu: px_f32_gelu(n, x, y); return;
+    case XNN_NODE_hardswish: hardswish_f32(n, x, y); return;
     default: break;
   }
   /* The cheap operations as loops of their own (the switch hoisted out, so
@@ -190,7 +216,6 @@ static void unary_pieces(void *arg, int64_t p0, int64_t p1, int tid) {
   return
   const xnn_node *node = J->node;
   switch (node->type) {
-    case XNN_NODE_hardswish: MAP(v * clampf(v + 3.0f, 0.0f, 6.0f) / 6.0f);
     case XNN_NODE_abs: MAP(fabsf(v));
     case XNN_NODE_negate: MAP(-v);
     case XNN_NODE_square: MAP(v * v);
