@@ -11,9 +11,11 @@
  * 3-D convolution (5-D input, NCDHW) has its own im2col / col2im around the
  * same GEMM.
  */
+#include <math.h>
 #include <string.h>
 
 #include "kernels/common.h"
+#include "kernels/conv.h"
 #include "kernels/gemm/gemm.h"
 #include "runtime/parallel.h"
 
@@ -57,6 +59,80 @@ static inline void fill_f32(int64_t n, float v, float *y) {
   int64_t i = 0;
   for (; i + 4 <= n; i += 4) v4_store(y + i, vv);
   for (; i < n; i++) y[i] = v;
+}
+
+/* y[0..n) clamped to [lo, hi] (max then min, so lo > hi gives hi, as
+ * torch's clamp does). A NaN stays NaN: both compares are false for it, as
+ * in torch's relu / hardtanh and the GEMM epilogue. */
+static inline void clamp_f32(int64_t n, float lo, float hi, float *y) {
+  for (int64_t i = 0; i < n; i++) {
+    float v = y[i] < lo ? lo : y[i];
+    y[i] = v > hi ? hi : v;
+  }
+}
+
+/* What a fused convolution applies to its output (px_conv_fused): the
+ * clamp of a ReLU / hardtanh the load-time fusion folded into it. */
+typedef struct conv_epi {
+  float lo, hi;
+  bool clamp; /* false: lo = -inf, hi = +inf, nothing to do */
+} conv_epi;
+
+static const conv_epi no_epi = {-INFINITY, INFINITY, false};
+
+/* A row-major K x N matrix (element (k, j) at B[k * ld + j]) packed into
+ * GEMM panels (a px_gemm_pack_fn): the input itself for 1x1 convolutions,
+ * or an explicit im2col matrix. Row by row: contiguous reads. */
+typedef struct rows_bsrc {
+  const float *B;
+  int64_t ld;
+} rows_bsrc;
+
+static inline void copy_panel_row(float *d, const float *s, int nr) {
+  switch (nr) { /* constant sizes: copied in vector registers, no call */
+    case 32: memcpy(d, s, 32 * sizeof(float)); return;
+    case 16: memcpy(d, s, 16 * sizeof(float)); return;
+    case 8: memcpy(d, s, 8 * sizeof(float)); return;
+    default:
+      for (int j = 0; j < nr; j++) d[j] = s[j];
+  }
+}
+
+static void pack_b_rows(const void *src, int64_t pc, int64_t kc, int64_t jc, int64_t nc, int nr,
+                        float *pb) {
+  const rows_bsrc *s = src;
+  const int64_t pstride = (int64_t)nr * kc; /* floats between panels */
+  for (int64_t p = 0; p < kc; p++) {
+    const float *sp = s->B + (pc + p) * s->ld + jc;
+    float *d = pb + p * nr;
+    int64_t j0 = 0;
+    for (; j0 + nr <= nc; j0 += nr, d += pstride) copy_panel_row(d, sp + j0, nr);
+    if (j0 < nc) {
+      int n = (int)(nc - j0);
+      for (int j = 0; j < n; j++) d[j] = sp[j0 + j];
+      for (int j = n; j < nr; j++) d[j] = 0.0f;
+    }
+  }
+}
+
+/* C (M x N, row-major, M output channels) = A @ B + bias per row, clamped:
+ * B a row-major K x N matrix. Products of at least PX_GEMM_MR_MAX rows add
+ * the bias and clamp in the GEMM's tile epilogue, while each tile is in
+ * cache; fewer rows take px_gemm_f32's unpacked path (the bias written
+ * first and accumulated onto, the clamp after). */
+static int gemm_rows_epi(px_ctx *ctx, void *work, int64_t M, int64_t N, int64_t K, const float *A,
+                         const float *B, const float *bias, const conv_epi *ep, float *C) {
+  if (M >= PX_GEMM_MR_MAX) {
+    rows_bsrc rs = {B, N};
+    px_gemm_epilogue e = {bias, ep->lo, ep->hi, true};
+    return px_gemm_f32_packed_ep(ctx, work, M, N, K, 1.0f, A, K, 1, pack_b_rows, &rs, 0.0f, C, N,
+                                 &e);
+  }
+  if (bias)
+    for (int64_t c = 0; c < M; c++) fill_f32(N, bias[c], C + c * N);
+  int rc = px_gemm_f32(ctx, work, M, N, K, 1.0f, A, K, 1, B, N, 1, bias ? 1.0f : 0.0f, C, N);
+  if (!rc && ep->clamp) clamp_f32(M * N, ep->lo, ep->hi, C);
+  return rc;
 }
 
 /* ======================================================================== */
@@ -205,7 +281,7 @@ static void col2im_f32(const conv_geom *g, const float *col, float *out) {
  * vectors, for AVX2. */
 #define DEFINE_DW_PLANE(NAME, ATTR, VT, VL, VLOAD, VSTORE)                                 \
   ATTR static void NAME(const conv_geom *g, const float *plane, const float *wk, float b,  \
-                        float *o) {                                                         \
+                        const conv_epi *ep, float *o) {                                     \
     const int64_t W = g->W, H = g->H, OW = g->OW, KH = g->KH, KW = g->KW;                  \
     const int64_t pw = g->pw, dw = g->dw;                                                   \
     /* interior columns: ow - pw >= 0 and ow - pw + (KW-1)*dw <= W - 1 */                   \
@@ -262,6 +338,7 @@ static void col2im_f32(const conv_geom *g, const float *col, float *out) {
         }                                                                                   \
         orow[c] = acc;                                                                      \
       }                                                                                     \
+      if (ep->clamp) clamp_f32(OW, ep->lo, ep->hi, orow); /* the row is in L1 */            \
     }                                                                                       \
   }
 
@@ -275,6 +352,7 @@ DEFINE_DW_PLANE(dw_plane_avx512, __attribute__((target("avx512f"))), v16f, 16, v
 typedef struct dw_args {
   const conv_geom *g;
   const float *in, *w, *bias;
+  const conv_epi *ep;
   float *out;
 } dw_args;
 
@@ -298,15 +376,15 @@ static void depthwise_planes(void *arg, int64_t begin, int64_t end, int tid) {
     if (g->sw == 1) {
 #if PX_X86_KERNELS
       if (avx512) {
-        dw_plane_avx512(g, plane, wk, b, o);
+        dw_plane_avx512(g, plane, wk, b, a->ep, o);
         continue;
       }
       if (avx2) {
-        dw_plane_avx2(g, plane, wk, b, o);
+        dw_plane_avx2(g, plane, wk, b, a->ep, o);
         continue;
       }
 #endif
-      dw_plane(g, plane, wk, b, o);
+      dw_plane(g, plane, wk, b, a->ep, o);
       continue;
     }
     fill_f32(OHW, b, o);
@@ -326,20 +404,22 @@ static void depthwise_planes(void *arg, int64_t begin, int64_t end, int tid) {
           for (int64_t ow = lo; ow < hi; ow++) dst[ow] += wv * src[ow * g->sw];
         }
       }
+    if (a->ep->clamp) clamp_f32(OHW, a->ep->lo, a->ep->hi, o);
   }
 }
 
 /* Depthwise (one input channel per group): direct loops, output planes
  * split over the thread pool. */
 static void depthwise_f32(const conv_geom *g, const float *in, const float *w, const float *bias,
-                          float *out) {
-  dw_args a = {g, in, w, bias, out};
+                          const conv_epi *ep, float *out) {
+  dw_args a = {g, in, w, bias, ep, out};
   int64_t planes = g->N * g->Cout;
   px_parallel_for(planes, 1, planes * g->OH * g->OW * g->KH * g->KW, depthwise_planes, &a);
 }
 
+/* out = convolution of in by w, plus bias (NULL: none), then ep's clamp. */
 static int conv_f32(px_ctx *ctx, const conv_geom *g, bool transposed, const float *in,
-                    const float *w, const float *bias, float *out) {
+                    const float *w, const float *bias, const conv_epi *ep, float *out) {
   int64_t HW = g->H * g->W, OHW = g->OH * g->OW;
   int64_t kk = g->KH * g->KW;
   if (!transposed) {
@@ -347,7 +427,7 @@ static int conv_f32(px_ctx *ctx, const conv_geom *g, bool transposed, const floa
      * outputs (a first layer over one channel, as audio models have) read
      * that channel once per output: the GEMM below shares the reads. */
     if (g->Cin_g == 1 && kk > 1 && g->Cout_g < 8) {
-      depthwise_f32(g, in, w, bias, out);
+      depthwise_f32(g, in, w, bias, ep, out);
       return 0;
     }
     int64_t K = g->Cin_g * kk;
@@ -378,21 +458,18 @@ static int conv_f32(px_ctx *ctx, const conv_geom *g, bool transposed, const floa
       for (int64_t gi = 0; gi < g->G; gi++) {
         const float *x = in + (n * g->Cin + gi * g->Cin_g) * HW;
         float *o = out + (n * g->Cout + gi * g->Cout_g) * OHW;
-        if (bias)
-          for (int64_t c = 0; c < g->Cout_g; c++) {
-            fill_f32(OHW, bias[gi * g->Cout_g + c], o + c * OHW);
-          }
         const float *wg = w + gi * g->Cout_g * K;
-        float beta = bias ? 1.0f : 0.0f;
+        const float *bg = bias ? bias + gi * g->Cout_g : NULL;
         int rc;
         if (implicit) {
+          /* one output channel per row: the bias and clamp in the epilogue */
           conv_bsrc bs = {g, x, kt, kt + K, kt + 2 * K};
-          rc = px_gemm_f32_packed(ctx, work, g->Cout_g, OHW, K, 1.0f, wg, K, 1, conv_pack_b, &bs,
-                                  beta, o, OHW);
+          px_gemm_epilogue e = {bg, ep->lo, ep->hi, true};
+          rc = px_gemm_f32_packed_ep(ctx, work, g->Cout_g, OHW, K, 1.0f, wg, K, 1, conv_pack_b,
+                                     &bs, 0.0f, o, OHW, &e);
         } else {
           if (!direct) im2col_f32(g, x, col);
-          rc = px_gemm_f32(ctx, work, g->Cout_g, OHW, K, 1.0f, wg, K, 1, direct ? x : col, OHW, 1,
-                           beta, o, OHW);
+          rc = gemm_rows_epi(ctx, work, g->Cout_g, OHW, K, wg, direct ? x : col, bg, ep, o);
         }
         if (rc) return rc;
       }
@@ -416,6 +493,7 @@ static int conv_f32(px_ctx *ctx, const conv_geom *g, bool transposed, const floa
       col2im_f32(g, col, out + (n * g->Cout + gi * g->Cout_g) * OHW);
     }
   }
+  if (ep->clamp) clamp_f32(g->N * g->Cout * OHW, ep->lo, ep->hi, out);
   return 0;
 }
 
@@ -554,14 +632,13 @@ static void col2im3_f32(const conv3_geom *g, const float *col, float *out) {
         }
 }
 
-/* float32: im2col + the GEMM per image and group (col2im after it for
- * transposed), the bias written first and accumulated onto. */
+/* float32: im2col + the GEMM per image and group (the bias in the GEMM's
+ * epilogue); transposed: the bias written first, col2im accumulating onto
+ * it. */
 static int conv3_f32(px_ctx *ctx, const conv3_geom *g, bool transposed, const float *in,
                      const float *w, const float *bias, float *out) {
   const int64_t IS = g->in[0] * g->in[1] * g->in[2], OS = g->out[0] * g->out[1] * g->out[2];
   const int64_t KK = g->k[0] * g->k[1] * g->k[2];
-  for (int64_t n = 0; n < g->N; n++)
-    for (int64_t c = 0; c < g->Cout; c++) fill_f32(OS, bias ? bias[c] : 0.0f, out + (n * g->Cout + c) * OS);
   if (!transposed) {
     const int64_t K = g->Cin_g * KK;
     const bool direct = KK == 1 && g->s[0] == 1 && g->s[1] == 1 && g->s[2] == 1 && !g->p[0] &&
@@ -573,14 +650,16 @@ static int conv3_f32(px_ctx *ctx, const conv3_geom *g, bool transposed, const fl
       for (int64_t gi = 0; gi < g->G; gi++) {
         const float *x = in + (n * g->Cin + gi * g->Cin_g) * IS;
         if (!direct) im2col3_f32(g, x, col);
-        int rc = px_gemm_f32(ctx, work, g->Cout_g, OS, K, 1.0f, w + gi * g->Cout_g * K, K, 1,
-                             direct ? x : col, OS, 1, 1.0f, out + (n * g->Cout + gi * g->Cout_g) * OS,
-                             OS);
+        int rc = gemm_rows_epi(ctx, work, g->Cout_g, OS, K, w + gi * g->Cout_g * K,
+                               direct ? x : col, bias ? bias + gi * g->Cout_g : NULL, &no_epi,
+                               out + (n * g->Cout + gi * g->Cout_g) * OS);
         if (rc) return rc;
       }
     return 0;
   }
   /* transposed: weight [Cin, Cout_g, KD, KH, KW]; col[R, IS] = wg^T @ x */
+  for (int64_t n = 0; n < g->N; n++)
+    for (int64_t c = 0; c < g->Cout; c++) fill_f32(OS, bias ? bias[c] : 0.0f, out + (n * g->Cout + c) * OS);
   const int64_t R = g->Cout_g * KK;
   float *col = px_scratch(ctx, sizeof(float) * (size_t)(R * IS));
   void *work = px_scratch(ctx, px_gemm_f32_work_size(R, IS, g->Cin_g));
@@ -737,11 +816,19 @@ static int convolution3d(px_ctx *ctx, px_tensor *in, px_tensor *w, px_tensor *bi
   return 0;
 }
 
+/* Whether a's and b's bytes overlap. */
+static bool overlaps(const px_tensor *a, const px_tensor *b) {
+  if (!a || !b || !a->nbytes || !b->nbytes) return false;
+  const char *pa = a->data, *pb = b->data;
+  return pa < pb + b->nbytes && pb < pa + a->nbytes;
+}
+
 /* aten::convolution.out(Tensor input, Tensor weight, Tensor? bias,
  *   SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed,
- *   SymInt[] output_padding, SymInt groups, *, Tensor(a!) out) */
-static int k_convolution(px_ctx *ctx, px_value *const *args) {
-  px_tensor *in = args[0]->u.t, *w = args[1]->u.t, *out = args[9]->u.t;
+ *   SymInt[] output_padding, SymInt groups, *, Tensor(a!) out), the output
+ * `out` then clamped by ep (fused convolutions; float32 2-D only). */
+static int convolution(px_ctx *ctx, px_value *const *args, px_tensor *out, const conv_epi *ep) {
+  px_tensor *in = args[0]->u.t, *w = args[1]->u.t;
   px_tensor *bias = args[2]->tag == PX_V_NONE ? NULL : args[2]->u.t;
   bool transposed = args[6]->u.b;
   int64_t groups = args[8]->u.i;
@@ -788,6 +875,8 @@ static int k_convolution(px_ctx *ctx, px_value *const *args) {
                      (long long)dl[k]);
     if ((st[k] | dl[k] | pd[k] | op[k]) >> 30) return px_fail(ctx, "stride, padding, dilation or output_padding exceeds 2^30");
   }
+  if (ep->clamp && (nsp != 2 || in->dtype != PX_F32))
+    return px_fail(ctx, "a fused activation needs a float32 2-D convolution");
   if (nsp == 3) return convolution3d(ctx, in, w, bias, out, transposed, groups, st, pd, dl, op);
   conv_geom g;
   g.N = in->sizes[0];
@@ -851,8 +940,19 @@ static int k_convolution(px_ctx *ctx, px_value *const *args) {
   if ((rc = px_resize(ctx, out, in->dim, os))) return rc;
   if (out->numel == 0) return 0;
   /* ---- compute ---- */
-  if (in->dtype == PX_F32)
-    return conv_f32(ctx, &g, transposed, in->data, w->data, bias ? bias->data : NULL, out->data);
+  if (in->dtype == PX_F32) {
+    /* A fused convolution writes the output of the activation that followed
+     * it, whose planned bytes may be the (by then dead) input's: compute
+     * aside and copy when they overlap. */
+    float *dst = out->data;
+    if (overlaps(out, in) || overlaps(out, w) || overlaps(out, bias)) {
+      dst = px_scratch(ctx, out->nbytes);
+      if (!dst) return PYEXEC_ERR_EXECUTION;
+    }
+    rc = conv_f32(ctx, &g, transposed, in->data, w->data, bias ? bias->data : NULL, ep, dst);
+    if (!rc && dst != out->data) memcpy(out->data, dst, out->nbytes);
+    return rc;
+  }
   bool fl = px_is_floating(in->dtype);
   int wide = fl ? PX_F64 : PX_I64;
   void *xi = px_scratch(ctx, 8 * (size_t)(in->numel + 1));
@@ -869,6 +969,16 @@ static int k_convolution(px_ctx *ctx, px_value *const *args) {
     conv_naive_u64(&g, transposed, xi, xw, xb, xo);
   px_convert(out->data, out->dtype, xo, wide, out->numel);
   return 0;
+}
+
+static int k_convolution(px_ctx *ctx, px_value *const *args) {
+  return convolution(ctx, args, args[9]->u.t, &no_epi);
+}
+
+int px_conv_fused(px_ctx *ctx, px_value *const *args) {
+  conv_epi ep = {(float)args[9]->u.d, (float)args[10]->u.d, false};
+  ep.clamp = !(ep.lo == -INFINITY && ep.hi == INFINITY);
+  return convolution(ctx, args, args[11]->u.t, &ep);
 }
 
 const px_kernel_def px_kernels_conv[] = {
