@@ -185,6 +185,19 @@ __attribute__((target("avx2,fma"))) static void ukr_6x16_avx2(int64_t kc, const 
   tile_store(t, 16, c, ldc, alpha, beta, mr, nr);
 }
 
+/* Asks for the tile's output lines before its depth loop, so that fetching
+ * them for the stores (outputs larger than L2 miss there) overlaps the
+ * multiply-adds: mobilenet_v2's 112x112 16 -> 96 pointwise convolution
+ * 663 -> 578 us at one thread. */
+__attribute__((target("avx512f"), always_inline)) static inline void prefetch_tile(const float *c,
+                                                                                  int64_t ldc,
+                                                                                  int mr) {
+  for (int i = 0; i < mr; i++) {
+    _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0);
+    _mm_prefetch((const char *)(c + i * ldc + 16), _MM_HINT_T0);
+  }
+}
+
 /* The epilogue a micro-kernel applies to its tile in registers, on the
  * last depth block: bias (per column, or per row when rows), then the
  * clamp. The same arithmetic, in the same order, as tile_epilogue after a
@@ -366,6 +379,7 @@ __attribute__((target("avx512f"))) static void ukr_8x32_avx512_ep(int64_t kc, co
   const float *a3 = a + (mr > 3 ? 3 * rsa : 0), *a4 = a + (mr > 4 ? 4 * rsa : 0);
   const float *a5 = a + (mr > 5 ? 5 * rsa : 0), *a6 = a + (mr > 6 ? 6 * rsa : 0);
   const float *a7 = a + (mr > 7 ? 7 * rsa : 0);
+  prefetch_tile(c, ldc, mr);
   AVX512_ACC_ZERO;
   AVX512_LOOP(kc, o, csa);
   tile_store_8x32(c, ldc, alpha, beta, mr, nr, ep, AVX512_ACC_LIST);
@@ -393,6 +407,7 @@ __attribute__((target("avx512f"))) static void ukr_8x32_avx512_conv(int nseg, co
                                                                     const float *b, float *c,
                                                                     int64_t ldc, float beta, int mr,
                                                                     int nr, const tile_ep *ep) {
+  prefetch_tile(c, ldc, mr);
   AVX512_ACC_ZERO;
   for (int q = 0; q < nseg; q++) {
     const float *a0 = seg[q].p[0], *a1 = seg[q].p[1], *a2 = seg[q].p[2], *a3 = seg[q].p[3];
