@@ -159,6 +159,7 @@ static const shape SHAPES[] = {
     {"resnet18 3x3 7x7x512", 49, 512, 4608},
     {"mobile_block 1x1 56x56 32->128", 3136, 128, 32},
     {"mobile_block 1x1 56x56 128->32", 3136, 32, 128},
+    {"mobilenet_v2 1x1 112x112 16->96", 12544, 96, 16},
     {"mobilenet_v2 1x1 56x56 24->144", 3136, 144, 24},
     {"mobilenet_v2 1x1 28x28 192->32", 784, 32, 192},
     {"mobilenet_v2 1x1 14x14 384->64", 196, 64, 384},
