@@ -11,13 +11,24 @@ flop counter, 2 per multiply-add) over pyexec's time, printed beside the
 machine's single-core FMA peak (benchmarks/bench_gemm.py). mobilenet_v2,
 resnet18 and r3d_18 are torchvision's layouts rebuilt by hand with random
 weights; ExecuTorch's portable kernels cannot run r3d_18 (no 3-D convolution),
-so its column is n/a there."""
+so its column is n/a there.
+
+The rows named tv_* are torchvision 0.28's own model definitions at the
+issue's input sizes (benchmarks/tv_models.py: random weights re-initialised
+so that every layer carries a signal, batch-norm statistics measured on random
+inputs). They are skipped, with a note, when torchvision cannot be imported.
+ExecuTorch's portable kernels take seconds per call on them, so their
+ExecuTorch column is a single call after a warm-up one (--no-et-tv: n/a).
+--save DIR writes every exported program to DIR/NAME.pte (for
+`python -m pyexec profile`)."""
 
 from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -30,6 +41,9 @@ from bench_xnnpack import MobileNetV2, ResNet18  # torchvision's layouts rebuilt
 from support.export import assert_close, export_program  # tests/, put on the path by _common
 from support.zoo import AudioConv, DecoderStep, InvertedResidual, ResNetBlock, TransformerLayer
 from torch import nn
+from tv_models import MODELS as TV_MODELS
+from tv_models import available as tv_available
+from tv_models import maker as tv_maker
 
 import pyexec
 
@@ -155,6 +169,7 @@ class Entry:
     dynamic_shapes: Any = None
     run_inputs: Callable[[], tuple[Any, ...]] | None = None  # inputs to time, when not the example
     unplanned_inputs: bool = False
+    torchvision: bool = False  # initialised by tv_models (statistics kept), ExecuTorch timed once
 
 
 def _seq(n: int) -> Any:
@@ -192,6 +207,10 @@ ZOO: dict[str, Entry] = {
 }
 
 
+TV_PREFIX = "tv_"
+for _name in TV_MODELS:
+    ZOO[TV_PREFIX + _name] = Entry(tv_maker(_name), heavy=True, torchvision=True)
+
 CNNS = ("resnet_block", "mobilenet_block", "small_cnn", "mobilenet_v2", "resnet18", "r3d_18")
 
 
@@ -204,26 +223,37 @@ def _prepare(module: nn.Module) -> nn.Module:
     return module
 
 
-def bench_model(name: str, entry: Entry, budget_s: float, rounds: int) -> tuple[float, float, float]:
+def bench_model(
+    name: str, entry: Entry, budget_s: float, rounds: int, *, et_tv: bool = True, save: str | None = None
+) -> tuple[float, float, float]:
     """(pyexec µs, ExecuTorch µs, torch eager µs) per call."""
     from executorch.runtime import Runtime
 
     torch.manual_seed(0)
     module, example = entry.make()
-    module = _prepare(module)
+    if not entry.torchvision:  # tv_models measured the statistics already
+        module = _prepare(module)
     pte = export_program(
-        module, example, dynamic_shapes=entry.dynamic_shapes, alloc_graph_input=not entry.unplanned_inputs,
+        module,
+        example,
+        dynamic_shapes=entry.dynamic_shapes,
+        alloc_graph_input=not entry.unplanned_inputs,
         reinplace=entry.unplanned_inputs,
     )
+    if save:
+        with open(f"{save}/{name}.pte", "wb") as f:
+            f.write(pte)
     inputs = entry.run_inputs() if entry.run_inputs else example
     ours = pyexec.load(pte).load_method("forward")
     et_program = Runtime.get().load_program(pte)  # ExecuTorch's Method does not keep it alive
-    try:  # ExecuTorch's portable kernels lack some ops (3-D convolution and pooling)
-        et = et_program.load_method("forward")
-        et.execute([x.clone() for x in inputs])
-    except Exception as e:  # noqa: BLE001 - any refusal: that column is n/a
-        print(f"{name}: ExecuTorch cannot run it ({type(e).__name__})", file=sys.stderr)
-        et = None
+    et: Any = None
+    if et_tv or not entry.torchvision:
+        try:  # ExecuTorch's portable kernels lack some ops (3-D convolution and pooling)
+            et = et_program.load_method("forward")
+            et.execute([x.clone() for x in inputs])
+        except Exception as e:  # noqa: BLE001 - any refusal: that column is n/a
+            print(f"{name}: ExecuTorch cannot run it ({type(e).__name__})", file=sys.stderr)
+            et = None
 
     # Correct first: pyexec against torch eager on copies (caches are mutated).
     with torch.no_grad():
@@ -246,9 +276,13 @@ def bench_model(name: str, entry: Entry, budget_s: float, rounds: int) -> tuple[
         with torch.no_grad():
             return module(*inputs)
 
-    if et is None:
+    if et is None or entry.torchvision:
         a, c = interleaved_us([run_ours, run_eager], budget_s=budget_s, rounds=rounds)
-        return a, math.nan, c
+        if et is None:
+            return a, math.nan, c
+        t0 = time.perf_counter()  # seconds per call: one call after the warm-up
+        run_et()
+        return a, (time.perf_counter() - t0) * 1e6, c
     a, b, c = interleaved_us([run_ours, run_et, run_eager], budget_s=budget_s, rounds=rounds)
     return a, b, c
 
@@ -270,24 +304,36 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="shorter measurements")
     parser.add_argument("--only", nargs="*", help="models to run")
+    parser.add_argument("--no-et-tv", action="store_true", help="no ExecuTorch call on the tv_* rows (n/a)")
+    parser.add_argument("--save", metavar="DIR", help="write each exported program to DIR/NAME.pte")
     args = parser.parse_args()
     torch.set_num_threads(1)
     pyexec.set_num_threads(1)  # the same one thread as eager and ExecuTorch's portable kernels
     budget, rounds = (0.05, 3) if args.quick else (0.25, 5)
-    rows = []
-    speedups_et, speedups_eager, speedups_cnn = [], [], []
+    tv_missing = tv_available()
+    if tv_missing:
+        print(f"torchvision rows (tv_*) skipped: torchvision cannot be imported ({tv_missing})", file=sys.stderr)
+    if args.save:
+        os.makedirs(args.save, exist_ok=True)
+    tables: dict[bool, list[list[str]]] = {False: [], True: []}
+    speedups_et: dict[bool, list[float]] = {False: [], True: []}
+    speedups_eager: dict[bool, list[float]] = {False: [], True: []}
+    speedups_cnn = []
     for name, entry in ZOO.items():
         if args.only and name not in args.only:
             continue
-        ours, et, eager = bench_model(name, entry, budget, rounds)
+        if entry.torchvision and tv_missing:
+            continue
+        ours, et, eager = bench_model(name, entry, budget, rounds, et_tv=not args.no_et_tv, save=args.save)
         gflops = model_flops(entry) / (ours * 1e3)  # flops / µs / 1e3 = GFLOP/s
+        tv = entry.torchvision
         if not math.isnan(et):
-            speedups_et.append(et / ours)
-        speedups_eager.append(eager / ours)
+            speedups_et[tv].append(et / ours)
+        speedups_eager[tv].append(eager / ours)
         if name in CNNS:
             speedups_cnn.append(eager / ours)
         et_col = fmt_us(et) if not math.isnan(et) else "n/a"
-        rows.append(
+        tables[tv].append(
             [
                 name + (" *" if entry.heavy else ""),
                 fmt_us(ours),
@@ -303,14 +349,19 @@ def main() -> None:
     def geo(xs: list[float]) -> str:
         return f"{math.exp(sum(math.log(s) for s in xs) / len(xs)):.2f}x" if xs else ""
 
-    rows.append(["geometric mean", "", "", "", geo(speedups_et), geo(speedups_eager), ""])
-    if speedups_cnn:
-        rows.append(["geometric mean, CNNs", "", "", "", "", geo(speedups_cnn), ""])
-    print_table(
-        "Model zoo, one thread, per call (* matrix / convolution bound)",
-        ["model", "pyexec", "ExecuTorch", "torch eager", "vs ExecuTorch", "vs torch", "pyexec GFLOP/s"],
-        rows,
-    )
+    header = ["model", "pyexec", "ExecuTorch", "torch eager", "vs ExecuTorch", "vs torch", "pyexec GFLOP/s"]
+    if tables[False] or not tables[True]:
+        rows = tables[False]
+        rows.append(["geometric mean", "", "", "", geo(speedups_et[False]), geo(speedups_eager[False]), ""])
+        if speedups_cnn:
+            rows.append(["geometric mean, CNNs", "", "", "", "", geo(speedups_cnn), ""])
+        print_table("Model zoo, one thread, per call (* matrix / convolution bound)", header, rows)
+    if tables[True]:
+        rows = tables[True]
+        rows.append(["geometric mean", "", "", "", geo(speedups_et[True]), geo(speedups_eager[True]), ""])
+        print_table(
+            "torchvision 0.28 models, one thread, per call (ExecuTorch: one call after a warm-up one)", header, rows
+        )
     print(f"\nsingle-core float32 FMA peak of this machine: {measure_peak():.1f} GFLOP/s (benchmarks/bench_gemm.py)")
 
 
