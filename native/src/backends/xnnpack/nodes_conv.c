@@ -8,28 +8,28 @@
  *   - Conv2d: per group, the filter [Cout_g, KH, KW, Cin_g] read as the
  *     K x Cout_g matrix B (K = KH*KW*Cin_g, tap-major, channel fastest) and
  *     packed into the GEMM engine's panels. A run is one GEMM per group and
- *     row tile, A being the implicit im2col matrix of the NHWC input (rows =
- *     output pixels, packed straight into the engine's row panels), or the
- *     input itself for a 1x1 stride-1 unpadded convolution;
+ *     row tile (rows = output pixels): where the engine has an indirect
+ *     kernel (AVX-512) it reads each pixel's taps from the NHWC input in
+ *     place; elsewhere the im2col rows are packed straight into the engine's
+ *     row panels; a 1x1 stride-1 unpadded convolution reads the input
+ *     itself;
  *   - DepthwiseConv2d: the filter [1, KH, KW, C*M] is already taps x
- *     channels, kept as is beside the bias; a run is direct loops with the
- *     channels in vector registers, split over the thread pool by output
- *     row: on AVX-512 machines a 3x3 or 5x5 filter of multiplier 1 runs a
- *     row kernel over the columns whose taps are all inside the input (the
- *     filter of 16 channels held in registers, four pixels at a time, a zero
- *     row standing in for padding rows), the border columns per pixel;
+ *     channels, kept as is beside the bias; a run is the depthwise engine
+ *     of kernels/dwconv.c (which the portable convolution shares);
  *   - ConvTranspose2d: per group, B[ic][(tap, oc)] = filter[oc][tap][ic],
  *     packed; a run is col = x @ B per row tile, then each column block is
  *     added into the output pixel it lands on.
  * Bias (zeros when absent) and the node's output_min/output_max clamp are
- * applied while the output is in cache: Conv2d's by the GEMM engine's
- * epilogue on each micro-tile as it is stored, the others' per row tile.
+ * applied while the output is in cache: Conv2d's in the GEMM's registers
+ * (or its tile epilogue) as each micro-tile is stored, the others' per row
+ * tile.
  */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backends/xnnpack/nodes.h"
+#include "kernels/dwconv.h"
 #include "kernels/gemm/gemm.h"
 #include "runtime/parallel.h"
 
@@ -247,11 +247,8 @@ int xnn_shape_conv_transpose2d(px_ctx *ctx, const xnn_node *node, xnn_value *val
 
 /* ---- shared epilogue --------------------------------------------------------- */
 
-typedef float v8f __attribute__((vector_size(32)));
-typedef float v8f_u __attribute__((vector_size(32), aligned(4), may_alias));
 typedef float v4f __attribute__((vector_size(16)));
 typedef float v4f_u __attribute__((vector_size(16), aligned(4), may_alias));
-typedef int32_t v8i __attribute__((vector_size(32)));
 typedef int32_t v4i __attribute__((vector_size(16)));
 /* a where m is false, b where m is true (m a comparison's all-ones mask). */
 #define VSEL(VT, VI, m, a, b) ((VT)((((VI)(a)) & ~(m)) | (((VI)(b)) & (m))))
@@ -444,217 +441,15 @@ int xnn_exec_conv2d(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
 
 /* ---- DepthwiseConv2d ------------------------------------------------------------ */
 
-/* One output pixel of a depthwise convolution with multiplier 1: the taps
- * inside the input are xs[0..nt) (input pixel pointers) with filter rows
- * ws[0..nt); channels in registers, VL at a time. */
-#define DEFINE_DW_PIXEL(NAME, ATTR, VT, VI, VTU, VL)                                               \
-  ATTR static void NAME(int64_t C, int nt, const float *const *xs, const float *const *ws,    \
-                        const float *bias, float lo, float hi, float *o) {                     \
-    int64_t c = 0;                                                                             \
-    VT vlo = (VT){0} + lo, vhi = (VT){0} + hi;                                                 \
-    for (; c + 2 * VL <= C; c += 2 * VL) {                                                     \
-      VT a0 = *(const VTU *)(bias + c), a1 = *(const VTU *)(bias + c + VL);                   \
-      for (int t = 0; t < nt; t++) {                                                           \
-        a0 += *(const VTU *)(xs[t] + c) * *(const VTU *)(ws[t] + c);                          \
-        a1 += *(const VTU *)(xs[t] + c + VL) * *(const VTU *)(ws[t] + c + VL);                \
-      }                                                                                        \
-      a0 = VSEL(VT, VI, a0 < vlo, a0, vlo);                                                    \
-      a1 = VSEL(VT, VI, a1 < vlo, a1, vlo);                                                    \
-      *(VTU *)(o + c) = VSEL(VT, VI, a0 > vhi, a0, vhi);                                       \
-      *(VTU *)(o + c + VL) = VSEL(VT, VI, a1 > vhi, a1, vhi);                                  \
-    }                                                                                          \
-    for (; c + VL <= C; c += VL) {                                                             \
-      VT a0 = *(const VTU *)(bias + c);                                                        \
-      for (int t = 0; t < nt; t++) a0 += *(const VTU *)(xs[t] + c) * *(const VTU *)(ws[t] + c); \
-      a0 = VSEL(VT, VI, a0 < vlo, a0, vlo);                                                    \
-      *(VTU *)(o + c) = VSEL(VT, VI, a0 > vhi, a0, vhi);                                       \
-    }                                                                                          \
-    for (; c < C; c++) {                                                                       \
-      float a = bias[c];                                                                       \
-      for (int t = 0; t < nt; t++) a += xs[t][c] * ws[t][c];                                   \
-      a = a < lo ? lo : a;                                                                     \
-      o[c] = a > hi ? hi : a;                                                                  \
-    }                                                                                          \
-  }
-
-DEFINE_DW_PIXEL(dw_pixel, , v4f, v4i, v4f_u, 4)
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-#define XNN_X86 1
-DEFINE_DW_PIXEL(dw_pixel_avx2, __attribute__((target("avx2,fma"))), v8f, v8i, v8f_u, 8)
-#else
-#define XNN_X86 0
-#endif
-
-#if XNN_X86
-#include <immintrin.h>
-
-/* Depthwise with multiplier 1 on AVX-512, output columns [ow0, ow1) of one
- * output row whose taps are all inside the input's columns: four output
- * pixels at a time (four independent chains), each 16-channel block of them
- * summing its KH_ x KW_ taps. Pixels are the outer loop: the filter block is
- * reloaded from L1 for each four pixels, but the input is read in address
- * order, every channel of a pixel at once (channel blocks outside, with the
- * filter held in registers, read one 64-byte slice of every pixel per pass
- * over the row and ran 17% slower on mobilenet_v2's depthwise layers).
- * rows[ki] is input row oh*sh - pt + ki*dh at channel 0 (a zero row in the
- * padding), w the filter [KH*KW][C]. The sum is bias + taps in (ki, kj)
- * order, as in dw_pixel (a padding row adds zeros). */
-#define DEFINE_DW_ROW512(NAME, KH_, KW_)                                                       \
-  __attribute__((target("avx512f"))) static void NAME(                                          \
-      const float *const *rows, int64_t C, int64_t sw, int64_t dw, int64_t pl, int64_t ow0,      \
-      int64_t ow1, const float *w, const float *bias, float lo, float hi, float *orow) {        \
-    const __m512 vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);                            \
-    const int64_t xs = sw * C, ts = dw * C;                                                      \
-    int64_t ow = ow0;                                                                            \
-    for (; ow + 4 <= ow1; ow += 4) {                                                             \
-      for (int64_t c = 0; c < C; c += 16) {                                                      \
-        const __mmask16 m = C - c >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (C - c)) - 1);  \
-        const __m512 b = _mm512_maskz_loadu_ps(m, bias + c);                                     \
-        __m512 a0 = b, a1 = b, a2 = b, a3 = b;                                                   \
-        for (int ki = 0; ki < KH_; ki++) {                                                       \
-          const float *r = rows[ki] + (ow * sw - pl) * C + c;                                    \
-          for (int kj = 0; kj < KW_; kj++) {                                                     \
-            const float *q = r + kj * ts;                                                        \
-            const __m512 wt = _mm512_maskz_loadu_ps(m, w + (ki * KW_ + kj) * C + c);              \
-            a0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, q), wt, a0);                           \
-            a1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, q + xs), wt, a1);                      \
-            a2 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, q + 2 * xs), wt, a2);                  \
-            a3 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, q + 3 * xs), wt, a3);                  \
-          }                                                                                      \
-        }                                                                                        \
-        float *o = orow + ow * C + c;                                                            \
-        _mm512_mask_storeu_ps(o, m, _mm512_min_ps(vhi, _mm512_max_ps(vlo, a0)));                 \
-        _mm512_mask_storeu_ps(o + C, m, _mm512_min_ps(vhi, _mm512_max_ps(vlo, a1)));             \
-        _mm512_mask_storeu_ps(o + 2 * C, m, _mm512_min_ps(vhi, _mm512_max_ps(vlo, a2)));         \
-        _mm512_mask_storeu_ps(o + 3 * C, m, _mm512_min_ps(vhi, _mm512_max_ps(vlo, a3)));         \
-      }                                                                                          \
-    }                                                                                            \
-    for (; ow < ow1; ow++)                                                                       \
-      for (int64_t c = 0; c < C; c += 16) {                                                      \
-        const __mmask16 m = C - c >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (C - c)) - 1);  \
-        __m512 a0 = _mm512_maskz_loadu_ps(m, bias + c);                                          \
-        for (int ki = 0; ki < KH_; ki++) {                                                       \
-          const float *r = rows[ki] + (ow * sw - pl) * C + c;                                    \
-          for (int kj = 0; kj < KW_; kj++)                                                       \
-            a0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, r + kj * ts),                          \
-                                 _mm512_maskz_loadu_ps(m, w + (ki * KW_ + kj) * C + c), a0);     \
-        }                                                                                        \
-        _mm512_mask_storeu_ps(orow + ow * C + c, m, _mm512_min_ps(vhi, _mm512_max_ps(vlo, a0)));  \
-      }                                                                                          \
-  }
-
-DEFINE_DW_ROW512(dw_row_3x3_avx512, 3, 3)
-DEFINE_DW_ROW512(dw_row_5x5_avx512, 5, 5)
-#endif
-
-typedef struct dw_job {
-  const conv_plan *p;
-  const float *x;
-  float *y;
-  int64_t H, W, OH, OW;
-  float lo, hi;
-  const float **ptrs;  /* per thread: 2 * KK tap pointers */
-  const float *zeros;  /* a zero input row (W * C floats) for the row kernels, or NULL */
-  int isa;             /* 0 portable, 1 AVX2, 2 AVX-512 */
-} dw_job;
-
-/* Output rows [begin, end) (row = n * OH + oh) of a depthwise convolution;
- * each output pixel is computed the same way whichever task holds it. */
-static void dw_rows(void *arg, int64_t begin, int64_t end, int tid) {
-  const dw_job *j = arg;
-  const conv_plan *p = j->p;
-  const int64_t H = j->H, W = j->W, OH = j->OH, OW = j->OW, Cin = p->Cin, C = p->Cout;
-  const int64_t Mul = p->Cout_g, KK = p->KH * p->KW;
-  const float lo = j->lo, hi = j->hi;
-  const float **xs = j->ptrs + (int64_t)tid * 2 * KK, **ws = xs + KK;
-  /* interior output columns [owA, owB): every tap's input column in [0, W) */
-  int64_t owA = (p->pl + p->sw - 1) / p->sw, owB = W - 1 + p->pl - (p->KW - 1) * p->dw;
-  owB = owB < 0 ? 0 : owB / p->sw + 1;
-  if (owB > OW) owB = OW;
-  if (owA > owB) owA = owB;
-  for (int64_t row = begin; row < end; row++) {
-    const int64_t n = row / OH, oh = row % OH, ih0 = oh * p->sh - p->pt;
-    float *orow = j->y + row * OW * C;
-    int64_t skip0 = 0, skip1 = 0; /* columns the row kernel did */
-#if XNN_X86
-    if (j->zeros && owA < owB) {
-      const float *rows[5];
-      for (int64_t ki = 0; ki < p->KH; ki++) {
-        int64_t ih = ih0 + ki * p->dh;
-        rows[ki] = ih >= 0 && ih < H ? j->x + (n * H + ih) * W * Cin : j->zeros;
-      }
-      if (p->KH == 3)
-        dw_row_3x3_avx512(rows, C, p->sw, p->dw, p->pl, owA, owB, p->w, p->bias, lo, hi, orow);
-      else
-        dw_row_5x5_avx512(rows, C, p->sw, p->dw, p->pl, owA, owB, p->w, p->bias, lo, hi, orow);
-      skip0 = owA, skip1 = owB;
-    }
-#endif
-    for (int64_t ow = 0; ow < OW; ow++) {
-      if (ow == skip0 && skip1 > skip0) {
-        ow = skip1 - 1;
-        continue;
-      }
-      int nt = 0;
-      const int64_t iw0 = ow * p->sw - p->pl;
-      for (int64_t ki = 0; ki < p->KH; ki++) {
-        int64_t ih = ih0 + ki * p->dh;
-        if (ih < 0 || ih >= H) continue;
-        for (int64_t kj = 0; kj < p->KW; kj++) {
-          int64_t iw = iw0 + kj * p->dw;
-          if (iw < 0 || iw >= W) continue;
-          xs[nt] = j->x + ((n * H + ih) * W + iw) * Cin;
-          ws[nt] = p->w + (ki * p->KW + kj) * C;
-          nt++;
-        }
-      }
-      float *o = orow + ow * C;
-      if (Mul == 1) {
-#if XNN_X86
-        if (j->isa >= 1) {
-          dw_pixel_avx2(C, nt, xs, ws, p->bias, lo, hi, o);
-          continue;
-        }
-#endif
-        dw_pixel(C, nt, xs, ws, p->bias, lo, hi, o);
-        continue;
-      }
-      /* multiplier > 1: output channel c reads input channel c / Mul */
-      memcpy(o, p->bias, sizeof(float) * (size_t)C);
-      for (int t = 0; t < nt; t++)
-        for (int64_t ci = 0, c = 0; ci < Cin; ci++) {
-          float xv1 = xs[t][ci];
-          for (int64_t m = 0; m < Mul; m++, c++) o[c] += xv1 * ws[t][c];
-        }
-      clamp_rows(o, C, lo, hi);
-    }
-  }
-}
-
+/* The filter [1, KH, KW, C*M] is taps x channels already: the engine
+ * (kernels/dwconv.c) reads it as packed at prepare, with the bias. */
 int xnn_exec_depthwise_conv2d(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
   const conv_plan *p = node->packed;
   const xnn_value *xv = &values[node->in[0]], *yv = &values[node->out[0]];
-  dw_job j = {p, xv->data, yv->data, xv->dims[1], xv->dims[2], yv->dims[1], yv->dims[2],
-              node->output_min, node->output_max, NULL, NULL, 0};
-  const int64_t N = xv->dims[0], KK = p->KH * p->KW, C = p->Cout;
-  const int T = px_parallel_threads();
-  j.ptrs = px_scratch(ctx, sizeof(float *) * 2 * (size_t)KK * (size_t)T);
-  if (!j.ptrs) return PYEXEC_ERR_EXECUTION;
-#if XNN_X86
-  __builtin_cpu_init();
-  j.isa = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  if (j.isa && __builtin_cpu_supports("avx512f") && p->Cout_g == 1 &&
-      ((p->KH == 3 && p->KW == 3) || (p->KH == 5 && p->KW == 5))) {
-    j.isa = 2;
-    float *z = px_scratch(ctx, sizeof(float) * (size_t)(j.W * C + 16));
-    if (!z) return PYEXEC_ERR_EXECUTION;
-    memset(z, 0, sizeof(float) * (size_t)(j.W * C + 16));
-    j.zeros = z;
-  }
-#endif
-  const int64_t rows = N * j.OH;
-  px_parallel_for(rows, 1, rows * j.OW * C * KK, dw_rows, &j);
-  return 0;
+  px_dwconv d = {xv->dims[0], xv->dims[1], xv->dims[2], p->Cin, p->Cout_g, p->KH, p->KW,
+                 p->sh, p->sw, p->dh, p->dw, p->pt, p->pl, yv->dims[1], yv->dims[2],
+                 p->w, p->bias, node->output_min, node->output_max};
+  return px_dwconv_nhwc(ctx, &d, xv->data, yv->data);
 }
 
 /* ---- ConvTranspose2d ----------------------------------------------------------- */
