@@ -1,0 +1,108 @@
+/*
+ * conv_nhwc.c - NCHW convolution through the NHWC indirect GEMM
+ * (conv_nhwc.h says when and why).
+ */
+#include "kernels/conv_nhwc.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/dwconv.h"
+#include "kernels/gemm/gemm.h"
+#include "kernels/shape/transpose.h"
+#include "runtime/parallel.h"
+
+/* Depth of one group's product: taps x input channels of the group. */
+static int64_t group_depth(const px_conv_nhwc_geom *g) { return g->KH * g->KW * (g->Cin / g->G); }
+
+/* Floats of one group's packed filter, rounded to whole cache lines. */
+static size_t group_floats(const px_conv_nhwc_geom *g) {
+  size_t b = px_gemm_f32_prepack_size(g->Cout / g->G, group_depth(g));
+  return (b + 63) / 64 * 16;
+}
+
+size_t px_conv_nhwc_packed_size(const px_conv_nhwc_geom *g) {
+  return group_floats(g) * sizeof(float) * (size_t)g->G;
+}
+
+bool px_conv_nhwc_pack(const px_conv_nhwc_geom *g, const float *w, float *dst) {
+  const int64_t Cg = g->Cin / g->G, Og = g->Cout / g->G, KK = g->KH * g->KW, K = KK * Cg;
+  /* B(k, j) with k = tap * Cg + c: the filter [Og][Cg][KK] reordered to
+   * [Og][KK][Cg] (row j of B^T), then packed through its strides */
+  float *t = malloc(sizeof(float) * (size_t)(Og * K > 0 ? Og * K : 1));
+  if (!t) return false;
+  for (int64_t gi = 0; gi < g->G; gi++) {
+    const float *wg = w + gi * Og * K;
+    for (int64_t j = 0; j < Og; j++)
+      for (int64_t c = 0; c < Cg; c++)
+        for (int64_t tap = 0; tap < KK; tap++) t[j * K + tap * Cg + c] = wg[(j * Cg + c) * KK + tap];
+    px_gemm_f32_prepack_b(Og, K, t, 1, K, dst + (size_t)gi * group_floats(g));
+  }
+  free(t);
+  return true;
+}
+
+/* Output rows (pixels) per product on one thread: about 128 KiB of output,
+ * so each tile's rows stay in cache across the depth blocks. */
+static int64_t tile_rows(int64_t cout) {
+  int64_t t = (32768 / (cout > 0 ? cout : 1)) / 24 * 24;
+  return t < 24 ? 24 : t > 960 ? 960 : t;
+}
+
+int px_conv_nhwc(px_ctx *ctx, const px_conv_nhwc_geom *g, const float *x, const float *packed,
+                 const float *bias, float lo, float hi, float *y) {
+  const int64_t HW = g->H * g->W, OHW = g->OH * g->OW, Cg = g->Cin / g->G, Og = g->Cout / g->G;
+  const int64_t M = g->N * OHW, K = group_depth(g);
+  if (M == 0 || g->Cout == 0) return 0;
+  if (!px_gemm_f32_conv_available()) return px_fail(ctx, "no indirect convolution kernel here");
+  float *xs = px_scratch(ctx, sizeof(float) * (size_t)(g->N * HW * g->Cin));
+  float *ys = px_scratch(ctx, sizeof(float) * (size_t)(M * g->Cout));
+  const int64_t T = px_parallel_threads() > 1 ? M : tile_rows(g->Cout);
+  void *work = px_scratch(ctx, px_gemm_f32_work_size(T, Og, K));
+  if (!xs || !ys || !work) return PYEXEC_ERR_EXECUTION;
+  for (int64_t n = 0; n < g->N; n++) /* [Cin, HW] -> [HW, Cin] */
+    px_transpose2d(sizeof(float), xs + n * HW * g->Cin, g->Cin, x + n * g->Cin * HW, HW, g->Cin, HW);
+  for (int64_t r0 = 0; r0 < M; r0 += T) {
+    const int64_t rows = M - r0 < T ? M - r0 : T;
+    for (int64_t gi = 0; gi < g->G; gi++) {
+      px_gemm_conv cv = {xs + gi * Cg, HW * g->Cin, g->H, g->W, g->Cin, Cg, g->KH, g->KW, g->sh, g->sw,
+                         g->dh, g->dw, g->ph, g->pw, g->OH, g->OW, r0};
+      px_gemm_epilogue ep = {bias ? bias + gi * Og : NULL, lo, hi, false};
+      int rc = px_gemm_f32_conv(ctx, work, &cv, rows, Og, packed + (size_t)gi * group_floats(g),
+                                ys + r0 * g->Cout + gi * Og, g->Cout, &ep);
+      if (rc) return rc;
+    }
+  }
+  for (int64_t n = 0; n < g->N; n++) /* [OHW, Cout] -> [Cout, OHW] */
+    px_transpose2d(sizeof(float), y + n * g->Cout * OHW, OHW, ys + n * OHW * g->Cout, g->Cout, OHW,
+                   g->Cout);
+  return 0;
+}
+
+int px_conv_nhwc_depthwise(px_ctx *ctx, const px_conv_nhwc_geom *g, const float *x, const float *w,
+                           const float *bias, float lo, float hi, float *y) {
+  const int64_t HW = g->H * g->W, OHW = g->OH * g->OW, KK = g->KH * g->KW;
+  if (g->N * OHW == 0 || g->Cout == 0) return 0;
+  float *xs = px_scratch(ctx, sizeof(float) * (size_t)(g->N * HW * g->Cin));
+  float *ys = px_scratch(ctx, sizeof(float) * (size_t)(g->N * OHW * g->Cout));
+  float *wt = px_scratch(ctx, sizeof(float) * (size_t)(KK * g->Cout + g->Cout));
+  if (!xs || !ys || !wt) return PYEXEC_ERR_EXECUTION;
+  float *b = wt + KK * g->Cout;
+  /* [Cout, KK] -> [KK, Cout]; the engine wants a bias */
+  px_transpose2d(sizeof(float), wt, g->Cout, w, KK, g->Cout, KK);
+  if (bias)
+    memcpy(b, bias, sizeof(float) * (size_t)g->Cout);
+  else
+    memset(b, 0, sizeof(float) * (size_t)g->Cout);
+  for (int64_t n = 0; n < g->N; n++)
+    px_transpose2d(sizeof(float), xs + n * HW * g->Cin, g->Cin, x + n * g->Cin * HW, HW, g->Cin, HW);
+  px_dwconv d = {g->N, g->H, g->W, g->Cin, g->Cout / g->Cin, g->KH, g->KW, g->sh, g->sw, g->dh, g->dw,
+                 g->ph, g->pw, g->OH, g->OW, wt, b, lo, hi};
+  int rc = px_dwconv_nhwc(ctx, &d, xs, ys);
+  if (rc) return rc;
+  for (int64_t n = 0; n < g->N; n++)
+    px_transpose2d(sizeof(float), y + n * g->Cout * OHW, OHW, ys + n * OHW * g->Cout, g->Cout, OHW,
+                   g->Cout);
+  return 0;
+}
