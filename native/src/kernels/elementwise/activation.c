@@ -4,6 +4,7 @@
  * clamp (select.c). The machinery is ew.h.
  */
 #include "kernels/elementwise/ew.h"
+#include "kernels/elementwise/flat.h"
 #include "kernels/neon_math.h" /* AArch64: contiguous float32 rows in NEON */
 
 static const double k_sqrt1_2 = 0.70710678118654752440;
@@ -138,3 +139,7 @@ const px_kernel_def px_kernels_activation[] = {
     {"aten::glu.out", "TIT|T", k_glu_out},
     {NULL, NULL, NULL},
 };
+
+/* flat.h's entry points over these loops. */
+void px_f32_sigmoid(int64_t n, const float *x, float *y) { ew_run_un_f32(sigmoid_f32, n, x, y); }
+void px_f32_gelu(int64_t n, const float *x, float *y) { ew_run_un_f32(gelu_f32, n, x, y); }

@@ -75,6 +75,16 @@ typedef struct {
 typedef void (*ew_fn)(int64_t n, const char *const *in, const int64_t *is, char *o,
                       int64_t os, eparam *P);
 
+/* A float32 unary loop over contiguous arrays: what flat.h's entry points
+ * (px_f32_tanh, ...) run, each from the file that stamps the loop out for
+ * the tensor kernels (one copy of each loop in the library). */
+static inline void ew_run_un_f32(ew_fn fn, int64_t n, const float *x, float *y) {
+  const char *in[1] = {(const char *)x};
+  const int64_t is[1] = {1};
+  eparam p = {0};
+  if (n > 0) fn(n, in, is, (char *)y, 1, &p);
+}
+
 typedef struct {
   ew_fn f[NK];
 } ew_ops;

@@ -1,31 +1,14 @@
 /*
- * flat.c - float32 elementwise loops over plain arrays (flat.h): the loops
- * of activation.c, unary.c and binary.c stamped out again from the same
- * expressions, with a call that takes pointers instead of tensors.
+ * flat.c - float32 binary loops over plain arrays (flat.h): binary.c's
+ * expressions stamped out again, with a call that takes pointers instead of
+ * tensors.
  */
 #include "kernels/elementwise/flat.h"
 
 #include "kernels/elementwise/ew.h"
 
-/* ---- unary ------------------------------------------------------------------ */
-
-/* The expressions of activation.c (sigmoid, gelu) and unary.c (tanh, exp). */
-UN(sigmoid_f32, float, uint32_t, float, , (T)1 / ((T)1 + EXPV(-x)))
-UN(tanh_f32, float, uint32_t, float, , TANHV(x))
-UN(exp_f32, float, uint32_t, float, , EXPV(x))
-UN(gelu_f32, float, uint32_t, float, , 0.5f * x * (1.0f + verff(x * 0.70710678118654752440f)))
-
-static void run_un(ew_fn fn, int64_t n, const float *x, float *y) {
-  const char *in[1] = {(const char *)x};
-  const int64_t is[1] = {1};
-  eparam p = {0};
-  if (n > 0) fn(n, in, is, (char *)y, 1, &p);
-}
-
-void px_f32_sigmoid(int64_t n, const float *x, float *y) { run_un(sigmoid_f32, n, x, y); }
-void px_f32_tanh(int64_t n, const float *x, float *y) { run_un(tanh_f32, n, x, y); }
-void px_f32_exp(int64_t n, const float *x, float *y) { run_un(exp_f32, n, x, y); }
-void px_f32_gelu(int64_t n, const float *x, float *y) { run_un(gelu_f32, n, x, y); }
+/* The unary entry points (px_f32_sigmoid, _tanh, _exp, _gelu) live beside
+ * the tensor kernels' own loops: activation.c and unary.c. */
 
 /* ---- binary --------------------------------------------------------------------- */
 

@@ -6,6 +6,7 @@
  * machinery is ew.h.
  */
 #include "kernels/elementwise/ew.h"
+#include "kernels/elementwise/flat.h"
 #include "kernels/neon_math.h" /* AArch64: contiguous float32 rows in NEON */
 
 /* ---- loops ---------------------------------------------------------------- */
@@ -239,3 +240,7 @@ const px_kernel_def px_kernels_unary[] = {
     {"aten::reciprocal.out", "TT|T", k_reciprocal_out},
     {NULL, NULL, NULL},
 };
+
+/* flat.h's entry points over these loops. */
+void px_f32_tanh(int64_t n, const float *x, float *y) { ew_run_un_f32(tanh_f32, n, x, y); }
+void px_f32_exp(int64_t n, const float *x, float *y) { ew_run_un_f32(exp_f32, n, x, y); }
