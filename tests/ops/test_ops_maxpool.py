@@ -117,9 +117,16 @@ def bits(t: Any) -> np.ndarray:
     return a.view(np.uint32) if a.dtype == np.float32 else a
 
 
-def assert_same(got: list[Any], expected: list[Any], who: str, skip: list[np.ndarray] | None = None) -> None:
+def what(k: int) -> str:
+    return " (indices)" if k % 2 else " (values)"
+
+
+def assert_same(
+    got: list[Any], expected: list[Any], who: str, skip: list[np.ndarray] | None = None, pairs: bool = True
+) -> None:
     """Every output bit for bit; `skip` (one mask per pair of outputs) leaves
-    out the positions it marks."""
+    out the positions it marks. `pairs`: the outputs are (values, indices)
+    pairs."""
     assert len(got) == len(expected), f"{who}: {len(got)} outputs, expected {len(expected)}"
     for k, (g, e) in enumerate(zip(got, expected)):
         gb, eb = bits(g), bits(e)
@@ -131,7 +138,7 @@ def assert_same(got: list[Any], expected: list[Any], who: str, skip: list[np.nda
             differs &= ~skip[k // 2]
         bad = np.argwhere(differs)
         assert bad.size == 0, (
-            f"{who}: output {k} ({'indices' if k % 2 else 'values'}) differs at {len(bad)} places, "
+            f"{who}: output {k}{what(k) if pairs else ''} differs at {len(bad)} places, "
             f"first {tuple(bad[0])}: {gb[tuple(bad[0])]} != {eb[tuple(bad[0])]}"
         )
 
@@ -171,35 +178,115 @@ def test_the_program_pools_with_the_kernel_under_test(program: bytes) -> None:
     assert "aten::max_pool2d_with_indices.out" in pyexec.load(program).operators("forward")[0]
 
 
-# The lesser SIMD variants, each in a fresh process (the variant is chosen
-# once per process): runs every input there and writes the outputs back.
+# ---- avg_pool2d ----------------------------------------------------------------
+
+# (kernel, stride, padding, ceil_mode, count_include_pad, divisor_override)
+AVG_CONFIGS: list[tuple[Any, Any, Any, bool, bool, int | None]] = [
+    (3, 2, 1, False, True, None),
+    (3, 1, 1, False, False, None),
+    (2, 2, 0, False, True, None),
+    (3, 3, 1, True, True, None),  # stride 3, ceil_mode
+    ((2, 3), (1, 2), (1, 0), True, False, None),
+    ((5, 4), (2, 3), (2, 1), False, True, 7),
+    (7, 1, 3, False, False, None),
+]
+
+
+class AvgPools(torch.nn.Module):
+    """avg_pool2d (float32 2-D: the fast path) or, with `as_3d`, the same pools
+    as avg_pool3d over a depth of one, which takes the plain scan: pyexec's
+    two must agree bit for bit."""
+
+    def __init__(self, as_3d: bool) -> None:
+        super().__init__()
+        self.as_3d = as_3d
+
+    def forward(self, x: torch.Tensor, z: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        out = []
+        for t in (x, z):
+            for k, s, p, c, inc, div in AVG_CONFIGS:
+                if self.as_3d:
+                    k3, s3, p3 = ((1, *_pair(k)), (1, *_pair(s)), (0, *_pair(p)))
+                    out.append(F.avg_pool3d(t.unsqueeze(-3), k3, s3, p3, c, inc, div).squeeze(-3))
+                else:
+                    out.append(F.avg_pool2d(t, k, s, p, c, inc, div))
+        return tuple(out)
+
+
+def _pair(v: Any) -> tuple[int, int]:
+    return (v, v) if isinstance(v, int) else tuple(v)
+
+
+def avg_input(seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    x, z = torch.randn(X_SHAPE, generator=_gen(seed)), torch.randn(Z_SHAPE, generator=_gen(seed + 1)) * 1e3
+    x[0, 0, 3, 3:6] = torch.tensor([NAN, INF, -INF])
+    x[1, 2, 10:20, 10:20] = 1e30  # large sums: rounding in every addition
+    return x, z
+
+
+def test_avg_pool_matches_the_plain_scan_torch_and_executorch(restore_threads: None) -> None:
+    inputs = avg_input(30)
+    pte = export_program(AvgPools(False), inputs)
+    assert "aten::avg_pool2d.out" in pyexec.load(pte).operators("forward")[0]
+    scan = pyexec.load(export_program(AvgPools(True), inputs)).load_method("forward")
+    pyexec.set_num_threads(1)
+    reference = scan.execute([x.clone() for x in inputs])  # the plain float scan
+    with torch.no_grad():
+        eager = AvgPools(False)(*[x.clone() for x in inputs])
+    for k, (r, e) in enumerate(zip(reference, eager)):  # torch sums in double: close, not equal
+        np.testing.assert_allclose(r.numpy(), e.numpy(), rtol=1e-5, atol=1e-5, err_msg=f"output {k}")
+    assert_same(run_with_executorch(pte, list(inputs)), reference, "ExecuTorch", pairs=False)
+    for n in (1, 2):
+        pyexec.set_num_threads(n)
+        method = pyexec.load(pte).load_method("forward")
+        assert_same(method.execute([x.clone() for x in inputs]), reference, f"pyexec at {n} thread(s)", pairs=False)
+
+
+# ---- the lesser SIMD variants ----------------------------------------------------
+
+# Each in a fresh process (the variant is chosen once per process): runs
+# every program on each of its input sets at 1 and 2 threads and writes the
+# outputs back.
 _WORKER = """
 import json, sys
 import numpy as np
 import pyexec
-pte, inputs, out = json.loads(sys.stdin.read())
-method = pyexec.load(pte).load_method("forward", output_type="numpy")
-data = np.load(inputs)
-results = {}
-for kind in sorted({k.split("/")[0] for k in data.files}):
-    xs = [data[f"{kind}/{i}"] for i in range(3)]
-    for n in (1, 2):
-        pyexec.set_num_threads(n)
-        for k, o in enumerate(method.execute([x.copy() for x in xs])):
-            results[f"{kind}/{n}/{k}"] = o
-np.savez(out, **results)
+for pte, inputs, out in json.loads(sys.stdin.read()):
+    method = pyexec.load(pte).load_method("forward", output_type="numpy")
+    data = np.load(inputs)
+    results = {}
+    for kind in sorted({k.split("/")[0] for k in data.files}):
+        xs = [data[f"{kind}/{i}"] for i in range(sum(k.startswith(kind + "/") for k in data.files))]
+        for n in (1, 2):
+            pyexec.set_num_threads(n)
+            for k, o in enumerate(method.execute([x.copy() for x in xs])):
+                results[f"{kind}/{n}/{k}"] = o
+    np.savez(out, **results)
 """
 
 
 @pytest.mark.parametrize("isa", ["avx2", "portable"])
-def test_lesser_simd_variants_give_the_same_results(program: bytes, isa: str, tmp_path: Path) -> None:
-    pte, inputs, out = tmp_path / "p.pte", tmp_path / "in.npz", tmp_path / "out.npz"
-    pte.write_bytes(program)
-    np.savez(inputs, **{f"{kind}/{i}": x.numpy() for kind, make in INPUTS.items() for i, x in enumerate(make())})
+def test_lesser_simd_variants_give_the_same_results(
+    program: bytes, isa: str, tmp_path: Path, restore_threads: None
+) -> None:
+    avg_inputs = avg_input(30)
+    avg_pte = export_program(AvgPools(False), avg_inputs)
+    pyexec.set_num_threads(1)
+    avg_reference = pyexec.load(export_program(AvgPools(True), avg_inputs)).load_method("forward")
+    jobs: list[tuple[bytes, dict[str, tuple[torch.Tensor, ...]], Any]] = [
+        (program, {kind: make() for kind, make in INPUTS.items()}, lambda xs: list(MaxPools()(*xs))),
+        (avg_pte, {"avg": avg_inputs}, lambda xs: avg_reference.execute([x.clone() for x in xs])),
+    ]
+    files = []
+    for i, (pte, sets, _) in enumerate(jobs):
+        paths = [tmp_path / f"{i}.pte", tmp_path / f"{i}.in.npz", tmp_path / f"{i}.out.npz"]
+        paths[0].write_bytes(pte)
+        np.savez(paths[1], **{f"{kind}/{k}": x.numpy() for kind, xs in sets.items() for k, x in enumerate(xs)})
+        files.append([str(p) for p in paths])
     env = dict(os.environ, PYEXEC_POOL_ISA=isa, PYEXEC_PARALLEL_MIN_COST="1")
     r = subprocess.run(
         [sys.executable, "-c", textwrap.dedent(_WORKER)],
-        input=json.dumps([str(pte), str(inputs), str(out)]),
+        input=json.dumps(files),
         capture_output=True,
         text=True,
         env=env,
@@ -207,11 +294,11 @@ def test_lesser_simd_variants_give_the_same_results(program: bytes, isa: str, tm
         cwd=ROOT,
     )
     assert r.returncode == 0, r.stderr[-4000:]
-    got = np.load(out)
-    for kind, make in INPUTS.items():
-        with torch.no_grad():
-            expected = list(MaxPools()(*make()))
-        for n in (1, 2):
-            assert_same(
-                [got[f"{kind}/{n}/{k}"] for k in range(len(expected))], expected, f"{isa}, {kind}, {n} thread(s)"
-            )
+    for (_, sets, reference), (_, _, out) in zip(jobs, files):
+        got = np.load(out)
+        for kind, xs in sets.items():
+            with torch.no_grad():
+                expected = reference(xs)
+            for n in (1, 2):
+                outputs = [got[f"{kind}/{n}/{k}"] for k in range(len(expected))]
+                assert_same(outputs, expected, f"{isa}, {kind}, {n} thread(s)", pairs=kind != "avg")

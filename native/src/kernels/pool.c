@@ -322,29 +322,41 @@ DEFINE_MAXPOOL_F32_FAST(maxpool_f32_fast_avx512, MP_AVX512, mp_f16, mp_i16, MP_I
 typedef void (*maxpool_fn)(const pool_geom *g, const void *in, void *out, int64_t *idx, int64_t pl0,
                            int64_t pl1);
 
-/* The float32 2-D kernel for this CPU, chosen once: 16 lanes with AVX-512,
- * 8 with AVX2, else 4 (SSE2 on x86-64, NEON on AArch64, generic vector code
- * elsewhere). PYEXEC_POOL_ISA=avx2 or =portable picks a lesser one (for the
- * tests of every variant on one machine, and for benchmarks). */
-static maxpool_fn maxpool_f32_fast_fn;
-static pthread_once_t maxpool_f32_fast_once = PTHREAD_ONCE_INIT;
+/* The float32 2-D kernels' vector width for this CPU, chosen once: 16 lanes
+ * with AVX-512, 8 with AVX2, else 4 (SSE2 on x86-64, NEON on AArch64,
+ * generic vector code elsewhere). PYEXEC_POOL_ISA=avx2 or =portable picks a
+ * lesser one (for the tests of every variant on one machine, and for
+ * benchmarks). */
+enum { POOL_ISA_PORTABLE, POOL_ISA_AVX2, POOL_ISA_AVX512 };
+static int pool_isa_cached;
+static pthread_once_t pool_isa_once = PTHREAD_ONCE_INIT;
 
-static void maxpool_f32_fast_init(void) {
-  maxpool_fn f = maxpool_f32_fast;
+static void pool_isa_init(void) {
+  int isa = POOL_ISA_PORTABLE;
 #if PX_X86_KERNELS
   const px_cpu_features *cpu = px_cpu();
   const char *env = getenv("PYEXEC_POOL_ISA");
   bool portable = env && strcmp(env, "portable") == 0;
   bool no512 = portable || (env && strcmp(env, "avx2") == 0);
-  if (!portable && cpu->avx2) f = maxpool_f32_fast_avx2;
-  if (!no512 && cpu->avx512f && cpu->avx512bw && cpu->avx512vl) f = maxpool_f32_fast_avx512;
+  if (!portable && cpu->avx2) isa = POOL_ISA_AVX2;
+  if (!no512 && cpu->avx512f && cpu->avx512bw && cpu->avx512vl) isa = POOL_ISA_AVX512;
 #endif
-  maxpool_f32_fast_fn = f;
+  pool_isa_cached = isa;
+}
+
+static int pool_isa(void) {
+  pthread_once(&pool_isa_once, pool_isa_init);
+  return pool_isa_cached;
 }
 
 static maxpool_fn maxpool_f32_fast_select(void) {
-  pthread_once(&maxpool_f32_fast_once, maxpool_f32_fast_init);
-  return maxpool_f32_fast_fn;
+  int isa = pool_isa();
+#if PX_X86_KERNELS
+  if (isa == POOL_ISA_AVX512) return maxpool_f32_fast_avx512;
+  if (isa == POOL_ISA_AVX2) return maxpool_f32_fast_avx2;
+#endif
+  (void)isa;
+  return maxpool_f32_fast;
 }
 
 typedef struct maxpool_job {
@@ -409,6 +421,118 @@ static int k_max_pool3d_with_indices(px_ctx *ctx, px_value *const *args) {
   return max_pool_nd(ctx, args, 3);
 }
 
+/* ---- float32 2-D average pooling: the fast path -----------------------------
+ *
+ * The same bits as avg_pool_nd's float32 loop: every output sums its window's
+ * valid taps in scan order in float from 0, then divides by the same count.
+ * Interior columns (window wholly inside the input row) go in vector blocks
+ * of LANES columns as in max pooling, one lane per output column doing that
+ * output's additions in that order; the border columns take ap_one, the scan
+ * for one output. The window's count is the same across a row's interior. */
+
+typedef struct avgpool_job {
+  const pool_geom *g;
+  const float *in;
+  float *out;
+  bool include_pad, has_div;
+  int64_t divisor;
+} avgpool_job;
+
+/* The scan's bounds for output row oh: rows [a0, a1) valid, the window's
+ * height counted as h1 - h0 (padding included, as in avg_pool_nd). */
+static inline void ap_rows(const pool_geom *g, int64_t oh, int64_t *h0, int64_t *h1, int64_t *a0,
+                           int64_t *a1) {
+  *h0 = oh * g->sh - g->ph, *h1 = *h0 + g->kh;
+  if (*h1 > g->H + g->ph) *h1 = g->H + g->ph;
+  *a0 = *h0 < 0 ? 0 : *h0, *a1 = *h1 > g->H ? g->H : *h1;
+}
+
+/* One output by avg_pool_nd's float32 loop (depth one). */
+static inline float ap_one(const avgpool_job *j, const float *plane, int64_t h0, int64_t h1,
+                           int64_t a0, int64_t a1, int64_t ow) {
+  const pool_geom *g = j->g;
+  int64_t w0 = ow * g->sw - g->pw, w1 = w0 + g->kw;
+  if (w1 > g->W + g->pw) w1 = g->W + g->pw;
+  int64_t pool = (h1 - h0) * (w1 - w0);
+  int64_t b0 = w0 < 0 ? 0 : w0, b1 = w1 > g->W ? g->W : w1;
+  if (a0 >= a1 || b0 >= b1) return 0.0f;
+  int64_t div = j->has_div ? j->divisor : j->include_pad ? pool : (a1 - a0) * (b1 - b0);
+  float s = 0.0f;
+  for (int64_t ih = a0; ih < a1; ih++)
+    for (int64_t iw = b0; iw < b1; iw++) s += plane[ih * g->W + iw];
+  return s / (float)div;
+}
+
+/* px_parallel_for body over planes [pl0, pl1). */
+#define DEFINE_AVGPOOL_F32_FAST(NAME, ATTR, VF, EVEN, LANES)                                \
+  ATTR static void NAME(void *arg, int64_t pl0, int64_t pl1, int tid) {                     \
+    (void)tid;                                                                              \
+    const avgpool_job *j = arg;                                                             \
+    const pool_geom *g = j->g;                                                              \
+    const int64_t W = g->W, OH = g->OH, OW = g->OW, kw = g->kw, sw = g->sw;                 \
+    /* interior columns [ca, cb): w0 = ow * sw - pw >= 0, w0 + kw <= W */                   \
+    int64_t ca = (g->pw + sw - 1) / sw, last = W - kw + g->pw;                              \
+    int64_t cb = last < 0 ? 0 : last / sw + 1;                                              \
+    if (cb > OW) cb = OW;                                                                   \
+    if (ca > cb) ca = cb;                                                                   \
+    for (int64_t pl = pl0; pl < pl1; pl++) {                                                \
+      const float *plane = j->in + pl * g->H * W;                                           \
+      for (int64_t oh = 0; oh < OH; oh++) {                                                 \
+        float *orow = j->out + (pl * OH + oh) * OW;                                         \
+        int64_t h0, h1, a0, a1;                                                             \
+        ap_rows(g, oh, &h0, &h1, &a0, &a1);                                                 \
+        int64_t a = a0 < a1 && cb - ca >= (LANES) ? ca : OW, b = a == OW ? OW : cb;         \
+        for (int64_t ow = 0; ow < OW; ow++) {                                               \
+          if (ow == a) ow = b; /* the interior: below */                                    \
+          if (ow == OW) break;                                                              \
+          orow[ow] = ap_one(j, plane, h0, h1, a0, a1, ow);                                  \
+        }                                                                                   \
+        const int64_t div = j->has_div ? j->divisor                                         \
+                            : j->include_pad ? (h1 - h0) * kw                               \
+                                             : (a1 - a0) * kw;                              \
+        const float fdiv = (float)div;                                                      \
+        for (int64_t c = a; c < b; c += (LANES)) {                                          \
+          if (c + (LANES) > b) c = b - (LANES); /* overlaps the block before */             \
+          const float *src = plane + a0 * W + c * sw - g->pw;                               \
+          VF acc = {0}, v;                                                                  \
+          for (int64_t r = 0; r < a1 - a0; r++)                                             \
+            for (int64_t kx = 0; kx < kw; kx++) {                                           \
+              const float *p = src + r * W + kx;                                            \
+              if (sw == 1)                                                                  \
+                MP_LOAD(VF, LANES, EVEN, 1, v, p);                                          \
+              else if (sw == 2)                                                             \
+                MP_LOAD(VF, LANES, EVEN, 2, v, p);                                          \
+              else                                                                          \
+                MP_LOAD(VF, LANES, EVEN, sw, v, p);                                         \
+              acc += v;                                                                     \
+            }                                                                               \
+          acc = acc / fdiv;                                                                 \
+          memcpy(orow + c, &acc, sizeof acc);                                               \
+        }                                                                                   \
+      }                                                                                     \
+    }                                                                                       \
+  }
+
+DEFINE_AVGPOOL_F32_FAST(avgpool_f32_fast, , mp_f4, MP_EVEN4, 4)
+#if PX_X86_KERNELS
+DEFINE_AVGPOOL_F32_FAST(avgpool_f32_fast_avx2, __attribute__((target("avx2"))), mp_f8, MP_EVEN8, 8)
+DEFINE_AVGPOOL_F32_FAST(avgpool_f32_fast_avx512, MP_AVX512, mp_f16, MP_EVEN16, 16)
+#endif
+
+/* The float32 2-D average pool, planes over the thread pool. */
+static void avgpool_f32_2d(const pool_geom *g, const px_tensor *in, px_tensor *out, bool include_pad,
+                           bool has_div, int64_t divisor) {
+  avgpool_job j = {g, in->data, out->data, include_pad, has_div, divisor};
+  void (*fn)(void *, int64_t, int64_t, int) = avgpool_f32_fast;
+  int isa = pool_isa();
+#if PX_X86_KERNELS
+  if (isa == POOL_ISA_AVX512) fn = avgpool_f32_fast_avx512;
+  if (isa == POOL_ISA_AVX2) fn = avgpool_f32_fast_avx2;
+#endif
+  (void)isa;
+  px_parallel_for(g->planes, 1, out->numel * g->kh * g->kw, fn, &j);
+}
+
 /* aten::avg_pool2d.out(Tensor self, int[2] kernel_size, int[2] stride=[],
  *   int[2] padding=0, bool ceil_mode=False, bool count_include_pad=True,
  *   int? divisor_override=None, *, Tensor(a!) out) */
@@ -429,6 +553,10 @@ static int avg_pool_nd(px_ctx *ctx, px_value *const *args, int nsp) {
   if ((rc = pool_setup(ctx, nsp, in, args[1], args[2], args[3], NULL, args[4]->u.b, out, NULL, &g)))
     return rc;
   if (out->numel == 0) return 0;
+  if (in->dtype == PX_F32 && nsp == 2) {
+    avgpool_f32_2d(&g, in, out, include_pad, has_div, divisor);
+    return 0;
+  }
   bool fl = px_is_floating(in->dtype);
   const int64_t HW = g.H * g.W;
   for (int64_t pl = 0; pl < g.planes; pl++) {
