@@ -101,6 +101,15 @@ struct pyexec_method {
  * per-call transpose of constant weights that only matrix products read. */
 pyexec_status px_fold_method(pyexec_method *m);
 
+/* Load-time fusion (fuse.c): a float32 convolution with the batch norm and
+ * ReLU / hardtanh after it becomes one instruction, the batch norm folded
+ * into a copy of its weights. Runs after px_fold_method. */
+pyexec_status px_fuse_method(pyexec_method *m);
+
+/* Zeroed memory owned by the method and freed with it (method_build.c);
+ * NULL when memory runs out. */
+void *px_method_alloc(pyexec_method *m, size_t count, size_t size);
+
 /* The bodies of the public entry points pyexec_<name> (pyexec.h documents
  * each; api.c forwards to them). */
 pyexec_status px_method_load(pyexec_program *program, const char *name, pyexec_method **out);

@@ -34,6 +34,8 @@ static void *method_alloc(pyexec_method *m, size_t count, size_t size) {
   return a->data;
 }
 
+void *px_method_alloc(pyexec_method *m, size_t count, size_t size) { return method_alloc(m, count, size); }
+
 #define ALLOC_OR_FAIL(ptr, count, what)                               \
   do {                                                                \
     (ptr) = method_alloc(m, (count), sizeof *(ptr));                  \
@@ -654,7 +656,7 @@ pyexec_status px_method_load(pyexec_program *program, const char *name, pyexec_m
   pyexec_status st;
   if ((st = build_arenas(m)) || (st = build_values(m)) || (st = build_delegates(m)) ||
       (st = build_chains(m)) || (st = build_io(m)) ||
-      (st = px_fold_method(m))) {
+      (st = px_fold_method(m)) || (st = px_fuse_method(m))) {
     if (st == PYEXEC_ERR_INVALID_PROGRAM) {
       /* Prefix the method name, keeping the detail. */
       size_t cap;

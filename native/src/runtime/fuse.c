@@ -1,0 +1,412 @@
+/*
+ * fuse.c - load-time fusion of a convolution with the batch norm and the
+ * ReLU / hardtanh (ReLU6) that follow it.
+ *
+ * torch.export lowers Conv2d -> BatchNorm2d (eval) -> ReLU to
+ *   aten::convolution.out -> aten::_native_batch_norm_legit_no_training.out
+ *   -> aten::relu.out (or aten::hardtanh.out)
+ * and a run would pass over the convolution's output twice more after
+ * writing it. When the program allows it, the three become one instruction
+ * (conv.h's px_conv_fused): the batch norm is folded into a copy of the
+ * convolution's weights and bias (per output channel oc, with
+ * s = gamma / sqrt(var + eps): w' = w * s, b' = (b - mean) * s + beta,
+ * computed in double and stored as float32), and the activation becomes a
+ * clamp the GEMM applies to each output tile while it is in cache. The
+ * fused instruction writes the last instruction's output; the batch norm and
+ * the activation become NOPs.
+ *
+ * It fuses only when the result cannot differ from the unfused program
+ * beyond rounding:
+ *   - a float32 2-D (4-D tensors), non-transposed convolution whose weight
+ *     and bias are constants; row-major tensors throughout;
+ *   - a batch norm reading the convolution's output, with constant
+ *     running_mean / running_var and constant (or None) weight / bias, every
+ *     s finite;
+ *   - a ReLU, or a hardtanh with constant bounds, reading the batch norm's
+ *     output (or the convolution's, without a batch norm);
+ *   - each intermediate written once, read only by the next instruction of
+ *     the pattern (which follows it directly, folded NOPs aside), and not a
+ *     method input or output; the batch norm's save_mean / save_invstd and
+ *     its returned list are read by nothing; no jump lands inside the
+ *     pattern.
+ * The memory planner may give the last output the bytes of the
+ * convolution's input (dead once the convolution has read it); the fused
+ * kernel sees the overlap at run time and computes aside.
+ *
+ * Memory: each fused convolution with a batch norm holds a float32 copy of
+ * its weights and bias, owned by the method and freed with it. The file's
+ * pages of the original weights, which then nothing reads, are handed back
+ * to the system (MADV_PAGEOUT; clean pages, re-read if ever touched again).
+ *
+ * The profile and ETDump name the fused instruction after what it runs,
+ * e.g. "aten::convolution.out (+batch_norm+relu)"; the dropped instructions
+ * record no events. PYEXEC_FUSE=0 in the environment turns the pass off (A/B
+ * comparisons).
+ *
+ * Runs after fold.c: the fused instruction's new weight, bias and bound
+ * values are the method's own allocations, outside m->values, so no pass
+ * that indexes values by an argument's address may run after it.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "core/error.h"
+#include "kernels/conv.h"
+#include "runtime/method.h"
+
+/* Per value: the instructions writing it, the kernel argument slots reading
+ * it, and whether something fusion cannot follow uses it (a list holding
+ * it, a move, a jump, a delegate, the method's inputs and outputs). */
+typedef struct fuse_use {
+  uint32_t writers;
+  uint32_t reads;
+  uint32_t stamp; /* the last instruction counted as a writer, plus 1 */
+  bool pinned;
+} fuse_use;
+
+/* Whether argument j of a kernel call is one it writes (after '|'). */
+static bool is_return(const px_instr *in, uint32_t j) {
+  uint32_t k = 0;
+  for (const char *s = in->sig; *s; s++) {
+    if (*s == '@') continue;
+    if (*s == '|') return j >= k;
+    k++;
+  }
+  return false;
+}
+
+static void note_write(fuse_use *u, uint32_t stamp) {
+  if (u->stamp != stamp) {
+    u->stamp = stamp;
+    u->writers++;
+  }
+}
+
+static void count_uses(const pyexec_method *m, fuse_use *use) {
+  uint32_t stamp = 0;
+  for (uint32_t c = 0; c < m->nchains; c++)
+    for (uint32_t i = 0; i < m->chains[c].n; i++) {
+      const px_instr *in = &m->chains[c].instrs[i];
+      stamp++;
+      switch (in->kind) {
+        case INSTR_KERNEL:
+          for (uint32_t j = 0; j < in->nargs; j++) {
+            const px_value *a = in->args[j];
+            fuse_use *u = &use[a - m->values];
+            bool list = a->tag == PX_V_TENSOR_LIST || a->tag == PX_V_OPT_TENSOR_LIST;
+            if (is_return(in, j)) {
+              note_write(u, stamp);
+              if (list) /* a returned list: its items are written here */
+                for (uint32_t k = 0; k < a->u.tl.n; k++)
+                  if (a->u.tl.items[k]) note_write(&use[a->u.tl.items[k] - m->values], stamp);
+              continue;
+            }
+            bool written = false; /* an out= parameter, passed again as the return value */
+            for (uint32_t r = 0; r < in->nargs; r++) written |= in->args[r] == a && is_return(in, r);
+            if (written) continue;
+            u->reads++;
+            if (list)
+              for (uint32_t k = 0; k < a->u.tl.n; k++)
+                if (a->u.tl.items[k]) use[a->u.tl.items[k] - m->values].pinned = true;
+          }
+          break;
+        case INSTR_MOVE:
+          use[in->a].pinned = true;
+          use[in->b].pinned = true;
+          note_write(&use[in->b], stamp);
+          break;
+        case INSTR_JUMP_FALSE: use[in->a].pinned = true; break;
+        case INSTR_DELEGATE:
+          for (uint32_t j = 0; j < in->nargs; j++) {
+            use[in->args[j] - m->values].pinned = true;
+            note_write(&use[in->args[j] - m->values], stamp);
+          }
+          break;
+        default: break;
+      }
+    }
+  for (uint32_t j = 0; j < m->nin; j++) use[m->inputs[j]].pinned = true;
+  for (uint32_t i = 0; i < m->nout; i++) use[m->outs[i].vidx].pinned = true;
+}
+
+/* ---- what a value must be ------------------------------------------------ */
+
+static const px_tensor *tensor_of(const px_value *v) { return v->tag == PX_V_TENSOR ? v->u.t : NULL; }
+
+/* A row-major float32 tensor of `dim` dims (dim 0: any). */
+static bool plain_f32(const px_tensor *t, int dim) {
+  return t && t->dtype == PX_F32 && t->contiguous && (!dim || t->dim == dim);
+}
+
+/* A constant row-major float32 tensor nothing writes. */
+static bool const_f32(const pyexec_method *m, const px_value *v, int dim) {
+  const px_tensor *t = tensor_of(v);
+  return plain_f32(t, dim) && t->mem == PX_MEM_CONST && t->data && !t->dynamic && !m->written[v - m->values];
+}
+
+/* None, or a constant float32 vector of n elements. */
+static bool const_vec_or_none(const pyexec_method *m, const px_value *v, int64_t n) {
+  if (v->tag == PX_V_NONE) return true;
+  return const_f32(m, v, 1) && v->u.t->sizes[0] == n;
+}
+
+/* A constant number (int or double) nothing writes. */
+static bool const_number(const pyexec_method *m, const px_value *v, double *out) {
+  if (m->written[v - m->values]) return false;
+  if (v->tag == PX_V_DOUBLE) *out = v->u.d;
+  else if (v->tag == PX_V_INT) *out = (double)v->u.i;
+  else return false;
+  return true;
+}
+
+/* An intermediate: a row-major float32 tensor shaped like `like`, written
+ * once, read once (by the next instruction of the pattern), not pinned. */
+static bool intermediate(const pyexec_method *m, const fuse_use *use, const px_value *v, const px_tensor *like) {
+  const px_tensor *t = tensor_of(v);
+  const fuse_use *u = &use[v - m->values];
+  if (!plain_f32(t, like->dim) || t->dynamic != like->dynamic || u->writers != 1 || u->reads != 1 || u->pinned)
+    return false;
+  return !memcmp(t->max_sizes, like->max_sizes, sizeof(int64_t) * (size_t)t->dim);
+}
+
+/* A value nothing reads: written once, by the instruction being fused. */
+static bool unused(const pyexec_method *m, const fuse_use *use, const px_value *v) {
+  const fuse_use *u = &use[v - m->values];
+  return u->writers == 1 && u->reads == 0 && !u->pinned;
+}
+
+/* ---- the pattern ---------------------------------------------------------- */
+
+/* The next instruction of chain c after index i that is not a NOP, or -1. */
+static int64_t next_kernel(const pyexec_method *m, uint32_t c, int64_t i) {
+  const px_chain *ch = &m->chains[c];
+  for (int64_t k = i + 1; k < ch->n; k++) {
+    if (ch->instrs[k].kind == INSTR_NOP) continue;
+    return ch->instrs[k].kind == INSTR_KERNEL ? k : -1;
+  }
+  return -1;
+}
+
+static bool is_op(const px_instr *in, const char *op, uint32_t nargs) {
+  return in->kind == INSTR_KERNEL && in->nargs == nargs && !in->relayout && !strcmp(in->op, op);
+}
+
+/* Whether a jump of chain c lands in (first, last]: inside the pattern. */
+static bool jumped_into(const pyexec_method *m, uint32_t c, int64_t first, int64_t last) {
+  const px_chain *ch = &m->chains[c];
+  for (uint32_t k = 0; k < ch->n; k++)
+    if (ch->instrs[k].kind == INSTR_JUMP_FALSE && ch->instrs[k].b > first && ch->instrs[k].b <= last) return true;
+  return false;
+}
+
+/* Hands the whole pages inside [p, p + n) back to the system: clean file
+ * pages are dropped (and re-read if ever touched again); anonymous data is
+ * never discarded. */
+static void drop_pages(const void *p, size_t n) {
+#ifdef MADV_PAGEOUT
+  long ps = sysconf(_SC_PAGESIZE);
+  if (ps <= 0) return;
+  uintptr_t page = (uintptr_t)ps;
+  uintptr_t a = ((uintptr_t)p + page - 1) & ~(page - 1);
+  uintptr_t e = ((uintptr_t)p + n) & ~(page - 1);
+  if (e > a) (void)madvise((void *)a, e - a, MADV_PAGEOUT);
+#else
+  (void)p;
+  (void)n;
+#endif
+}
+
+/* A new value the method owns, outside m->values. */
+static px_value *new_value(pyexec_method *m, uint8_t tag) {
+  px_value *v = px_method_alloc(m, 1, sizeof *v);
+  if (v) v->tag = tag;
+  return v;
+}
+
+/* A constant float32 tensor with t's sizes (row-major) over new storage. */
+static px_value *new_const_tensor(pyexec_method *m, int dim, const int64_t *sizes, float **data) {
+  px_value *v = new_value(m, PX_V_TENSOR);
+  px_tensor *t = v ? px_method_alloc(m, 1, sizeof *t) : NULL;
+  if (!t) return NULL;
+  t->dtype = PX_F32;
+  t->dim = dim;
+  t->mem = PX_MEM_CONST;
+  t->contiguous = 1;
+  for (int d = 0; d < dim; d++) {
+    t->sizes[d] = t->max_sizes[d] = sizes[d];
+    t->dim_order[d] = (uint8_t)d;
+  }
+  px_tensor_update_layout(t);
+  t->capacity = t->nbytes;
+  t->cap_numel = t->numel;
+  t->data = px_method_alloc(m, t->numel ? (size_t)t->numel : 1, sizeof(float));
+  if (!t->data) return NULL;
+  *data = t->data;
+  v->u.t = t;
+  return v;
+}
+
+/* The names the profile gives fused instructions. */
+static const char *fused_name(bool bn, int act) {
+  static const char *const names[2][3] = {
+      {"aten::convolution.out", "aten::convolution.out (+relu)", "aten::convolution.out (+hardtanh)"},
+      {"aten::convolution.out (+batch_norm)", "aten::convolution.out (+batch_norm+relu)",
+       "aten::convolution.out (+batch_norm+hardtanh)"}};
+  return names[bn][act];
+}
+
+/* Tries the pattern at instruction i of chain c (a convolution). Returns
+ * PYEXEC_OK whether or not it fused; an error only when memory runs out. */
+static pyexec_status fuse_at(pyexec_method *m, const fuse_use *use, uint32_t c, uint32_t i) {
+  px_instr *conv = &m->chains[c].instrs[i];
+  /* convolution.out(input, weight, bias, stride, padding, dilation,
+   * transposed, output_padding, groups, out) -> out */
+  if (!is_op(conv, "aten::convolution.out", 11) || conv->args[9] != conv->args[10]) return PYEXEC_OK;
+  px_value *const *ca = conv->args;
+  const px_tensor *x = tensor_of(ca[0]);
+  if (!plain_f32(x, 4) || !const_f32(m, ca[1], 4)) return PYEXEC_OK;
+  const px_tensor *w = ca[1]->u.t;
+  const int64_t cout = w->sizes[0];
+  if (!const_vec_or_none(m, ca[2], cout)) return PYEXEC_OK;
+  if (ca[6]->tag != PX_V_BOOL || ca[6]->u.b || m->written[ca[6] - m->values]) return PYEXEC_OK; /* transposed */
+  px_value *y = ca[9];
+  const px_tensor *yt = tensor_of(y);
+  if (!plain_f32(yt, 4) || yt->max_sizes[1] != cout) return PYEXEC_OK;
+
+  /* batch norm: (input, weight, bias, running_mean, running_var, momentum,
+   * eps, out0, out1, out2) -> [out0, out1, out2] */
+  int64_t last = i;
+  px_instr *bn = NULL, *act = NULL;
+  px_value *result = y;
+  double eps = 0.0;
+  int64_t k = next_kernel(m, c, last);
+  if (k >= 0 && is_op(&m->chains[c].instrs[k], "aten::_native_batch_norm_legit_no_training.out", 11)) {
+    px_value *const *ba = m->chains[c].instrs[k].args;
+    px_value *list = ba[10];
+    bool ok = ba[0] == y && intermediate(m, use, y, yt) && const_vec_or_none(m, ba[1], cout) &&
+              const_vec_or_none(m, ba[2], cout) && const_f32(m, ba[3], 1) && ba[3]->u.t->sizes[0] == cout &&
+              const_f32(m, ba[4], 1) && ba[4]->u.t->sizes[0] == cout && const_number(m, ba[6], &eps) &&
+              ba[7] != ba[8] && ba[7] != ba[9] && ba[8] != ba[9] && tensor_of(ba[7]) && unused(m, use, ba[8]) &&
+              unused(m, use, ba[9]) && (list->tag == PX_V_TENSOR_LIST || list->tag == PX_V_OPT_TENSOR_LIST) &&
+              unused(m, use, list);
+    if (ok) {
+      const px_tensor *zt = ba[7]->u.t;
+      ok = plain_f32(zt, 4) && zt->dynamic == yt->dynamic &&
+           !memcmp(zt->max_sizes, yt->max_sizes, sizeof(int64_t) * 4);
+    }
+    if (ok) {
+      bn = &m->chains[c].instrs[k];
+      result = ba[7];
+      last = k;
+    }
+  }
+
+  /* activation: relu.out(self, out) -> out; hardtanh.out(self, min, max, out) -> out */
+  int act_kind = 0; /* 1: relu, 2: hardtanh */
+  double lo = -INFINITY, hi = INFINITY;
+  k = next_kernel(m, c, last);
+  if (k >= 0) {
+    px_instr *in = &m->chains[c].instrs[k];
+    px_value *const *aa = in->args;
+    if (is_op(in, "aten::relu.out", 3) && aa[1] == aa[2] && aa[0] == result) {
+      act_kind = 1;
+      lo = 0.0;
+    } else if (is_op(in, "aten::hardtanh.out", 5) && aa[3] == aa[4] && aa[0] == result &&
+               const_number(m, aa[1], &lo) && const_number(m, aa[2], &hi)) {
+      act_kind = 2;
+      /* the bounds the unfused kernel compares float32 elements with */
+      lo = (double)(float)lo;
+      hi = (double)(float)hi;
+    }
+    const px_tensor *rt = act_kind ? tensor_of(aa[1 + 2 * (act_kind == 2)]) : NULL;
+    const px_tensor *like = tensor_of(result);
+    if (act_kind && (!intermediate(m, use, result, like) || !plain_f32(rt, 4) || rt->dynamic != like->dynamic ||
+                     memcmp(rt->max_sizes, like->max_sizes, sizeof(int64_t) * 4))) {
+      act_kind = 0;
+      lo = -INFINITY, hi = INFINITY;
+    }
+    if (act_kind) {
+      act = in;
+      result = aa[1 + 2 * (act_kind == 2)];
+      last = k;
+    }
+  }
+  if ((!bn && !act) || jumped_into(m, c, i, last)) return PYEXEC_OK;
+
+  /* ---- rewrite ---- */
+  px_value *wv = ca[1], *bv = ca[2];
+  if (bn) {
+    px_value *const *ba = bn->args;
+    const float *gamma = ba[1]->tag == PX_V_NONE ? NULL : ba[1]->u.t->data;
+    const float *beta = ba[2]->tag == PX_V_NONE ? NULL : ba[2]->u.t->data;
+    const float *mean = ba[3]->u.t->data, *var = ba[4]->u.t->data;
+    const float *b0 = ca[2]->tag == PX_V_NONE ? NULL : ca[2]->u.t->data;
+    double *s = malloc(sizeof(double) * (size_t)(cout ? cout : 1));
+    if (!s) return px_no_memory("load-time fusion");
+    bool finite = true;
+    for (int64_t oc = 0; oc < cout; oc++) {
+      s[oc] = (gamma ? (double)gamma[oc] : 1.0) / sqrt((double)var[oc] + eps);
+      finite &= isfinite(s[oc]) != 0;
+    }
+    if (!finite) { /* a degenerate channel: leave the program as it is */
+      free(s);
+      return PYEXEC_OK;
+    }
+    float *nw, *nb;
+    int64_t bsz = cout;
+    wv = new_const_tensor(m, 4, w->sizes, &nw);
+    bv = wv ? new_const_tensor(m, 1, &bsz, &nb) : NULL;
+    if (!bv) {
+      free(s);
+      return px_no_memory("load-time fusion");
+    }
+    const int64_t per = cout ? w->numel / cout : 0;
+    const float *w0 = w->data;
+    for (int64_t oc = 0; oc < cout; oc++) {
+      for (int64_t e = 0; e < per; e++) nw[oc * per + e] = (float)((double)w0[oc * per + e] * s[oc]);
+      nb[oc] = (float)(((b0 ? (double)b0[oc] : 0.0) - (double)mean[oc]) * s[oc] + (beta ? (double)beta[oc] : 0.0));
+    }
+    free(s);
+    /* Nothing else reads the original weights: hand their pages back. */
+    if (use[ca[1] - m->values].reads == 1) drop_pages(w->data, w->nbytes);
+  }
+  px_value *lov = new_value(m, PX_V_DOUBLE), *hiv = new_value(m, PX_V_DOUBLE);
+  px_value **args = px_method_alloc(m, 13, sizeof *args);
+  if (!lov || !hiv || !args) return px_no_memory("load-time fusion");
+  lov->u.d = lo;
+  hiv->u.d = hi;
+  args[0] = ca[0];
+  args[1] = wv;
+  args[2] = bv;
+  for (int j = 3; j <= 8; j++) args[j] = ca[j];
+  args[9] = lov;
+  args[10] = hiv;
+  args[11] = args[12] = result;
+  conv->args = args;
+  conv->nargs = 13;
+  conv->fn = px_conv_fused;
+  conv->sig = PX_CONV_FUSED_SIG;
+  conv->op = fused_name(bn != NULL, act_kind);
+  conv->any_layout = false;
+  conv->relayout = false; /* every tensor argument is row-major (checked above) */
+  if (bn) bn->kind = INSTR_NOP;
+  if (act) act->kind = INSTR_NOP;
+  return PYEXEC_OK;
+}
+
+pyexec_status px_fuse_method(pyexec_method *m) {
+  const char *env = getenv("PYEXEC_FUSE");
+  if (env && !strcmp(env, "0")) return PYEXEC_OK;
+  fuse_use *use = calloc(m->nvalues ? m->nvalues : 1, sizeof *use);
+  if (!use) return px_no_memory("load-time fusion");
+  count_uses(m, use);
+  pyexec_status st = PYEXEC_OK;
+  for (uint32_t c = 0; c < m->nchains && !st; c++)
+    for (uint32_t i = 0; i < m->chains[c].n && !st; i++)
+      if (m->chains[c].instrs[i].kind == INSTR_KERNEL) st = fuse_at(m, use, c, i);
+  free(use);
+  return st;
+}
