@@ -2,6 +2,10 @@
 exported program compared with torch eager and with ExecuTorch's runtime on
 the same file, at one and two threads:
 
+- convolutions with a constant filter (not depthwise, not 1x1 stride 1)
+  through the NHWC indirect GEMM, the filter packed once at load
+  (runtime/fuse.c, kernels/conv_nhwc.c), with and without a folded batch
+  norm and clamp;
 - depthwise 3x3 / 5x5 (multiplier 1) on planes up to 64x64 through the NHWC
   depthwise engine the XNNPACK backend runs (kernels/dwconv.c), the input
   and output transposed around it;
@@ -10,8 +14,8 @@ the same file, at one and two threads:
 - depthwise on other shapes (multiplier 2, 7x7, column dilation) through
   the per-plane loops.
 
-On machines without AVX-512 every case runs the per-plane loops, and the
-comparisons hold the same."""
+On machines without AVX-512 every case runs the NCHW paths (im2col GEMM,
+per-plane loops), and the comparisons hold the same."""
 
 from __future__ import annotations
 
@@ -123,3 +127,63 @@ def test_depthwise_nan_and_inf_propagate_as_in_eager() -> None:
         assert torch.equal(torch.isnan(got), torch.isnan(want))
         ok = ~torch.isnan(want)
         assert_close(got[ok], want[ok], **TOL, what="vs eager")
+
+
+class LoneConv(nn.Module):
+    """A convolution followed by nothing fusable (its output also feeds an
+    addition): packed at load on its own."""
+
+    def __init__(self, conv: dict) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(**conv)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.conv(x)
+        return y + y.mean()
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize(
+    "conv, act, shape",
+    [
+        (dict(in_channels=32, out_channels=48, kernel_size=3, padding=1), nn.ReLU(), (2, 32, 15, 13)),
+        (dict(in_channels=64, out_channels=40, kernel_size=3, stride=2, padding=1, bias=False), None, (1, 64, 17, 16)),
+        (
+            dict(in_channels=32, out_channels=64, kernel_size=(3, 5), padding=(2, 1), dilation=(2, 1), groups=4),
+            nn.Hardtanh(-1.0, 2.0),
+            (1, 32, 12, 19),
+        ),
+        # the stem: three channels, each kernel row one run of 21 floats
+        (
+            dict(in_channels=3, out_channels=24, kernel_size=7, stride=2, padding=3, bias=False),
+            nn.ReLU(),
+            (1, 3, 45, 38),
+        ),
+        # a 1x1 stride-2 projection (packed; 1x1 stride 1 is not)
+        (dict(in_channels=16, out_channels=32, kernel_size=1, stride=2), None, (2, 16, 9, 11)),
+    ],
+    ids=["3x3-batch2", "3x3-stride2-no-bias", "groups-of-8-dilated", "7x7-stem", "1x1-stride2"],
+)
+def test_packed_filter(conv: dict, act: nn.Module | None, shape: tuple[int, ...], threads: int) -> None:
+    check(conv_block(nn.Conv2d(**conv), act, seed=4), rand(*shape, seed=1), threads)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_packed_filter_without_batch_norm(threads: int) -> None:
+    module = LoneConv(dict(in_channels=24, out_channels=33, kernel_size=3, padding=1)).eval()
+    check(module, rand(1, 24, 11, 14, seed=2), threads)
+
+
+def test_packed_filter_runs_each_input_size_of_a_dynamic_program() -> None:
+    """The filter is packed once; each run's spatial size is its own."""
+    module = conv_block(nn.Conv2d(16, 24, 3, padding=1), nn.ReLU6(), seed=7)
+    x = rand(1, 16, 20, 20, seed=3)
+    h = torch.export.Dim("h", min=4, max=40)
+    pte = export_program(module, (x,), dynamic_shapes=({2: h},))
+    method = pyexec.load(pte).load_method("forward")
+    for size in (20, 7, 33, 4):
+        xs = rand(1, 16, size, 20, seed=size)
+        got = method.execute([xs.clone()])[0]
+        with torch.no_grad():
+            want = module(xs)
+        assert_close(got, want, **TOL, what=f"height {size} vs eager")

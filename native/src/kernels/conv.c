@@ -78,10 +78,11 @@ static inline void clamp_f32(int64_t n, float lo, float hi, float *y) {
  * clamp of a ReLU / hardtanh the load-time fusion folded into it. */
 typedef struct conv_epi {
   float lo, hi;
-  bool clamp; /* false: lo = -inf, hi = +inf, nothing to do */
+  bool clamp;               /* false: lo = -inf, hi = +inf, nothing to do */
+  const px_tensor *packed;  /* the filter packed at load for px_conv_nhwc, or NULL */
 } conv_epi;
 
-static const conv_epi no_epi = {-INFINITY, INFINITY, false};
+static const conv_epi no_epi = {-INFINITY, INFINITY, false, NULL};
 
 /* A row-major K x N matrix (element (k, j) at B[k * ld + j]) packed into
  * GEMM panels (a px_gemm_pack_fn): the input itself for 1x1 convolutions,
@@ -498,6 +499,11 @@ static int conv_f32(px_ctx *ctx, const conv_geom *g, bool transposed, const floa
                     const float *w, const float *bias, const conv_epi *ep, float *out) {
   int64_t HW = g->H * g->W, OHW = g->OH * g->OW;
   int64_t kk = g->KH * g->KW;
+  if (!transposed && ep->packed) { /* filter packed at load: the NHWC indirect GEMM */
+    px_conv_nhwc_geom ng = {g->N, g->Cin, g->H, g->W, g->Cout, g->KH, g->KW, g->OH, g->OW,
+                            g->sh, g->sw, g->ph, g->pw, g->dh, g->dw, g->G};
+    return px_conv_nhwc(ctx, &ng, in, ep->packed->data, bias, ep->lo, ep->hi, out);
+  }
   if (!transposed) {
     /* One input channel per group, few outputs from it: direct loops. Many
      * outputs (a first layer over one channel, as audio models have) read
@@ -1023,6 +1029,16 @@ static int convolution(px_ctx *ctx, px_value *const *args, px_tensor *out, const
   }
   g.OH = osp[0];
   g.OW = osp[1];
+  if (ep->packed) { /* packed at load for this filter and groups (runtime/fuse.c) */
+    px_conv_nhwc_geom ng = {g.N, g.Cin, g.H, g.W, g.Cout, g.KH, g.KW, g.OH, g.OW,
+                            g.sh, g.sw, g.ph, g.pw, g.dh, g.dw, g.G};
+    if (transposed || nsp != 2 || in->dtype != PX_F32 || !px_gemm_f32_conv_available() ||
+        ep->packed->dtype != PX_F32 || ep->packed->nbytes < px_conv_nhwc_packed_size(&ng))
+      return px_fail(ctx, "the packed filter (%lld bytes) does not fit a %lld -> %lld channel "
+                     "%lldx%lld convolution in %lld groups", (long long)ep->packed->nbytes,
+                     (long long)g.Cin, (long long)g.Cout, (long long)g.KH, (long long)g.KW,
+                     (long long)g.G);
+  }
   int64_t os[4] = {g.N, g.Cout, g.OH, g.OW};
   if (nsp == 1) os[2] = g.OW;
   if ((rc = px_resize(ctx, out, in->dim, os))) return rc;
@@ -1064,9 +1080,10 @@ static int k_convolution(px_ctx *ctx, px_value *const *args) {
 }
 
 int px_conv_fused(px_ctx *ctx, px_value *const *args) {
-  conv_epi ep = {(float)args[9]->u.d, (float)args[10]->u.d, false};
+  conv_epi ep = {(float)args[9]->u.d, (float)args[10]->u.d, false, NULL};
   ep.clamp = !(ep.lo == -INFINITY && ep.hi == INFINITY);
-  return convolution(ctx, args, args[11]->u.t, &ep);
+  if (args[11]->tag == PX_V_TENSOR) ep.packed = args[11]->u.t;
+  return convolution(ctx, args, args[12]->u.t, &ep);
 }
 
 const px_kernel_def px_kernels_conv[] = {

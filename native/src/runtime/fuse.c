@@ -55,6 +55,8 @@
 
 #include "core/error.h"
 #include "kernels/conv.h"
+#include "kernels/conv_nhwc.h"
+#include "kernels/gemm/gemm.h"
 #include "runtime/method.h"
 
 /* Per value: the instructions writing it, the kernel argument slots reading
@@ -258,6 +260,31 @@ static const char *fused_name(bool bn, int act) {
   return names[bn][act];
 }
 
+/* Whether a convolution runs through the NHWC indirect GEMM with its filter
+ * packed here (kernels/conv_nhwc.h): where the GEMM engine has that kernel,
+ * for every float32 2-D convolution with a constant filter except the
+ * depthwise ones (their own engine) and 1x1 stride-1 unpadded ones (the
+ * NCHW input is their product's operand as it is). Fills g's filter
+ * geometry (the spatial sizes are the run's). PYEXEC_CONV_PACK=0 turns it
+ * off. */
+static bool pack_wanted(const pyexec_method *m, px_value *const *ca, const px_tensor *w,
+                        px_conv_nhwc_geom *g) {
+  const char *env = getenv("PYEXEC_CONV_PACK");
+  if ((env && !strcmp(env, "0")) || !px_gemm_f32_conv_available()) return false;
+  if (ca[8]->tag != PX_V_INT || m->written[ca[8] - m->values]) return false;
+  for (int k = 3; k <= 5; k++)
+    if (ca[k]->tag != PX_V_INT_LIST || ca[k]->u.il.n != 2) return false;
+  const int64_t G = ca[8]->u.i, Cout = w->sizes[0], Cin_g = w->sizes[1], KH = w->sizes[2], KW = w->sizes[3];
+  if (G <= 0 || Cout % G || Cin_g <= 0) return false;
+  const int64_t *st = px_intlist(ca[3]), *pd = px_intlist(ca[4]), *dl = px_intlist(ca[5]);
+  if (KH == 1 && KW == 1 && st[0] == 1 && st[1] == 1 && pd[0] == 0 && pd[1] == 0) return false;
+  if (Cin_g == 1 && Cout / G < 8) return false;
+  if (!(Cin_g >= 8 || (G == 1 && dl[1] == 1 && KW * Cin_g >= 8))) return false;
+  *g = (px_conv_nhwc_geom){0};
+  g->Cin = Cin_g * G, g->Cout = Cout, g->KH = KH, g->KW = KW, g->G = G;
+  return true;
+}
+
 /* Tries the pattern at instruction i of chain c (a convolution). Returns
  * PYEXEC_OK whether or not it fused; an error only when memory runs out. */
 static pyexec_status fuse_at(pyexec_method *m, const fuse_use *use, uint32_t c, uint32_t i) {
@@ -334,10 +361,13 @@ static pyexec_status fuse_at(pyexec_method *m, const fuse_use *use, uint32_t c, 
       last = k;
     }
   }
-  if ((!bn && !act) || jumped_into(m, c, i, last)) return PYEXEC_OK;
+  px_conv_nhwc_geom pg;
+  const bool pack = pack_wanted(m, ca, w, &pg);
+  if ((!bn && !act && !pack) || jumped_into(m, c, i, last)) return PYEXEC_OK;
 
   /* ---- rewrite ---- */
   px_value *wv = ca[1], *bv = ca[2];
+  float *folded = NULL; /* batch norm folded into the filter, when it is packed */
   if (bn) {
     px_value *const *ba = bn->args;
     const float *gamma = ba[1]->tag == PX_V_NONE ? NULL : ba[1]->u.t->data;
@@ -357,8 +387,14 @@ static pyexec_status fuse_at(pyexec_method *m, const fuse_use *use, uint32_t c, 
     }
     float *nw, *nb;
     int64_t bsz = cout;
-    wv = new_const_tensor(m, 4, w->sizes, &nw);
-    bv = wv ? new_const_tensor(m, 1, &bsz, &nb) : NULL;
+    if (pack) { /* folded only to be packed below: a temporary */
+      nw = malloc(sizeof(float) * (size_t)(w->numel ? w->numel : 1));
+      bv = nw ? new_const_tensor(m, 1, &bsz, &nb) : NULL;
+      if (!bv) free(nw);
+    } else {
+      wv = new_const_tensor(m, 4, w->sizes, &nw);
+      bv = wv ? new_const_tensor(m, 1, &bsz, &nb) : NULL;
+    }
     if (!bv) {
       free(s);
       return px_no_memory("load-time fusion");
@@ -370,11 +406,25 @@ static pyexec_status fuse_at(pyexec_method *m, const fuse_use *use, uint32_t c, 
       nb[oc] = (float)(((b0 ? (double)b0[oc] : 0.0) - (double)mean[oc]) * s[oc] + (beta ? (double)beta[oc] : 0.0));
     }
     free(s);
-    /* Nothing else reads the original weights: hand their pages back. */
-    if (use[ca[1] - m->values].reads == 1) drop_pages(w->data, w->nbytes);
+    folded = pack ? nw : NULL;
   }
+  px_value *pv = new_value(m, PX_V_NONE);
+  if (!pv) {
+    free(folded);
+    return px_no_memory("load-time fusion");
+  }
+  if (pack) { /* the filter in the GEMM's panels; the weight keeps only its sizes */
+    float *pk;
+    int64_t n = (int64_t)(px_conv_nhwc_packed_size(&pg) / sizeof(float));
+    pv = new_const_tensor(m, 1, &n, &pk);
+    bool ok = pv && px_conv_nhwc_pack(&pg, folded ? folded : w->data, pk);
+    free(folded);
+    if (!ok) return px_no_memory("load-time fusion");
+  }
+  /* Nothing else reads the original weights: hand their pages back. */
+  if ((bn || pack) && use[ca[1] - m->values].reads == 1) drop_pages(w->data, w->nbytes);
   px_value *lov = new_value(m, PX_V_DOUBLE), *hiv = new_value(m, PX_V_DOUBLE);
-  px_value **args = px_method_alloc(m, 13, sizeof *args);
+  px_value **args = px_method_alloc(m, 14, sizeof *args);
   if (!lov || !hiv || !args) return px_no_memory("load-time fusion");
   lov->u.d = lo;
   hiv->u.d = hi;
@@ -384,9 +434,10 @@ static pyexec_status fuse_at(pyexec_method *m, const fuse_use *use, uint32_t c, 
   for (int j = 3; j <= 8; j++) args[j] = ca[j];
   args[9] = lov;
   args[10] = hiv;
-  args[11] = args[12] = result;
+  args[11] = pv;
+  args[12] = args[13] = result;
   conv->args = args;
-  conv->nargs = 13;
+  conv->nargs = 14;
   conv->fn = px_conv_fused;
   conv->sig = PX_CONV_FUSED_SIG;
   conv->op = fused_name(bn != NULL, act_kind);
