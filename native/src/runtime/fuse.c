@@ -33,10 +33,19 @@
  * convolution's input (dead once the convolution has read it); the fused
  * kernel sees the overlap at run time and computes aside.
  *
+ * Packing: where the GEMM engine has its indirect convolution kernel
+ * (AVX-512), every such float32 2-D convolution with a constant filter
+ * (fused or alone), except depthwise and 1x1 stride-1 ones, also gets its
+ * filter packed here (after the batch norm is folded in) into the GEMM's
+ * panels, an extra argument of the fused instruction; the kernel then runs
+ * through NHWC (kernels/conv_nhwc.h) and reads only the weight's sizes.
+ *
  * Memory: each fused convolution with a batch norm holds a float32 copy of
- * its weights and bias, owned by the method and freed with it. The file's
- * pages of the original weights, which then nothing reads, are handed back
- * to the system (MADV_PAGEOUT; clean pages, re-read if ever touched again).
+ * its weights and bias, owned by the method and freed with it; a packed one
+ * holds its packed filter instead of the folded copy (about the filter's
+ * size, plus up to 31 zero columns per group). The file's pages of the
+ * original weights, which then nothing reads, are handed back to the
+ * system (MADV_PAGEOUT; clean pages, re-read if ever touched again).
  *
  * The profile and ETDump name the fused instruction after what it runs,
  * e.g. "aten::convolution.out (+batch_norm+relu)"; the dropped instructions
