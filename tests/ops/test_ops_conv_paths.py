@@ -159,10 +159,25 @@ class LoneConv(nn.Module):
             nn.ReLU(),
             (1, 3, 45, 38),
         ),
+        # atrous (DeepLab's ASPP): most taps in the padding for whole tiles, skipped
+        (
+            dict(in_channels=48, out_channels=32, kernel_size=3, padding=12, dilation=12, bias=False),
+            nn.ReLU(),
+            (1, 48, 14, 14),
+        ),
+        (dict(in_channels=40, out_channels=24, kernel_size=3, padding=24, dilation=24), None, (1, 40, 10, 9)),
         # a 1x1 stride-2 projection (packed; 1x1 stride 1 is not)
         (dict(in_channels=16, out_channels=32, kernel_size=1, stride=2), None, (2, 16, 9, 11)),
     ],
-    ids=["3x3-batch2", "3x3-stride2-no-bias", "groups-of-8-dilated", "7x7-stem", "1x1-stride2"],
+    ids=[
+        "3x3-batch2",
+        "3x3-stride2-no-bias",
+        "groups-of-8-dilated",
+        "7x7-stem",
+        "atrous-12",
+        "atrous-24-centre-only",
+        "1x1-stride2",
+    ],
 )
 def test_packed_filter(conv: dict, act: nn.Module | None, shape: tuple[int, ...], threads: int) -> None:
     check(conv_block(nn.Conv2d(**conv), act, seed=4), rand(*shape, seed=1), threads)

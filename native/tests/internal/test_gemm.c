@@ -286,6 +286,8 @@ int main(int argc, char **argv) {
     one_conv(1, 5, 5, 300, 300, 9, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0);  /* a tap deeper than a block */
     one_conv(2, 23, 21, 3, 3, 64, 7, 7, 2, 2, 1, 1, 3, 3, 3, 3, 0);   /* kernel rows as one run */
     one_conv(1, 12, 40, 4, 4, 33, 3, 9, 1, 1, 1, 1, 1, 4, 1, 4, 3);   /* runs across depth blocks */
+    one_conv(1, 14, 14, 40, 40, 24, 3, 3, 1, 1, 12, 12, 12, 12, 12, 12, 0); /* taps in the padding skipped */
+    one_conv(1, 9, 10, 16, 16, 8, 3, 3, 1, 1, 24, 24, 24, 24, 24, 24, 0);   /* only the centre tap inside */
   }
   px_scratch_release(&ctx);
   const char *isa = getenv("PYEXEC_GEMM_ISA");

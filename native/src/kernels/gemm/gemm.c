@@ -394,17 +394,18 @@ __attribute__((target("avx512f"))) static void ukr_8x32_avx512(int64_t kc, const
 }
 
 /* A run of depth for the indirect (convolution) kernel: len channels of one
- * kernel tap, row i of the tile reading them from p[i] (an input pixel, or
- * zeros in the padding). */
+ * kernel tap from depth k of the block on, row i of the tile reading them
+ * from p[i] (an input pixel, or zeros in the padding). */
 typedef struct conv_seg {
   const float *p[GEMM_MR_MAX];
-  int64_t len;
+  int64_t k, len;
 } conv_seg;
 
-/* The 8 x 32 kernel over an indirect A: depth segment after segment, B's
- * panel continuing across them. */
+/* The 8 x 32 kernel over an indirect A: depth segment after segment, each
+ * reading B's panel (kc x 32) from its own depth on (taps in the padding for
+ * every row of the tile have no segment: they add only zeros). */
 __attribute__((target("avx512f"))) static void ukr_8x32_avx512_conv(int nseg, const conv_seg *seg,
-                                                                    const float *b, float *c,
+                                                                    const float *bpanel, float *c,
                                                                     int64_t ldc, float beta, int mr,
                                                                     int nr, const tile_ep *ep) {
   prefetch_tile(c, ldc, mr);
@@ -412,6 +413,7 @@ __attribute__((target("avx512f"))) static void ukr_8x32_avx512_conv(int nseg, co
   for (int q = 0; q < nseg; q++) {
     const float *a0 = seg[q].p[0], *a1 = seg[q].p[1], *a2 = seg[q].p[2], *a3 = seg[q].p[3];
     const float *a4 = seg[q].p[4], *a5 = seg[q].p[5], *a6 = seg[q].p[6], *a7 = seg[q].p[7];
+    const float *b = bpanel + seg[q].k * 32;
     AVX512_LOOP(seg[q].len, o, 1);
   }
   tile_store_8x32(c, ldc, 1.0f, beta, mr, nr, ep, AVX512_ACC_LIST);
@@ -1009,6 +1011,7 @@ static void gemm_block_conv(const gemm_job *j, int64_t ic, int64_t mc, int64_t p
         if (inside) {
           for (int i = 0; i < 8; i++)
             seg[nseg].p[i] = img[i] + ((ih0[i] + dh) * cv->W + iw0[i] + kj) * cv->cs + c;
+          seg[nseg].k = q;
           seg[nseg++].len = L;
           q += L;
           t += (c + L) / Cg;
@@ -1018,13 +1021,17 @@ static void gemm_block_conv(const gemm_job *j, int64_t ic, int64_t mc, int64_t p
       }
       const int64_t len = Cg - c < kc - q ? Cg - c : kc - q;
       const int64_t dw = kj * cv->dw;
+      bool any = false; /* a tap in the padding for all eight rows adds nothing */
       for (int i = 0; i < 8; i++) {
         const int64_t ih = ih0[i] + dh, iw = iw0[i] + dw;
-        seg[nseg].p[i] = ih >= 0 && ih < cv->H && iw >= 0 && iw < cv->W
-                             ? img[i] + (ih * cv->W + iw) * cv->cs + c
-                             : j->zeros;
+        const bool in = ih >= 0 && ih < cv->H && iw >= 0 && iw < cv->W;
+        seg[nseg].p[i] = in ? img[i] + (ih * cv->W + iw) * cv->cs + c : j->zeros;
+        any |= in;
       }
-      seg[nseg++].len = len;
+      if (any) {
+        seg[nseg].k = q;
+        seg[nseg++].len = len;
+      }
       q += len;
       c += len;
       if (c == Cg) t++, c = 0;
