@@ -4,8 +4,12 @@
  * transposed and channels-last operands are not copied).
  */
 
-#include "kernels/kernel.h"
+#include "kernels/linalg.h"
+
+#include <math.h>
+
 #include "kernels/gemm/gemm.h"
+#include "kernels/kernel.h"
 
 /* A bias broadcast to M x N: element (i, j) at data[i * rs + j * cs]. */
 typedef struct bias_view {
@@ -247,6 +251,38 @@ static int k_addmm(px_ctx *ctx, px_value *const *args) {
   if ((rc = px_resize(ctx, out, 2, os))) return rc;
   if (M * N == 0) return 0;
   return matmul_into(ctx, out, 1, M, N, K, a, b, &bv, args[4], args[3]);
+}
+
+int px_linear_packed(px_ctx *ctx, px_value *const *args) {
+  const px_tensor *bias = args[0]->tag == PX_V_TENSOR ? args[0]->u.t : NULL;
+  const px_tensor *a = args[1]->u.t, *b = args[2]->u.t, *pk = args[3]->u.t;
+  px_tensor *out = args[4]->u.t;
+  if (a->dtype != PX_F32 || a->dim != 2 || b->dim != 2 || out->dtype != PX_F32)
+    return px_fail(ctx, "expected a float32 [M, K] input, got %s with %d dims", px_dtype_name(a->dtype), a->dim);
+  const int64_t M = a->sizes[0], K = a->sizes[1], N = b->sizes[1];
+  if (K != b->sizes[0])
+    return px_fail(ctx, "self's columns (%lld) do not match mat2's rows (%lld)", (long long)K,
+                   (long long)b->sizes[0]);
+  if (pk->dtype != PX_F32 || pk->nbytes < px_gemm_f32_prepack_size(N, K) ||
+      (bias && (bias->dtype != PX_F32 || bias->dim != 1 || bias->sizes[0] != N || !bias->contiguous)))
+    return px_fail(ctx, "the packed %lld x %lld filter or its [%lld] bias does not fit", (long long)K,
+                   (long long)N, (long long)N);
+  int64_t os[2] = {M, N};
+  int rc = px_resize(ctx, out, 2, os);
+  if (rc || M * N == 0) return rc;
+  const float *A = row_major(ctx, a);
+  if (!A) return PYEXEC_ERR_EXECUTION;
+  float *o = out->contiguous ? out->data : px_scratch(ctx, out->nbytes);
+  if (!o) return PYEXEC_ERR_EXECUTION;
+  px_gemm_epilogue ep = {bias ? bias->data : NULL, -INFINITY, INFINITY, false};
+  rc = px_gemm_f32_prepacked_ep(ctx, NULL, M, N, K, A, K, 1, NULL, NULL, pk->data, 0.0f, o, N, &ep);
+  if (rc || o == out->data) return rc;
+  px_tensor r = *out;
+  for (int d = 0; d < r.dim; d++) r.dim_order[d] = (uint8_t)d;
+  r.contiguous = 1;
+  px_tensor_update_layout(&r);
+  r.data = o;
+  return px_copy_strided(ctx, out, &r);
 }
 
 const px_kernel_def px_kernels_linalg[] = {

@@ -66,6 +66,7 @@
 #include "kernels/conv.h"
 #include "kernels/conv_nhwc.h"
 #include "kernels/gemm/gemm.h"
+#include "kernels/linalg.h"
 #include "runtime/method.h"
 
 /* Per value: the instructions writing it, the kernel argument slots reading
@@ -457,16 +458,71 @@ static pyexec_status fuse_at(pyexec_method *m, const fuse_use *use, uint32_t c, 
   return PYEXEC_OK;
 }
 
+/* aten::addmm.out(self, mat1, mat2, beta, alpha, out) or aten::mm.out(self,
+ * mat2, out) whose mat2 is a constant float32 matrix (a weight, often the
+ * transposed view fold.c leaves): mat2 packed here, once, into the GEMM's
+ * panels, and the product becomes linalg.h's px_linear_packed, which no
+ * longer packs the weight on every call (a [16 x 768] @ [768 x 3072]
+ * product spent most of its time doing that). addmm only with beta = alpha
+ * = 1 and a constant float32 [N] bias. PYEXEC_LINEAR_PACK=0 turns it off.
+ * Memory: the packed copy (K x N rounded up to whole 32-column panels); the
+ * file's pages of the weight are handed back when nothing else reads it. */
+static pyexec_status pack_linear_at(pyexec_method *m, const fuse_use *use, uint32_t c, uint32_t i) {
+  px_instr *in = &m->chains[c].instrs[i];
+  const bool addmm = is_op(in, "aten::addmm.out", 7), mm = is_op(in, "aten::mm.out", 4);
+  if (!addmm && !mm) return PYEXEC_OK;
+  px_value *const *a = in->args;
+  px_value *bias = addmm ? a[0] : NULL, *mat1 = a[addmm ? 1 : 0], *mat2 = a[addmm ? 2 : 1];
+  px_value *out = a[addmm ? 5 : 2];
+  if (out != a[addmm ? 6 : 3]) return PYEXEC_OK;
+  const px_tensor *w = tensor_of(mat2), *x = tensor_of(mat1), *y = tensor_of(out);
+  if (!w || !x || !y || w->dtype != PX_F32 || w->dim != 2 || w->mem != PX_MEM_CONST || !w->data || w->dynamic ||
+      m->written[mat2 - m->values] || x->dtype != PX_F32 || x->dim != 2 || y->dtype != PX_F32)
+    return PYEXEC_OK;
+  const int64_t K = w->sizes[0], N = w->sizes[1];
+  if (K <= 0 || N <= 0) return PYEXEC_OK;
+  if (addmm) {
+    double beta, alpha;
+    if (!const_number(m, a[3], &beta) || !const_number(m, a[4], &alpha) || beta != 1.0 || alpha != 1.0 ||
+        !const_f32(m, bias, 1) || bias->u.t->sizes[0] != N)
+      return PYEXEC_OK;
+  }
+  float *pk;
+  int64_t n = (int64_t)(px_gemm_f32_prepack_size(N, K) / sizeof(float));
+  px_value *pv = new_const_tensor(m, 1, &n, &pk);
+  px_value **args = px_method_alloc(m, 6, sizeof *args);
+  px_value *none = bias ? NULL : new_value(m, PX_V_NONE);
+  if (!pv || !args || (!bias && !none)) return px_no_memory("load-time packing");
+  px_gemm_f32_prepack_b(N, K, w->data, w->strides[0], w->strides[1], pk);
+  if (use[mat2 - m->values].reads == 1) drop_pages(w->data, w->nbytes);
+  args[0] = bias ? bias : none;
+  args[1] = mat1;
+  args[2] = mat2;
+  args[3] = pv;
+  args[4] = args[5] = out;
+  in->args = args;
+  in->nargs = 6;
+  in->fn = px_linear_packed;
+  in->sig = PX_LINEAR_PACKED_SIG;
+  return PYEXEC_OK;
+}
+
 pyexec_status px_fuse_method(pyexec_method *m) {
   const char *env = getenv("PYEXEC_FUSE");
   if (env && !strcmp(env, "0")) return PYEXEC_OK;
   fuse_use *use = calloc(m->nvalues ? m->nvalues : 1, sizeof *use);
   if (!use) return px_no_memory("load-time fusion");
   count_uses(m, use);
+  const char *lp = getenv("PYEXEC_LINEAR_PACK");
+  const bool pack_linear = !(lp && !strcmp(lp, "0"));
   pyexec_status st = PYEXEC_OK;
   for (uint32_t c = 0; c < m->nchains && !st; c++)
     for (uint32_t i = 0; i < m->chains[c].n && !st; i++)
-      if (m->chains[c].instrs[i].kind == INSTR_KERNEL) st = fuse_at(m, use, c, i);
+      if (m->chains[c].instrs[i].kind == INSTR_KERNEL) {
+        st = fuse_at(m, use, c, i);
+        if (!st && m->chains[c].instrs[i].kind == INSTR_KERNEL && pack_linear)
+          st = pack_linear_at(m, use, c, i);
+      }
   free(use);
   return st;
 }
