@@ -256,8 +256,9 @@ static int k_addmm(px_ctx *ctx, px_value *const *args) {
 int px_linear_packed(px_ctx *ctx, px_value *const *args) {
   const px_tensor *bias = args[0]->tag == PX_V_TENSOR ? args[0]->u.t : NULL;
   const px_tensor *a = args[1]->u.t, *b = args[2]->u.t, *pk = args[3]->u.t;
-  px_tensor *out = args[4]->u.t;
-  if (a->dtype != PX_F32 || a->dim != 2 || b->dim != 2 || out->dtype != PX_F32)
+  px_value *packed = args[4];
+  px_tensor *out = args[5]->u.t;
+  if (a->dtype != PX_F32 || a->dim != 2 || b->dim != 2 || b->dtype != PX_F32 || out->dtype != PX_F32)
     return px_fail(ctx, "expected a float32 [M, K] input, got %s with %d dims", px_dtype_name(a->dtype), a->dim);
   const int64_t M = a->sizes[0], K = a->sizes[1], N = b->sizes[1];
   if (K != b->sizes[0])
@@ -270,6 +271,15 @@ int px_linear_packed(px_ctx *ctx, px_value *const *args) {
   int64_t os[2] = {M, N};
   int rc = px_resize(ctx, out, 2, os);
   if (rc || M * N == 0) return rc;
+  if (!packed->u.i && M < PX_LINEAR_PACK_MIN_ROWS) { /* not packed yet: read mat2 in place */
+    bias_view bv = {bias ? bias->data : NULL, PX_F32, 0, 1};
+    px_value one = {.tag = PX_V_DOUBLE, .u.d = 1.0};
+    return matmul_into(ctx, out, 1, M, N, K, a, b, bias ? &bv : NULL, &one, &one);
+  }
+  if (!packed->u.i) {
+    px_gemm_f32_prepack_b(N, K, b->data, b->strides[0], b->strides[1], pk->data);
+    packed->u.i = 1;
+  }
   const float *A = row_major(ctx, a);
   if (!A) return PYEXEC_ERR_EXECUTION;
   float *o = out->contiguous ? out->data : px_scratch(ctx, out->nbytes);

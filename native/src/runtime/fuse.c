@@ -460,13 +460,15 @@ static pyexec_status fuse_at(pyexec_method *m, const fuse_use *use, uint32_t c, 
 
 /* aten::addmm.out(self, mat1, mat2, beta, alpha, out) or aten::mm.out(self,
  * mat2, out) whose mat2 is a constant float32 matrix (a weight, often the
- * transposed view fold.c leaves): mat2 packed here, once, into the GEMM's
- * panels, and the product becomes linalg.h's px_linear_packed, which no
- * longer packs the weight on every call (a [16 x 768] @ [768 x 3072]
+ * transposed view fold.c leaves) becomes linalg.h's px_linear_packed, which
+ * packs the weight into the GEMM's panels once, on its first product of 8
+ * rows or more, instead of on every call (a [16 x 768] @ [768 x 3072]
  * product spent most of its time doing that). addmm only with beta = alpha
  * = 1 and a constant float32 [N] bias. PYEXEC_LINEAR_PACK=0 turns it off.
- * Memory: the packed copy (K x N rounded up to whole 32-column panels); the
- * file's pages of the weight are handed back when nothing else reads it. */
+ * Memory: room for the packed copy (K x N rounded up to whole 32-column
+ * panels) is reserved here but written, and so resident, only when packed;
+ * a program that only ever multiplies a few rows (a decode step) keeps
+ * reading the mapped weight and adds nothing. */
 static pyexec_status pack_linear_at(pyexec_method *m, const fuse_use *use, uint32_t c, uint32_t i) {
   px_instr *in = &m->chains[c].instrs[i];
   const bool addmm = is_op(in, "aten::addmm.out", 7), mm = is_op(in, "aten::mm.out", 4);
@@ -490,18 +492,19 @@ static pyexec_status pack_linear_at(pyexec_method *m, const fuse_use *use, uint3
   float *pk;
   int64_t n = (int64_t)(px_gemm_f32_prepack_size(N, K) / sizeof(float));
   px_value *pv = new_const_tensor(m, 1, &n, &pk);
-  px_value **args = px_method_alloc(m, 6, sizeof *args);
-  px_value *none = bias ? NULL : new_value(m, PX_V_NONE);
-  if (!pv || !args || (!bias && !none)) return px_no_memory("load-time packing");
-  px_gemm_f32_prepack_b(N, K, w->data, w->strides[0], w->strides[1], pk);
-  if (use[mat2 - m->values].reads == 1) drop_pages(w->data, w->nbytes);
+  px_value **args = px_method_alloc(m, 7, sizeof *args);
+  px_value *none = bias ? NULL : new_value(m, PX_V_NONE), *state = new_value(m, PX_V_INT);
+  if (!pv || !args || !state || (!bias && !none)) return px_no_memory("load-time packing");
+  (void)use;
+  state->u.i = 0; /* packed by the first product of PX_LINEAR_PACK_MIN_ROWS rows or more */
   args[0] = bias ? bias : none;
   args[1] = mat1;
   args[2] = mat2;
   args[3] = pv;
-  args[4] = args[5] = out;
+  args[4] = state;
+  args[5] = args[6] = out;
   in->args = args;
-  in->nargs = 6;
+  in->nargs = 7;
   in->fn = px_linear_packed;
   in->sig = PX_LINEAR_PACKED_SIG;
   return PYEXEC_OK;
