@@ -509,13 +509,13 @@ static int conv_f32(px_ctx *ctx, const conv_geom *g, bool transposed, const floa
      * outputs (a first layer over one channel, as audio models have) read
      * that channel once per output: the GEMM below shares the reads. */
     if (g->Cin_g == 1 && kk > 1 && g->Cout_g < 8) {
-      /* 3x3 / 5x5 multiplier 1 where the NHWC engine has its AVX-512 row
+      /* 3x3 / 5x5 / 7x7 multiplier 1 where the NHWC engine has its AVX-512 row
        * kernel, on planes up to 64x64: there, through NHWC (two transposes;
        * mobilenet_v2's 7x7 x 960 layers 339 -> 38 us, 14x14 x 384 185 ->
        * 48 us). Larger planes keep the per-plane loops, which stream them
        * well, where the transposes of a map larger than L2 cost more than
        * they save (112x112 x 32: 264 us per plane, 498 through NHWC). */
-      if (g->Cout_g == 1 && g->KH == g->KW && (g->KH == 3 || g->KH == 5) && g->H * g->W <= 4096 &&
+      if (g->Cout_g == 1 && g->KH == g->KW && (g->KH == 3 || g->KH == 5 || g->KH == 7) && g->H * g->W <= 4096 &&
           px_cpu()->avx512f) {
         px_conv_nhwc_geom ng = {g->N, g->Cin, g->H, g->W, g->Cout, g->KH, g->KW, g->OH, g->OW,
                                 g->sh, g->sw, g->ph, g->pw, g->dh, g->dw, g->G};

@@ -39,7 +39,8 @@ bool px_conv_nhwc_pack(const px_conv_nhwc_geom *g, const float *w, float *dst);
 int px_conv_nhwc(px_ctx *ctx, const px_conv_nhwc_geom *g, const float *x, const float *packed,
                  const float *bias, float lo, float hi, float *y);
 
-/* The depthwise case (groups = Cin, Cout = Cin * multiplier), through the
+/* The depthwise case (groups = Cin, Cout = Cin * multiplier; conv.c sends
+ * 3x3, 5x5 and 7x7 filters of multiplier 1 on planes up to 64x64), through the
  * NHWC depthwise engine (dwconv.c) that the XNNPACK backend runs: w is the
  * NCHW filter [Cout, 1, KH, KW] (reordered tap-major on each call: KH*KW*Cout
  * floats), the rest as px_conv_nhwc. Any machine: the engine has portable,

@@ -6,7 +6,7 @@
  * Output rows (image, output row) are split over the thread pool; each
  * output pixel sums bias + its taps in (ki, kj) order whichever task holds
  * it. Multiplier 1 keeps the channels in vector registers: on AVX-512
- * machines a 3x3 or 5x5 filter runs a row kernel over the columns whose
+ * machines a 3x3, 5x5 or 7x7 filter runs a row kernel over the columns whose
  * taps all lie inside the input (a zero row standing in for padding rows),
  * the border columns (and other filters) per pixel with 256-bit (or
  * 128-bit) vectors; a multiplier above 1 runs plain loops.
@@ -138,6 +138,7 @@ DEFINE_DW_PIXEL(dw_pixel_avx2, __attribute__((target("avx2,fma"))), v8f, v8i, v8
 
 DEFINE_DW_ROW512(dw_row_3x3_avx512, 3, 3)
 DEFINE_DW_ROW512(dw_row_5x5_avx512, 5, 5)
+DEFINE_DW_ROW512(dw_row_7x7_avx512, 7, 7) /* ConvNeXt */
 #endif
 
 typedef struct dw_job {
@@ -169,15 +170,17 @@ static void dw_rows(void *arg, int64_t begin, int64_t end, int tid) {
     int64_t skip0 = 0, skip1 = 0; /* columns the row kernel did */
 #if DW_X86
     if (j->zeros && owA < owB) {
-      const float *rows[5];
+      const float *rows[7];
       for (int64_t ki = 0; ki < p->KH; ki++) {
         int64_t ih = ih0 + ki * p->dh;
         rows[ki] = ih >= 0 && ih < H ? j->x + (n * H + ih) * W * Cin : j->zeros;
       }
       if (p->KH == 3)
         dw_row_3x3_avx512(rows, C, p->sw, p->dw, p->pl, owA, owB, p->w, p->bias, lo, hi, orow);
-      else
+      else if (p->KH == 5)
         dw_row_5x5_avx512(rows, C, p->sw, p->dw, p->pl, owA, owB, p->w, p->bias, lo, hi, orow);
+      else
+        dw_row_7x7_avx512(rows, C, p->sw, p->dw, p->pl, owA, owB, p->w, p->bias, lo, hi, orow);
       skip0 = owA, skip1 = owB;
     }
 #endif
@@ -232,7 +235,7 @@ int px_dwconv_nhwc(px_ctx *ctx, const px_dwconv *p, const float *x, float *y) {
   __builtin_cpu_init();
   j.isa = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   if (j.isa && __builtin_cpu_supports("avx512f") && p->Mul == 1 &&
-      ((p->KH == 3 && p->KW == 3) || (p->KH == 5 && p->KW == 5))) {
+      p->KH == p->KW && (p->KH == 3 || p->KH == 5 || p->KH == 7)) {
     j.isa = 2;
     float *z = px_scratch(ctx, sizeof(float) * (size_t)(p->W * C + 16));
     if (!z) return PYEXEC_ERR_EXECUTION;
