@@ -3,6 +3,7 @@
  * tanh), hardswish, hardsigmoid, leaky_relu, elu, logit and glu. hardtanh is a
  * clamp (select.c). The machinery is ew.h.
  */
+#include "core/cpu.h"
 #include "kernels/elementwise/ew.h"
 #include "kernels/elementwise/flat.h"
 #include "kernels/neon_math.h" /* AArch64: contiguous float32 rows in NEON */
@@ -27,14 +28,39 @@ static inline double gelu_tanh_d(double x) {
 
 /* ---- loops ---------------------------------------------------------------- */
 
+/* sigmoid, silu and gelu on contiguous float32 rows in 512-bit vectors where
+ * the CPU has them (EfficientNet's SiLU, exported as sigmoid and mul, and
+ * MaxViT's / ConvNeXt's GELU spent most of their elementwise time in the
+ * 256-bit loops). The same expressions element by element, so the bits are
+ * the 256-bit loops' bits. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(PX_NO_CPU_DISPATCH)
+#define ROW512(NAME, EXPR)                                                                    \
+  __attribute__((target("avx512f"))) static void NAME(int64_t n, const float *xs, float *ys) { \
+    for (int64_t k = 0; k < n; k++) {                                                         \
+      const float x = xs[k];                                                                  \
+      ys[k] = (EXPR);                                                                         \
+    }                                                                                         \
+  }
+ROW512(sigmoid_row512, 1.0f / (1.0f + vexpf(-x)))
+ROW512(silu_row512, x / (1.0f + vexpf(-x)))
+ROW512(gelu_row512, gelu_f(x))
+#define X86_512_ROW(FN)                                                              \
+  if (sizeof(T) == sizeof(float) && sa == 1 && so == 1 && px_cpu()->avx512f) {     \
+    FN(n, (const float *)(const void *)A, (float *)(void *)O);                      \
+    return;                                                                          \
+  }
+#else
+#define X86_512_ROW(FN)
+#endif
+
 UN_F(relu, , x < 0 ? (T)0 : x)
 UN_I(relu, , x < 0 ? (T)0 : x)
 OPS_FI(relu)
-UN_F(sigmoid, PX_NEON_UN_ROW(px_neon_sigmoid_f32), (T)1 / ((T)1 + EXPV(-x)))
+UN_F(sigmoid, PX_NEON_UN_ROW(px_neon_sigmoid_f32) X86_512_ROW(sigmoid_row512), (T)1 / ((T)1 + EXPV(-x)))
 OPS_F(sigmoid)
-UN_F(silu, PX_NEON_UN_ROW(px_neon_silu_f32), x / ((T)1 + EXPV(-x)))
+UN_F(silu, PX_NEON_UN_ROW(px_neon_silu_f32) X86_512_ROW(silu_row512), x / ((T)1 + EXPV(-x)))
 OPS_F(silu)
-UN_F(gelu, PX_NEON_UN_ROW(px_neon_gelu_f32), GELU(x))
+UN_F(gelu, PX_NEON_UN_ROW(px_neon_gelu_f32) X86_512_ROW(gelu_row512), GELU(x))
 OPS_F(gelu)
 UN_F(gelu_tanh, PX_NEON_UN_ROW(px_neon_gelu_tanh_f32), GELU_TANH(x))
 OPS_F(gelu_tanh)
