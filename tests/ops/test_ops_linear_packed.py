@@ -1,7 +1,8 @@
-"""Products with a constant weight packed at load (runtime/fuse.c,
+"""Products with a constant weight packed once (runtime/fuse.c,
 kernels/linalg.h's px_linear_packed): nn.Linear's addmm (bias) and mm (no
-bias) read the weight from the GEMM's panels instead of packing it on every
-call. Real exported programs, compared with torch eager and ExecuTorch's
+bias) over a fixed row count of 8 or more read the weight from the GEMM's
+panels instead of packing it on every call; fewer rows, or a dynamic row
+count, keep the general kernel. Real exported programs, compared with torch eager and ExecuTorch's
 runtime on the same file at one and two threads; products that must keep
 the general kernel (beta or alpha other than 1, a weight passed as an input)
 still give the right results."""
@@ -59,7 +60,8 @@ def test_linear_layers(rows: int, threads: int) -> None:
 
 
 def test_linear_over_a_dynamic_batch() -> None:
-    """Packed once at load; every call's row count is its own."""
+    """A dynamic row count keeps the general kernel (the weight read where it
+    is mapped); every call's row count is its own."""
     torch.manual_seed(1)
     module = MLP(64, 128, 40).eval()
     x = rand(8, 64)

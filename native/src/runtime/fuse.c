@@ -465,10 +465,11 @@ static pyexec_status fuse_at(pyexec_method *m, const fuse_use *use, uint32_t c, 
  * rows or more, instead of on every call (a [16 x 768] @ [768 x 3072]
  * product spent most of its time doing that). addmm only with beta = alpha
  * = 1 and a constant float32 [N] bias. PYEXEC_LINEAR_PACK=0 turns it off.
- * Memory: room for the packed copy (K x N rounded up to whole 32-column
- * panels) is reserved here but written, and so resident, only when packed;
- * a program that only ever multiplies a few rows (a decode step) keeps
- * reading the mapped weight and adds nothing. */
+ * Only when mat1's row count is fixed (not a dynamic dimension) and at least
+ * PX_LINEAR_PACK_MIN_ROWS. Memory: room for the packed copy (K x N rounded
+ * up to whole 32-column panels), reserved here but written, and so
+ * resident, on the first call; programs with dynamic row counts (an LLM's
+ * prefill and decode) keep reading the mapped weights and add nothing. */
 static pyexec_status pack_linear_at(pyexec_method *m, const fuse_use *use, uint32_t c, uint32_t i) {
   px_instr *in = &m->chains[c].instrs[i];
   const bool addmm = is_op(in, "aten::addmm.out", 7), mm = is_op(in, "aten::mm.out", 4);
@@ -483,6 +484,11 @@ static pyexec_status pack_linear_at(pyexec_method *m, const fuse_use *use, uint3
     return PYEXEC_OK;
   const int64_t K = w->sizes[0], N = w->sizes[1];
   if (K <= 0 || N <= 0) return PYEXEC_OK;
+  /* Only products of a fixed, large enough row count (a vision model's
+   * tokens): a dynamic one (an LLM's prompt) is mostly one-row decode steps,
+   * for which the mapped weight is read as it is, and a packed copy of every
+   * weight would only add its size to the resident memory. */
+  if (x->dynamic || x->sizes[0] < PX_LINEAR_PACK_MIN_ROWS) return PYEXEC_OK;
   if (addmm) {
     double beta, alpha;
     if (!const_number(m, a[3], &beta) || !const_number(m, a[4], &alpha) || beta != 1.0 || alpha != 1.0 ||
