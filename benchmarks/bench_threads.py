@@ -79,7 +79,7 @@ def main() -> None:
     # ---- the zoo, portable export: pyexec and torch eager
     zoo_rows = []
     for name, entry in ZOO.items():
-        if not want(name) or not entry.heavy:
+        if not want(name) or not entry.heavy or entry.torchvision:  # tv_* rows: bench_zoo.py's
             continue
         torch.manual_seed(0)
         module, example = entry.make()
