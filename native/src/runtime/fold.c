@@ -21,17 +21,6 @@ static bool reads_any_layout(const px_instr *in) {
                             !strcmp(in->op, "aten::bmm.out"));
 }
 
-/* Whether argument j of a kernel call is one it writes (after '|'). */
-static bool is_return(const px_instr *in, uint32_t j) {
-  uint32_t k = 0;
-  for (const char *s = in->sig; *s; s++) {
-    if (*s == '@') continue;
-    if (*s == '|') return j >= k;
-    k++;
-  }
-  return false;
-}
-
 /* Per value: how many places write it, and whether anything other than a
  * product's read uses it (a list, a move, a jump, another kernel). */
 typedef struct value_use {
@@ -50,9 +39,9 @@ static void note_uses(pyexec_method *m, value_use *use) {
             size_t v = (size_t)(a - m->values);
             /* An out= parameter is passed again as the return value: one write. */
             bool written = false;
-            for (uint32_t r = 0; r < in->nargs; r++) written |= in->args[r] == a && is_return(in, r);
+            for (uint32_t r = 0; r < in->nargs; r++) written |= in->args[r] == a && px_instr_writes_arg(in, r);
             if (written) {
-              if (is_return(in, j)) use[v].writers++;
+              if (px_instr_writes_arg(in, j)) use[v].writers++;
             } else if (!reads_any_layout(in)) {
               use[v].other_use = true;
             }

@@ -79,17 +79,6 @@ typedef struct fuse_use {
   bool pinned;
 } fuse_use;
 
-/* Whether argument j of a kernel call is one it writes (after '|'). */
-static bool is_return(const px_instr *in, uint32_t j) {
-  uint32_t k = 0;
-  for (const char *s = in->sig; *s; s++) {
-    if (*s == '@') continue;
-    if (*s == '|') return j >= k;
-    k++;
-  }
-  return false;
-}
-
 static void note_write(fuse_use *u, uint32_t stamp) {
   if (u->stamp != stamp) {
     u->stamp = stamp;
@@ -109,7 +98,7 @@ static void count_uses(const pyexec_method *m, fuse_use *use) {
             const px_value *a = in->args[j];
             fuse_use *u = &use[a - m->values];
             bool list = a->tag == PX_V_TENSOR_LIST || a->tag == PX_V_OPT_TENSOR_LIST;
-            if (is_return(in, j)) {
+            if (px_instr_writes_arg(in, j)) {
               note_write(u, stamp);
               if (list) /* a returned list: its items are written here */
                 for (uint32_t k = 0; k < a->u.tl.n; k++)
@@ -117,7 +106,7 @@ static void count_uses(const pyexec_method *m, fuse_use *use) {
               continue;
             }
             bool written = false; /* an out= parameter, passed again as the return value */
-            for (uint32_t r = 0; r < in->nargs; r++) written |= in->args[r] == a && is_return(in, r);
+            for (uint32_t r = 0; r < in->nargs; r++) written |= in->args[r] == a && px_instr_writes_arg(in, r);
             if (written) continue;
             u->reads++;
             if (list)
@@ -470,7 +459,7 @@ static pyexec_status fuse_at(pyexec_method *m, const fuse_use *use, uint32_t c, 
  * up to whole 32-column panels), reserved here but written, and so
  * resident, on the first call; programs with dynamic row counts (an LLM's
  * prefill and decode) keep reading the mapped weights and add nothing. */
-static pyexec_status pack_linear_at(pyexec_method *m, const fuse_use *use, uint32_t c, uint32_t i) {
+static pyexec_status pack_linear_at(pyexec_method *m, uint32_t c, uint32_t i) {
   px_instr *in = &m->chains[c].instrs[i];
   const bool addmm = is_op(in, "aten::addmm.out", 7), mm = is_op(in, "aten::mm.out", 4);
   if (!addmm && !mm) return PYEXEC_OK;
@@ -501,7 +490,6 @@ static pyexec_status pack_linear_at(pyexec_method *m, const fuse_use *use, uint3
   px_value **args = px_method_alloc(m, 7, sizeof *args);
   px_value *none = bias ? NULL : new_value(m, PX_V_NONE), *state = new_value(m, PX_V_INT);
   if (!pv || !args || !state || (!bias && !none)) return px_no_memory("load-time packing");
-  (void)use;
   state->u.i = 0; /* packed by the first product of PX_LINEAR_PACK_MIN_ROWS rows or more */
   args[0] = bias ? bias : none;
   args[1] = mat1;
@@ -530,7 +518,7 @@ pyexec_status px_fuse_method(pyexec_method *m) {
       if (m->chains[c].instrs[i].kind == INSTR_KERNEL) {
         st = fuse_at(m, use, c, i);
         if (!st && m->chains[c].instrs[i].kind == INSTR_KERNEL && pack_linear)
-          st = pack_linear_at(m, use, c, i);
+          st = pack_linear_at(m, c, i);
       }
   free(use);
   return st;

@@ -26,6 +26,18 @@ typedef struct px_instr {
   const char *sig; /* the kernel's signature (kernel.h) */
 } px_instr;
 
+/* Whether argument j of a kernel call is one it writes (after '|' in its
+ * signature): the load-time passes (fold.c, fuse.c) count writers by it. */
+static inline bool px_instr_writes_arg(const px_instr *in, uint32_t j) {
+  uint32_t k = 0;
+  for (const char *s = in->sig; *s; s++) {
+    if (*s == '@') continue;
+    if (*s == '|') return j >= k;
+    k++;
+  }
+  return false;
+}
+
 /* An instruction load-time folding removed (fold.c); the run skips it. */
 #define INSTR_NOP 0
 
