@@ -124,19 +124,68 @@ static void pack_b_rows(const void *src, int64_t pc, int64_t kc, int64_t jc, int
  * the bias and clamp in the GEMM's tile epilogue, while each tile is in
  * cache; fewer rows take px_gemm_f32's unpacked path (the bias written
  * first and accumulated onto, the clamp after). */
-static int gemm_rows_epi(px_ctx *ctx, void *work, int64_t M, int64_t N, int64_t K, const float *A,
-                         const float *B, const float *bias, const conv_epi *ep, float *C) {
+int px_conv_gemm_rows(px_ctx *ctx, void *work, int64_t M, int64_t N, int64_t K, const float *A,
+                      const float *B, const float *bias, float lo, float hi, float *C) {
+  const bool clamp = !(lo == -INFINITY && hi == INFINITY);
   if (M >= PX_GEMM_MR_MAX) {
     rows_bsrc rs = {B, N};
-    px_gemm_epilogue e = {bias, ep->lo, ep->hi, true};
+    px_gemm_epilogue e = {bias, lo, hi, true};
     return px_gemm_f32_packed_ep(ctx, work, M, N, K, 1.0f, A, K, 1, pack_b_rows, &rs, 0.0f, C, N,
                                  &e);
   }
   if (bias)
     for (int64_t c = 0; c < M; c++) fill_f32(N, bias[c], C + c * N);
   int rc = px_gemm_f32(ctx, work, M, N, K, 1.0f, A, K, 1, B, N, 1, bias ? 1.0f : 0.0f, C, N);
-  if (!rc && ep->clamp) clamp_f32(M * N, ep->lo, ep->hi, C);
+  if (!rc && clamp) clamp_f32(M * N, lo, hi, C);
   return rc;
+}
+
+/* Channels of a convolution from its input and weight (transposed: weight
+ * [Cin, Cout / groups, ...], else [Cout, Cin / groups, ...]), checked
+ * against groups and the bias. Shared by the 2-D and 3-D paths. */
+int px_conv_check_channels(px_ctx *ctx, const px_tensor *in, const px_tensor *w,
+                           const px_tensor *bias, bool transposed, int64_t groups,
+                           px_conv_channels *ch) {
+  ch->Cin = in->sizes[1];
+  if (ch->Cin % groups)
+    return px_fail(ctx, "input channels (%lld) are not divisible by groups (%lld)",
+                   (long long)ch->Cin, (long long)groups);
+  ch->Cin_g = ch->Cin / groups;
+  if (!transposed) {
+    ch->Cout = w->sizes[0];
+    if (ch->Cout % groups)
+      return px_fail(ctx, "output channels (%lld) are not divisible by groups (%lld)",
+                     (long long)ch->Cout, (long long)groups);
+    ch->Cout_g = ch->Cout / groups;
+    if (w->sizes[1] != ch->Cin_g)
+      return px_fail(ctx, "weight expects %lld input channels per group, input has %lld",
+                     (long long)w->sizes[1], (long long)ch->Cin_g);
+  } else {
+    if (w->sizes[0] != ch->Cin)
+      return px_fail(ctx, "transposed weight has %lld input channels, input has %lld",
+                     (long long)w->sizes[0], (long long)ch->Cin);
+    ch->Cout_g = w->sizes[1];
+    ch->Cout = ch->Cout_g * groups;
+  }
+  if (bias && (bias->dim != 1 || bias->sizes[0] != ch->Cout))
+    return px_fail(ctx, "bias must have shape [%lld], got %d dims with %lld elements",
+                   (long long)ch->Cout, bias->dim, (long long)bias->numel);
+  return 0;
+}
+
+int px_conv_out_size(px_ctx *ctx, int64_t in, int64_t k, int64_t st, int64_t pd, int64_t dl,
+                     int64_t op, bool transposed, int64_t *out) {
+  int64_t eff = dl * (k - 1) + 1;
+  if (!transposed) {
+    if (in + 2 * pd < eff)
+      return px_fail(ctx, "input size %lld (padded %lld) is smaller than the dilated kernel "
+                     "size %lld", (long long)in, (long long)(in + 2 * pd), (long long)eff);
+    *out = (in + 2 * pd - eff) / st + 1;
+    return 0;
+  }
+  *out = (in - 1) * st - 2 * pd + eff + op;
+  if (*out <= 0) return px_fail(ctx, "computed output size %lld is not positive", (long long)*out);
+  return 0;
 }
 
 /* ======================================================================== */
@@ -563,7 +612,7 @@ static int conv_f32(px_ctx *ctx, const conv_geom *g, bool transposed, const floa
                                      &bs, 0.0f, o, OHW, &e);
         } else {
           if (!direct) im2col_f32(g, x, col);
-          rc = gemm_rows_epi(ctx, work, g->Cout_g, OHW, K, wg, direct ? x : col, bg, ep, o);
+          rc = px_conv_gemm_rows(ctx, work, g->Cout_g, OHW, K, wg, direct ? x : col, bg, ep->lo, ep->hi, o);
         }
         if (rc) return rc;
       }
@@ -652,264 +701,6 @@ static int conv_f32(px_ctx *ctx, const conv_geom *g, bool transposed, const floa
 DEFINE_CONV_NAIVE(conv_naive_f64, double)
 DEFINE_CONV_NAIVE(conv_naive_u64, uint64_t)
 
-/* ======================================================================== */
-/* 3-D convolution (5-D input)                                               */
-/* ======================================================================== */
-
-typedef struct conv3_geom {
-  int64_t N, Cin, Cout, G, Cin_g, Cout_g;
-  int64_t in[3], k[3], out[3]; /* depth, height, width */
-  int64_t s[3], p[3], d[3];
-} conv3_geom;
-
-/* Unfolds one group of one image: col[((c*KD + a)*KH + b)*KW + e][(od*OH +
- * oh)*OW + ow] = x[c][od*s0 - p0 + a*d0][oh*s1 - p1 + b*d1][ow*s2 - p2 +
- * e*d2], 0 in the padding. */
-static void im2col3_f32(const conv3_geom *g, const float *x, float *col) {
-  const int64_t D = g->in[0], H = g->in[1], W = g->in[2];
-  const int64_t OD = g->out[0], OH = g->out[1], OW = g->out[2], OS = OD * OH * OW;
-  float *row = col;
-  for (int64_t c = 0; c < g->Cin_g; c++)
-    for (int64_t a = 0; a < g->k[0]; a++)
-      for (int64_t b = 0; b < g->k[1]; b++)
-        for (int64_t e = 0; e < g->k[2]; e++, row += OS) {
-          const float *xc = x + c * D * H * W;
-          int64_t off = e * g->d[2] - g->p[2]; /* iw = ow*s2 + off */
-          int64_t lo = off >= 0 ? 0 : (-off + g->s[2] - 1) / g->s[2];
-          int64_t hi = W - off <= 0 ? 0 : (W - off - 1) / g->s[2] + 1;
-          if (hi > OW) hi = OW;
-          if (lo > hi) lo = hi;
-          for (int64_t od = 0; od < OD; od++) {
-            int64_t id = od * g->s[0] - g->p[0] + a * g->d[0];
-            for (int64_t oh = 0; oh < OH; oh++) {
-              int64_t ih = oh * g->s[1] - g->p[1] + b * g->d[1];
-              float *dst = row + (od * OH + oh) * OW;
-              if (id < 0 || id >= D || ih < 0 || ih >= H) {
-                memset(dst, 0, sizeof(float) * (size_t)OW);
-                continue;
-              }
-              const float *src = xc + (id * H + ih) * W + off;
-              for (int64_t ow = 0; ow < lo; ow++) dst[ow] = 0.0f;
-              for (int64_t ow = lo; ow < hi; ow++) dst[ow] = src[ow * g->s[2]];
-              for (int64_t ow = hi; ow < OW; ow++) dst[ow] = 0.0f;
-            }
-          }
-        }
-}
-
-/* Folds one group of one image back (transposed): out[c][od][oh][ow] +=
- * col[((c*KD + a)*KH + b)*KW + e][(id*H + ih)*W + iw], od = id*s0 - p0 +
- * a*d0 and likewise. */
-static void col2im3_f32(const conv3_geom *g, const float *col, float *out) {
-  const int64_t D = g->in[0], H = g->in[1], W = g->in[2], IS = D * H * W;
-  const int64_t OD = g->out[0], OH = g->out[1], OW = g->out[2];
-  const float *row = col;
-  for (int64_t c = 0; c < g->Cout_g; c++)
-    for (int64_t a = 0; a < g->k[0]; a++)
-      for (int64_t b = 0; b < g->k[1]; b++)
-        for (int64_t e = 0; e < g->k[2]; e++, row += IS) {
-          float *oc = out + c * OD * OH * OW;
-          for (int64_t id = 0; id < D; id++) {
-            int64_t od = id * g->s[0] - g->p[0] + a * g->d[0];
-            if (od < 0 || od >= OD) continue;
-            for (int64_t ih = 0; ih < H; ih++) {
-              int64_t oh = ih * g->s[1] - g->p[1] + b * g->d[1];
-              if (oh < 0 || oh >= OH) continue;
-              const float *src = row + (id * H + ih) * W;
-              float *dst = oc + (od * OH + oh) * OW;
-              for (int64_t iw = 0; iw < W; iw++) {
-                int64_t ow = iw * g->s[2] - g->p[2] + e * g->d[2];
-                if (ow >= 0 && ow < OW) dst[ow] += src[iw];
-              }
-            }
-          }
-        }
-}
-
-/* float32: im2col + the GEMM per image and group (the bias in the GEMM's
- * epilogue); transposed: the bias written first, col2im accumulating onto
- * it. */
-static int conv3_f32(px_ctx *ctx, const conv3_geom *g, bool transposed, const float *in,
-                     const float *w, const float *bias, float *out) {
-  const int64_t IS = g->in[0] * g->in[1] * g->in[2], OS = g->out[0] * g->out[1] * g->out[2];
-  const int64_t KK = g->k[0] * g->k[1] * g->k[2];
-  if (!transposed) {
-    const int64_t K = g->Cin_g * KK;
-    const bool direct = KK == 1 && g->s[0] == 1 && g->s[1] == 1 && g->s[2] == 1 && !g->p[0] &&
-                        !g->p[1] && !g->p[2];
-    float *col = direct ? NULL : px_scratch(ctx, sizeof(float) * (size_t)(K * OS));
-    void *work = px_scratch(ctx, px_gemm_f32_work_size(g->Cout_g, OS, K));
-    if ((!direct && !col) || !work) return PYEXEC_ERR_EXECUTION;
-    for (int64_t n = 0; n < g->N; n++)
-      for (int64_t gi = 0; gi < g->G; gi++) {
-        const float *x = in + (n * g->Cin + gi * g->Cin_g) * IS;
-        if (!direct) im2col3_f32(g, x, col);
-        int rc = gemm_rows_epi(ctx, work, g->Cout_g, OS, K, w + gi * g->Cout_g * K,
-                               direct ? x : col, bias ? bias + gi * g->Cout_g : NULL, &no_epi,
-                               out + (n * g->Cout + gi * g->Cout_g) * OS);
-        if (rc) return rc;
-      }
-    return 0;
-  }
-  /* transposed: weight [Cin, Cout_g, KD, KH, KW]; col[R, IS] = wg^T @ x */
-  for (int64_t n = 0; n < g->N; n++)
-    for (int64_t c = 0; c < g->Cout; c++) fill_f32(OS, bias ? bias[c] : 0.0f, out + (n * g->Cout + c) * OS);
-  const int64_t R = g->Cout_g * KK;
-  float *col = px_scratch(ctx, sizeof(float) * (size_t)(R * IS));
-  void *work = px_scratch(ctx, px_gemm_f32_work_size(R, IS, g->Cin_g));
-  if (!col || !work) return PYEXEC_ERR_EXECUTION;
-  for (int64_t n = 0; n < g->N; n++)
-    for (int64_t gi = 0; gi < g->G; gi++) {
-      const float *x = in + (n * g->Cin + gi * g->Cin_g) * IS;
-      int rc = px_gemm_f32(ctx, work, R, IS, g->Cin_g, 1.0f, w + gi * g->Cin_g * R, 1, R, x, IS, 1,
-                           0.0f, col, IS);
-      if (rc) return rc;
-      col2im3_f32(g, col, out + (n * g->Cout + gi * g->Cout_g) * OS);
-    }
-  return 0;
-}
-
-/* Plain loops for the other dtypes, on widened copies (ACC = double or
- * uint64_t, wrapping like the integer types). */
-#define DEFINE_CONV3_NAIVE(NAME, ACC)                                                          \
-  static void NAME(const conv3_geom *g, bool transposed, const ACC *in, const ACC *w,         \
-                   const ACC *bias, ACC *out) {                                               \
-    const int64_t D = g->in[0], H = g->in[1], W = g->in[2], IS = D * H * W;                   \
-    const int64_t OD = g->out[0], OH = g->out[1], OW = g->out[2], OS = OD * OH * OW;          \
-    const int64_t KD = g->k[0], KH = g->k[1], KW = g->k[2], KK = KD * KH * KW;                \
-    for (int64_t n = 0; n < g->N; n++)                                                        \
-      for (int64_t c = 0; c < g->Cout; c++)                                                   \
-        for (int64_t o = 0; o < OS; o++) out[(n * g->Cout + c) * OS + o] = bias ? bias[c] : (ACC)0; \
-    for (int64_t n = 0; n < g->N; n++)                                                        \
-      for (int64_t ic = 0; ic < g->Cin; ic++) {                                               \
-        const int64_t gi = ic / g->Cin_g, icg = ic % g->Cin_g;                                \
-        const ACC *x = in + (n * g->Cin + ic) * IS;                                           \
-        for (int64_t ocg = 0; ocg < g->Cout_g; ocg++) {                                       \
-          const int64_t oc = gi * g->Cout_g + ocg;                                            \
-          ACC *y = out + (n * g->Cout + oc) * OS;                                             \
-          const ACC *wk = transposed ? w + (ic * g->Cout_g + ocg) * KK                        \
-                                     : w + (oc * g->Cin_g + icg) * KK;                        \
-          for (int64_t a = 0; a < KD; a++)                                                    \
-            for (int64_t b = 0; b < KH; b++)                                                  \
-              for (int64_t e = 0; e < KW; e++) {                                              \
-                ACC wv = wk[(a * KH + b) * KW + e];                                           \
-                if (!transposed) {                                                            \
-                  for (int64_t od = 0; od < OD; od++) {                                       \
-                    int64_t id = od * g->s[0] - g->p[0] + a * g->d[0];                        \
-                    if (id < 0 || id >= D) continue;                                          \
-                    for (int64_t oh = 0; oh < OH; oh++) {                                     \
-                      int64_t ih = oh * g->s[1] - g->p[1] + b * g->d[1];                      \
-                      if (ih < 0 || ih >= H) continue;                                        \
-                      for (int64_t ow = 0; ow < OW; ow++) {                                   \
-                        int64_t iw = ow * g->s[2] - g->p[2] + e * g->d[2];                    \
-                        if (iw < 0 || iw >= W) continue;                                      \
-                        y[(od * OH + oh) * OW + ow] += x[(id * H + ih) * W + iw] * wv;        \
-                      }                                                                       \
-                    }                                                                         \
-                  }                                                                           \
-                } else {                                                                      \
-                  for (int64_t id = 0; id < D; id++) {                                        \
-                    int64_t od = id * g->s[0] - g->p[0] + a * g->d[0];                        \
-                    if (od < 0 || od >= OD) continue;                                         \
-                    for (int64_t ih = 0; ih < H; ih++) {                                      \
-                      int64_t oh = ih * g->s[1] - g->p[1] + b * g->d[1];                      \
-                      if (oh < 0 || oh >= OH) continue;                                       \
-                      for (int64_t iw = 0; iw < W; iw++) {                                    \
-                        int64_t ow = iw * g->s[2] - g->p[2] + e * g->d[2];                    \
-                        if (ow < 0 || ow >= OW) continue;                                     \
-                        y[(od * OH + oh) * OW + ow] += x[(id * H + ih) * W + iw] * wv;        \
-                      }                                                                       \
-                    }                                                                         \
-                  }                                                                           \
-                }                                                                             \
-              }                                                                               \
-        }                                                                                     \
-      }                                                                                       \
-  }
-
-DEFINE_CONV3_NAIVE(conv3_naive_f64, double)
-DEFINE_CONV3_NAIVE(conv3_naive_u64, uint64_t)
-
-/* aten::convolution.out with a 5-D input: shapes checked, out resized, run.
- * st / pd / dl / op hold the checked spatial parameters. */
-static int convolution3d(px_ctx *ctx, px_tensor *in, px_tensor *w, px_tensor *bias, px_tensor *out,
-                         bool transposed, int64_t groups, const int64_t *st, const int64_t *pd,
-                         const int64_t *dl, const int64_t *op) {
-  conv3_geom g;
-  g.N = in->sizes[0];
-  g.Cin = in->sizes[1];
-  g.G = groups;
-  if (g.Cin % groups)
-    return px_fail(ctx, "input channels (%lld) are not divisible by groups (%lld)",
-                   (long long)g.Cin, (long long)groups);
-  g.Cin_g = g.Cin / groups;
-  if (!transposed) {
-    g.Cout = w->sizes[0];
-    if (g.Cout % groups)
-      return px_fail(ctx, "output channels (%lld) are not divisible by groups (%lld)",
-                     (long long)g.Cout, (long long)groups);
-    g.Cout_g = g.Cout / groups;
-    if (w->sizes[1] != g.Cin_g)
-      return px_fail(ctx, "weight expects %lld input channels per group, input has %lld",
-                     (long long)w->sizes[1], (long long)g.Cin_g);
-  } else {
-    if (w->sizes[0] != g.Cin)
-      return px_fail(ctx, "transposed weight has %lld input channels, input has %lld",
-                     (long long)w->sizes[0], (long long)g.Cin);
-    g.Cout_g = w->sizes[1];
-    g.Cout = g.Cout_g * groups;
-  }
-  if (bias && (bias->dim != 1 || bias->sizes[0] != g.Cout))
-    return px_fail(ctx, "bias must have shape [%lld], got %d dims with %lld elements",
-                   (long long)g.Cout, bias->dim, (long long)bias->numel);
-  for (int k = 0; k < 3; k++) {
-    g.in[k] = in->sizes[2 + k];
-    g.k[k] = w->sizes[2 + k];
-    g.s[k] = st[k], g.p[k] = pd[k], g.d[k] = dl[k];
-    int64_t eff = dl[k] * (g.k[k] - 1) + 1;
-    if (!transposed) {
-      if (g.in[k] + 2 * pd[k] < eff)
-        return px_fail(ctx, "input size %lld (padded %lld) is smaller than the dilated kernel "
-                       "size %lld", (long long)g.in[k], (long long)(g.in[k] + 2 * pd[k]),
-                       (long long)eff);
-      g.out[k] = (g.in[k] + 2 * pd[k] - eff) / st[k] + 1;
-    } else {
-      g.out[k] = (g.in[k] - 1) * st[k] - 2 * pd[k] + eff + op[k];
-      if (g.out[k] <= 0)
-        return px_fail(ctx, "computed output size %lld is not positive", (long long)g.out[k]);
-    }
-  }
-  int64_t os[5] = {g.N, g.Cout, g.out[0], g.out[1], g.out[2]};
-  int rc = px_resize(ctx, out, 5, os);
-  if (rc) return rc;
-  if (out->numel == 0) return 0;
-  if (in->numel == 0) { /* no input channels or positions: the bias alone */
-    for (int64_t i = 0; i < out->numel; i++) {
-      int64_t c = i / (g.out[0] * g.out[1] * g.out[2]) % g.Cout;
-      px_store_d(out->data, out->dtype, i, bias ? px_load_d(bias->data, bias->dtype, c) : 0.0);
-    }
-    return 0;
-  }
-  if (in->dtype == PX_F32)
-    return conv3_f32(ctx, &g, transposed, in->data, w->data, bias ? bias->data : NULL, out->data);
-  bool fl = px_is_floating(in->dtype);
-  int wide = fl ? PX_F64 : PX_I64;
-  void *xi = px_scratch(ctx, 8 * (size_t)(in->numel + 1));
-  void *xw = px_scratch(ctx, 8 * (size_t)(w->numel + 1));
-  void *xb = bias ? px_scratch(ctx, 8 * (size_t)(bias->numel + 1)) : NULL;
-  void *xo = px_scratch(ctx, 8 * (size_t)out->numel);
-  if (!xi || !xw || (bias && !xb) || !xo) return PYEXEC_ERR_EXECUTION;
-  px_convert(xi, wide, in->data, in->dtype, in->numel);
-  px_convert(xw, wide, w->data, w->dtype, w->numel);
-  if (bias) px_convert(xb, wide, bias->data, bias->dtype, bias->numel);
-  if (fl)
-    conv3_naive_f64(&g, transposed, xi, xw, xb, xo);
-  else
-    conv3_naive_u64(&g, transposed, xi, xw, xb, xo);
-  px_convert(out->data, out->dtype, xo, wide, out->numel);
-  return 0;
-}
-
 /* Whether a's and b's bytes overlap. */
 static bool overlaps(const px_tensor *a, const px_tensor *b) {
   if (!a || !b || !a->nbytes || !b->nbytes) return false;
@@ -971,7 +762,7 @@ static int convolution(px_ctx *ctx, px_value *const *args, px_tensor *out, const
   }
   if (ep->clamp && (nsp != 2 || in->dtype != PX_F32))
     return px_fail(ctx, "a fused activation needs a float32 2-D convolution");
-  if (nsp == 3) return convolution3d(ctx, in, w, bias, out, transposed, groups, st, pd, dl, op);
+  if (nsp == 3) return px_convolution3d(ctx, in, w, bias, out, transposed, groups, st, pd, dl, op);
   conv_geom g;
   g.N = in->sizes[0];
   g.Cin = in->sizes[1];
@@ -988,47 +779,12 @@ static int convolution(px_ctx *ctx, px_value *const *args, px_tensor *out, const
   g.oph = nsp == 2 ? op[0] : 0;
   g.opw = op[nsp - 1];
   g.G = groups;
-  if (g.Cin % groups)
-    return px_fail(ctx, "input channels (%lld) are not divisible by groups (%lld)",
-                   (long long)g.Cin, (long long)groups);
-  g.Cin_g = g.Cin / groups;
-  if (!transposed) {
-    g.Cout = w->sizes[0];
-    if (g.Cout % groups)
-      return px_fail(ctx, "output channels (%lld) are not divisible by groups (%lld)",
-                     (long long)g.Cout, (long long)groups);
-    g.Cout_g = g.Cout / groups;
-    if (w->sizes[1] != g.Cin_g)
-      return px_fail(ctx, "weight expects %lld input channels per group, input has %lld",
-                     (long long)w->sizes[1], (long long)g.Cin_g);
-  } else {
-    if (w->sizes[0] != g.Cin)
-      return px_fail(ctx, "transposed weight has %lld input channels, input has %lld",
-                     (long long)w->sizes[0], (long long)g.Cin);
-    g.Cout_g = w->sizes[1];
-    g.Cout = g.Cout_g * groups;
-  }
-  if (bias && (bias->dim != 1 || bias->sizes[0] != g.Cout))
-    return px_fail(ctx, "bias must have shape [%lld], got %d dims with %lld elements",
-                   (long long)g.Cout, bias->dim, (long long)bias->numel);
-  int64_t spat_in[2] = {g.H, g.W}, ks[2] = {g.KH, g.KW}, s2[2] = {g.sh, g.sw},
-          p2[2] = {g.ph, g.pw}, d2[2] = {g.dh, g.dw}, o2[2] = {g.oph, g.opw}, osp[2];
-  for (int k = 0; k < 2; k++) {
-    int64_t eff = d2[k] * (ks[k] - 1) + 1;
-    if (!transposed) {
-      if (spat_in[k] + 2 * p2[k] < eff)
-        return px_fail(ctx, "input size %lld (padded %lld) is smaller than the dilated kernel "
-                       "size %lld", (long long)spat_in[k], (long long)(spat_in[k] + 2 * p2[k]),
-                       (long long)eff);
-      osp[k] = (spat_in[k] + 2 * p2[k] - eff) / s2[k] + 1;
-    } else {
-      osp[k] = (spat_in[k] - 1) * s2[k] - 2 * p2[k] + eff + o2[k];
-      if (osp[k] <= 0)
-        return px_fail(ctx, "computed output size %lld is not positive", (long long)osp[k]);
-    }
-  }
-  g.OH = osp[0];
-  g.OW = osp[1];
+  px_conv_channels ch;
+  if ((rc = px_conv_check_channels(ctx, in, w, bias, transposed, groups, &ch))) return rc;
+  g.Cin_g = ch.Cin_g, g.Cout = ch.Cout, g.Cout_g = ch.Cout_g;
+  if ((rc = px_conv_out_size(ctx, g.H, g.KH, g.sh, g.ph, g.dh, g.oph, transposed, &g.OH)) ||
+      (rc = px_conv_out_size(ctx, g.W, g.KW, g.sw, g.pw, g.dw, g.opw, transposed, &g.OW)))
+    return rc;
   if (ep->packed) { /* packed at load for this filter and groups (runtime/fuse.c) */
     px_conv_nhwc_geom ng = {g.N, g.Cin, g.H, g.W, g.Cout, g.KH, g.KW, g.OH, g.OW,
                             g.sh, g.sw, g.ph, g.pw, g.dh, g.dw, g.G};

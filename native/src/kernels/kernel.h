@@ -204,5 +204,8 @@ void px_iter_init(px_iter *it, int dim, const int64_t *sizes);
 void px_iter_add(px_iter *it, const px_tensor *t);
 void px_iter_coalesce(px_iter *it);
 bool px_iter_next(px_iter *it);
+/* Positions the iterator at outer row `row` (idx and off as px_iter_next
+ * would leave them after `row` steps): where a task of a split loop starts. */
+void px_iter_seek(px_iter *it, int64_t row);
 
 #endif /* PX_KERNEL_H */

@@ -435,6 +435,17 @@ void px_iter_coalesce(px_iter *it) {
   it->dim = md - 1; /* the outer dims walked by px_iter_next */
 }
 
+void px_iter_seek(px_iter *it, int64_t row) {
+  for (int k = it->dim - 1; k >= 0; k--) {
+    it->idx[k] = row % it->sizes[k];
+    row /= it->sizes[k];
+  }
+  for (int i = 0; i < it->n; i++) {
+    it->off[i] = 0;
+    for (int k = 0; k < it->dim; k++) it->off[i] += it->idx[k] * it->strides[i][k];
+  }
+}
+
 bool px_iter_next(px_iter *it) {
   for (int k = it->dim - 1; k >= 0; k--) {
     if (++it->idx[k] < it->sizes[k]) {

@@ -76,15 +76,8 @@ static void binary_items(void *arg, int64_t u0, int64_t u1, int tid) {
   (void)tid;
   const binary_job *J = arg;
   px_iter it = *J->it;
-  int64_t row = u0 / J->npiece, r = row;
-  for (int k = it.dim - 1; k >= 0; k--) {
-    it.idx[k] = r % it.sizes[k];
-    r /= it.sizes[k];
-  }
-  for (int i = 0; i < it.n; i++) {
-    it.off[i] = 0;
-    for (int k = 0; k < it.dim; k++) it.off[i] += it.idx[k] * it.strides[i][k];
-  }
+  int64_t row = u0 / J->npiece;
+  px_iter_seek(&it, row);
   for (int64_t u = u0; u < u1;) {
     int64_t pe = (row + 1) * J->npiece < u1 ? (row + 1) * J->npiece : u1;
     int64_t s0 = (u - row * J->npiece) * J->blk, s1 = (pe - row * J->npiece) * J->blk;

@@ -265,15 +265,8 @@ static void ew_chunk(void *arg, int64_t b, int64_t e, int tid) {
   }
   px_iter it = *J->it;
   /* seek to row b / npiece */
-  int64_t row = b / J->npiece, r = row;
-  for (int k = it.dim - 1; k >= 0; k--) {
-    it.idx[k] = r % it.sizes[k];
-    r /= it.sizes[k];
-  }
-  for (int i = 0; i < it.n; i++) {
-    it.off[i] = 0;
-    for (int k = 0; k < it.dim; k++) it.off[i] += it.idx[k] * it.strides[i][k];
-  }
+  int64_t row = b / J->npiece;
+  px_iter_seek(&it, row);
   /* conversion buffers: this thread's share of the scratch (none without conversion) */
   void *buf[EW_MAXIN] = {NULL, NULL, NULL}, *obuf = NULL;
   if (J->scratch) {

@@ -265,78 +265,55 @@ tile_store_8x32(float *c, int64_t ldc, float alpha, float beta, int mr, int nr, 
 }
 
 /* One depth step of the 8 x 32 tile: element o of each row pointer a0..a7
- * broadcast against B's two 16-column vectors at b (then b += 32). */
-#define AVX512_STEP_2(o)                                                           \
-  do {                                                                             \
-    __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);                  \
-    __m512 av = _mm512_set1_ps(a0[o]);                                             \
-    c00 = _mm512_fmadd_ps(av, b0, c00), c01 = _mm512_fmadd_ps(av, b1, c01);       \
-    av = _mm512_set1_ps(a1[o]);                                                    \
-    c10 = _mm512_fmadd_ps(av, b0, c10), c11 = _mm512_fmadd_ps(av, b1, c11);       \
-    av = _mm512_set1_ps(a2[o]);                                                    \
-    c20 = _mm512_fmadd_ps(av, b0, c20), c21 = _mm512_fmadd_ps(av, b1, c21);       \
-    av = _mm512_set1_ps(a3[o]);                                                    \
-    c30 = _mm512_fmadd_ps(av, b0, c30), c31 = _mm512_fmadd_ps(av, b1, c31);       \
-    av = _mm512_set1_ps(a4[o]);                                                    \
-    c40 = _mm512_fmadd_ps(av, b0, c40), c41 = _mm512_fmadd_ps(av, b1, c41);       \
-    av = _mm512_set1_ps(a5[o]);                                                    \
-    c50 = _mm512_fmadd_ps(av, b0, c50), c51 = _mm512_fmadd_ps(av, b1, c51);       \
-    av = _mm512_set1_ps(a6[o]);                                                    \
-    c60 = _mm512_fmadd_ps(av, b0, c60), c61 = _mm512_fmadd_ps(av, b1, c61);       \
-    av = _mm512_set1_ps(a7[o]);                                                    \
-    c70 = _mm512_fmadd_ps(av, b0, c70), c71 = _mm512_fmadd_ps(av, b1, c71);       \
-    b += 32;                                                                       \
+ * broadcast against B's two 16-column vectors at b (then b += 32). ROW2 /
+ * ROW1 are one row's multiply-adds into both column vectors / the first. */
+#define AVX512_ROW2(i, o)                                                          \
+  av = _mm512_set1_ps(a##i[o]);                                                    \
+  c##i##0 = _mm512_fmadd_ps(av, b0, c##i##0), c##i##1 = _mm512_fmadd_ps(av, b1, c##i##1)
+#define AVX512_ROW1(i, o) c##i##0 = _mm512_fmadd_ps(_mm512_set1_ps(a##i[o]), b0, c##i##0)
+#define AVX512_LOAD2 __m512 av, b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16)
+#define AVX512_LOAD1 __m512 b0 = _mm512_loadu_ps(b)
+#define AVX512_STEP_2(o)                                                                      \
+  do {                                                                                        \
+    AVX512_LOAD2;                                                                             \
+    AVX512_ROW2(0, o); AVX512_ROW2(1, o); AVX512_ROW2(2, o); AVX512_ROW2(3, o);               \
+    AVX512_ROW2(4, o); AVX512_ROW2(5, o); AVX512_ROW2(6, o); AVX512_ROW2(7, o);               \
+    b += 32;                                                                                  \
   } while (0)
 /* The same for a panel of 16 columns or fewer (an edge tile). */
-#define AVX512_STEP_1(o)                                                           \
-  do {                                                                             \
-    __m512 b0 = _mm512_loadu_ps(b);                                                \
-    c00 = _mm512_fmadd_ps(_mm512_set1_ps(a0[o]), b0, c00);                         \
-    c10 = _mm512_fmadd_ps(_mm512_set1_ps(a1[o]), b0, c10);                         \
-    c20 = _mm512_fmadd_ps(_mm512_set1_ps(a2[o]), b0, c20);                         \
-    c30 = _mm512_fmadd_ps(_mm512_set1_ps(a3[o]), b0, c30);                         \
-    c40 = _mm512_fmadd_ps(_mm512_set1_ps(a4[o]), b0, c40);                         \
-    c50 = _mm512_fmadd_ps(_mm512_set1_ps(a5[o]), b0, c50);                         \
-    c60 = _mm512_fmadd_ps(_mm512_set1_ps(a6[o]), b0, c60);                         \
-    c70 = _mm512_fmadd_ps(_mm512_set1_ps(a7[o]), b0, c70);                         \
-    b += 32;                                                                       \
+#define AVX512_STEP_1(o)                                                                      \
+  do {                                                                                        \
+    AVX512_LOAD1;                                                                             \
+    AVX512_ROW1(0, o); AVX512_ROW1(1, o); AVX512_ROW1(2, o); AVX512_ROW1(3, o);               \
+    AVX512_ROW1(4, o); AVX512_ROW1(5, o); AVX512_ROW1(6, o); AVX512_ROW1(7, o);               \
+    b += 32;                                                                                  \
   } while (0)
 /* The same steps for tiles of at most 4 rows and of 1 row (the row edge of
  * a product: M = 49 or 196 leaves a tile of 1 or 4 rows, which the 8-row
  * steps would multiply at the cost of a full tile). */
-#define AVX512_STEP_2_R4(o)                                                        \
-  do {                                                                             \
-    __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);                  \
-    __m512 av = _mm512_set1_ps(a0[o]);                                             \
-    c00 = _mm512_fmadd_ps(av, b0, c00), c01 = _mm512_fmadd_ps(av, b1, c01);       \
-    av = _mm512_set1_ps(a1[o]);                                                    \
-    c10 = _mm512_fmadd_ps(av, b0, c10), c11 = _mm512_fmadd_ps(av, b1, c11);       \
-    av = _mm512_set1_ps(a2[o]);                                                    \
-    c20 = _mm512_fmadd_ps(av, b0, c20), c21 = _mm512_fmadd_ps(av, b1, c21);       \
-    av = _mm512_set1_ps(a3[o]);                                                    \
-    c30 = _mm512_fmadd_ps(av, b0, c30), c31 = _mm512_fmadd_ps(av, b1, c31);       \
-    b += 32;                                                                       \
+#define AVX512_STEP_2_R4(o)                                                                   \
+  do {                                                                                        \
+    AVX512_LOAD2;                                                                             \
+    AVX512_ROW2(0, o); AVX512_ROW2(1, o); AVX512_ROW2(2, o); AVX512_ROW2(3, o);               \
+    b += 32;                                                                                  \
   } while (0)
-#define AVX512_STEP_1_R4(o)                                                        \
-  do {                                                                             \
-    __m512 b0 = _mm512_loadu_ps(b);                                                \
-    c00 = _mm512_fmadd_ps(_mm512_set1_ps(a0[o]), b0, c00);                         \
-    c10 = _mm512_fmadd_ps(_mm512_set1_ps(a1[o]), b0, c10);                         \
-    c20 = _mm512_fmadd_ps(_mm512_set1_ps(a2[o]), b0, c20);                         \
-    c30 = _mm512_fmadd_ps(_mm512_set1_ps(a3[o]), b0, c30);                         \
-    b += 32;                                                                       \
+#define AVX512_STEP_1_R4(o)                                                                   \
+  do {                                                                                        \
+    AVX512_LOAD1;                                                                             \
+    AVX512_ROW1(0, o); AVX512_ROW1(1, o); AVX512_ROW1(2, o); AVX512_ROW1(3, o);               \
+    b += 32;                                                                                  \
   } while (0)
-#define AVX512_STEP_2_R1(o)                                                        \
-  do {                                                                             \
-    __m512 av = _mm512_set1_ps(a0[o]);                                             \
-    c00 = _mm512_fmadd_ps(av, _mm512_loadu_ps(b), c00);                            \
-    c01 = _mm512_fmadd_ps(av, _mm512_loadu_ps(b + 16), c01);                       \
-    b += 32;                                                                       \
+#define AVX512_STEP_2_R1(o)                                                                   \
+  do {                                                                                        \
+    AVX512_LOAD2;                                                                             \
+    AVX512_ROW2(0, o);                                                                        \
+    b += 32;                                                                                  \
   } while (0)
-#define AVX512_STEP_1_R1(o)                                                        \
-  do {                                                                             \
-    c00 = _mm512_fmadd_ps(_mm512_set1_ps(a0[o]), _mm512_loadu_ps(b), c00);         \
-    b += 32;                                                                       \
+#define AVX512_STEP_1_R1(o)                                                                   \
+  do {                                                                                        \
+    AVX512_LOAD1;                                                                             \
+    AVX512_ROW1(0, o);                                                                        \
+    b += 32;                                                                                  \
   } while (0)
 /* The depth loop over `count` steps of element index (IDX) for an mr-row,
  * nr-column tile: the narrowest step variant that covers it. */
