@@ -11,6 +11,8 @@
  * panel (MR): bounds for arrays a packing callback keeps per row or column. */
 #define PX_GEMM_NR_MAX 32
 #define PX_GEMM_MR_MAX 8
+/* The deepest depth block the engine multiplies at once (KC). */
+#define PX_GEMM_KC_MAX 256
 
 /* Bytes of packing workspace px_gemm_f32 needs for an M x N x K product:
  * one set of buffers per thread px_parallel_threads() allows (products are

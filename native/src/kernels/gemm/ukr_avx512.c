@@ -1,0 +1,291 @@
+/*
+ * ukr_avx512.c - the float32 GEMM engine's AVX-512 kernels (ukr_avx512.h):
+ * the 8 x 32 micro-kernel, A broadcast from memory against two 512-bit
+ * columns of B, with the bias / clamp epilogue in registers, 1-row and
+ * 4-row loops for the last rows of a product and the tile's output lines
+ * prefetched; and the indirect convolution block, whose A rows are read
+ * from the input under each tap through pointers.
+ */
+#include "kernels/gemm/ukr_avx512.h"
+
+#if PX_AVX512_KERNELS
+#include <immintrin.h>
+
+/* Asks for the tile's output lines before its depth loop, so that fetching
+ * them for the stores (outputs larger than L2 miss there) overlaps the
+ * multiply-adds: mobilenet_v2's 112x112 16 -> 96 pointwise convolution
+ * 663 -> 578 us at one thread. */
+__attribute__((target("avx512f"), always_inline)) static inline void prefetch_tile(const float *c,
+                                                                                  int64_t ldc,
+                                                                                  int mr) {
+  for (int i = 0; i < mr; i++) {
+    _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0);
+    _mm_prefetch((const char *)(c + i * ldc + 16), _MM_HINT_T0);
+  }
+}
+
+/* Stores one row of an AVX-512 tile: alpha * (v0, v1) (+ beta * C), plus
+ * (b0, b1), clamped to [vlo, vhi] when clamp, into the columns of masks k0
+ * (0..15) and k1 (16..31). */
+__attribute__((target("avx512f"), always_inline)) static inline void
+row_store_avx512(float *c, __m512 v0, __m512 v1, __mmask16 k0, __mmask16 k1, __m512 va,
+                 float beta, bool add, __m512 b0, __m512 b1, bool clamp, __m512 vlo, __m512 vhi) {
+  v0 = _mm512_mul_ps(va, v0);
+  v1 = _mm512_mul_ps(va, v1);
+  if (beta != 0.0f) {
+    __m512 vb = _mm512_set1_ps(beta);
+    __m512 o0 = _mm512_maskz_loadu_ps(k0, c), o1 = _mm512_maskz_loadu_ps(k1, c + 16);
+    v0 = beta == 1.0f ? _mm512_add_ps(v0, o0) : _mm512_fmadd_ps(vb, o0, v0);
+    v1 = beta == 1.0f ? _mm512_add_ps(v1, o1) : _mm512_fmadd_ps(vb, o1, v1);
+  }
+  if (add) {
+    v0 = _mm512_add_ps(v0, b0);
+    v1 = _mm512_add_ps(v1, b1);
+  }
+  if (clamp) { /* max_ps / min_ps return the second operand when either is NaN */
+    v0 = _mm512_min_ps(vhi, _mm512_max_ps(vlo, v0));
+    v1 = _mm512_min_ps(vhi, _mm512_max_ps(vlo, v1));
+  }
+  _mm512_mask_storeu_ps(c, k0, v0);
+  _mm512_mask_storeu_ps(c + 16, k1, v1);
+}
+
+/* Stores an 8 x 32 tile's accumulators (mr x nr of them) with the
+ * epilogue ep (NULL: none). */
+__attribute__((target("avx512f"), always_inline)) static inline void
+tile_store_8x32(float *c, int64_t ldc, float alpha, float beta, int mr, int nr, const px_tile_ep *ep,
+                __m512 c00, __m512 c01, __m512 c10, __m512 c11, __m512 c20, __m512 c21,
+                __m512 c30, __m512 c31, __m512 c40, __m512 c41, __m512 c50, __m512 c51,
+                __m512 c60, __m512 c61, __m512 c70, __m512 c71) {
+  const __mmask16 k0 = nr >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << nr) - 1);
+  const __mmask16 k1 = nr >= 32 ? (__mmask16)0xFFFF : nr > 16 ? (__mmask16)((1u << (nr - 16)) - 1) : 0;
+  const __m512 va = _mm512_set1_ps(alpha);
+  const bool clamp = ep && ep->clamp, add = ep && ep->bias;
+  const __m512 vlo = _mm512_set1_ps(ep ? ep->lo : 0.0f), vhi = _mm512_set1_ps(ep ? ep->hi : 0.0f);
+  __m512 b[8][2];
+  if (add && ep->rows) {
+    for (int i = 0; i < 8; i++) b[i][0] = b[i][1] = _mm512_set1_ps(i < mr ? ep->bias[i] : 0.0f);
+  } else {
+    __m512 b0 = add ? _mm512_maskz_loadu_ps(k0, ep->bias) : _mm512_setzero_ps();
+    __m512 b1 = add ? _mm512_maskz_loadu_ps(k1, ep->bias + 16) : _mm512_setzero_ps();
+    for (int i = 0; i < 8; i++) b[i][0] = b0, b[i][1] = b1;
+  }
+  row_store_avx512(c, c00, c01, k0, k1, va, beta, add, b[0][0], b[0][1], clamp, vlo, vhi);
+  if (mr > 1) row_store_avx512(c + ldc, c10, c11, k0, k1, va, beta, add, b[1][0], b[1][1], clamp, vlo, vhi);
+  if (mr > 2) row_store_avx512(c + 2 * ldc, c20, c21, k0, k1, va, beta, add, b[2][0], b[2][1], clamp, vlo, vhi);
+  if (mr > 3) row_store_avx512(c + 3 * ldc, c30, c31, k0, k1, va, beta, add, b[3][0], b[3][1], clamp, vlo, vhi);
+  if (mr > 4) row_store_avx512(c + 4 * ldc, c40, c41, k0, k1, va, beta, add, b[4][0], b[4][1], clamp, vlo, vhi);
+  if (mr > 5) row_store_avx512(c + 5 * ldc, c50, c51, k0, k1, va, beta, add, b[5][0], b[5][1], clamp, vlo, vhi);
+  if (mr > 6) row_store_avx512(c + 6 * ldc, c60, c61, k0, k1, va, beta, add, b[6][0], b[6][1], clamp, vlo, vhi);
+  if (mr > 7) row_store_avx512(c + 7 * ldc, c70, c71, k0, k1, va, beta, add, b[7][0], b[7][1], clamp, vlo, vhi);
+}
+
+/* One depth step of the 8 x 32 tile: element o of each row pointer a0..a7
+ * broadcast against B's two 16-column vectors at b (then b += 32). ROW2 /
+ * ROW1 are one row's multiply-adds into both column vectors / the first. */
+#define AVX512_ROW2(i, o)                                                          \
+  av = _mm512_set1_ps(a##i[o]);                                                    \
+  c##i##0 = _mm512_fmadd_ps(av, b0, c##i##0), c##i##1 = _mm512_fmadd_ps(av, b1, c##i##1)
+#define AVX512_ROW1(i, o) c##i##0 = _mm512_fmadd_ps(_mm512_set1_ps(a##i[o]), b0, c##i##0)
+#define AVX512_LOAD2 __m512 av, b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16)
+#define AVX512_LOAD1 __m512 b0 = _mm512_loadu_ps(b)
+#define AVX512_STEP_2(o)                                                                      \
+  do {                                                                                        \
+    AVX512_LOAD2;                                                                             \
+    AVX512_ROW2(0, o); AVX512_ROW2(1, o); AVX512_ROW2(2, o); AVX512_ROW2(3, o);               \
+    AVX512_ROW2(4, o); AVX512_ROW2(5, o); AVX512_ROW2(6, o); AVX512_ROW2(7, o);               \
+    b += 32;                                                                                  \
+  } while (0)
+/* The same for a panel of 16 columns or fewer (an edge tile). */
+#define AVX512_STEP_1(o)                                                                      \
+  do {                                                                                        \
+    AVX512_LOAD1;                                                                             \
+    AVX512_ROW1(0, o); AVX512_ROW1(1, o); AVX512_ROW1(2, o); AVX512_ROW1(3, o);               \
+    AVX512_ROW1(4, o); AVX512_ROW1(5, o); AVX512_ROW1(6, o); AVX512_ROW1(7, o);               \
+    b += 32;                                                                                  \
+  } while (0)
+/* The same steps for tiles of at most 4 rows and of 1 row (the row edge of
+ * a product: M = 49 or 196 leaves a tile of 1 or 4 rows, which the 8-row
+ * steps would multiply at the cost of a full tile). */
+#define AVX512_STEP_2_R4(o)                                                                   \
+  do {                                                                                        \
+    AVX512_LOAD2;                                                                             \
+    AVX512_ROW2(0, o); AVX512_ROW2(1, o); AVX512_ROW2(2, o); AVX512_ROW2(3, o);               \
+    b += 32;                                                                                  \
+  } while (0)
+#define AVX512_STEP_1_R4(o)                                                                   \
+  do {                                                                                        \
+    AVX512_LOAD1;                                                                             \
+    AVX512_ROW1(0, o); AVX512_ROW1(1, o); AVX512_ROW1(2, o); AVX512_ROW1(3, o);               \
+    b += 32;                                                                                  \
+  } while (0)
+#define AVX512_STEP_2_R1(o)                                                                   \
+  do {                                                                                        \
+    AVX512_LOAD2;                                                                             \
+    AVX512_ROW2(0, o);                                                                        \
+    b += 32;                                                                                  \
+  } while (0)
+#define AVX512_STEP_1_R1(o)                                                                   \
+  do {                                                                                        \
+    AVX512_LOAD1;                                                                             \
+    AVX512_ROW1(0, o);                                                                        \
+    b += 32;                                                                                  \
+  } while (0)
+/* The depth loop over `count` steps of element index (IDX) for an mr-row,
+ * nr-column tile: the narrowest step variant that covers it. */
+#define AVX512_LOOP(count, IDX, INC)                                               \
+  do {                                                                             \
+    if (mr > 4) {                                                                  \
+      if (nr > 16)                                                                 \
+        for (int64_t p_ = 0, IDX = 0; p_ < (count); p_++, IDX += (INC)) AVX512_STEP_2(IDX); \
+      else                                                                         \
+        for (int64_t p_ = 0, IDX = 0; p_ < (count); p_++, IDX += (INC)) AVX512_STEP_1(IDX); \
+    } else if (mr > 1) {                                                           \
+      if (nr > 16)                                                                 \
+        for (int64_t p_ = 0, IDX = 0; p_ < (count); p_++, IDX += (INC)) AVX512_STEP_2_R4(IDX); \
+      else                                                                         \
+        for (int64_t p_ = 0, IDX = 0; p_ < (count); p_++, IDX += (INC)) AVX512_STEP_1_R4(IDX); \
+    } else {                                                                       \
+      if (nr > 16)                                                                 \
+        for (int64_t p_ = 0, IDX = 0; p_ < (count); p_++, IDX += (INC)) AVX512_STEP_2_R1(IDX); \
+      else                                                                         \
+        for (int64_t p_ = 0, IDX = 0; p_ < (count); p_++, IDX += (INC)) AVX512_STEP_1_R1(IDX); \
+    }                                                                              \
+  } while (0)
+#define AVX512_ACC_ZERO                                                            \
+  __m512 c00 = _mm512_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00;    \
+  __m512 c21 = c00, c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00;         \
+  __m512 c51 = c00, c60 = c00, c61 = c00, c70 = c00, c71 = c00
+#define AVX512_ACC_LIST c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51, c60, c61, c70, c71
+
+/* 8 x 32 AVX-512 micro-kernel: two 512-bit columns of B per k, each A
+ * element broadcast from memory into both. Panels of 16 columns or fewer (an
+ * edge tile) skip the second column's multiply-adds; edges store through
+ * masks. ep: the epilogue, applied in registers (NULL: none). */
+__attribute__((target("avx512f"))) void px_ukr_f32_8x32_avx512_ep(int64_t kc, const float *a,
+                                                                  int64_t rsa, int64_t csa,
+                                                                  const float *b, float *c,
+                                                                  int64_t ldc, float alpha,
+                                                                  float beta, int mr, int nr,
+                                                                  const px_tile_ep *ep) {
+  const float *a0 = a, *a1 = a + (mr > 1 ? rsa : 0), *a2 = a + (mr > 2 ? 2 * rsa : 0);
+  const float *a3 = a + (mr > 3 ? 3 * rsa : 0), *a4 = a + (mr > 4 ? 4 * rsa : 0);
+  const float *a5 = a + (mr > 5 ? 5 * rsa : 0), *a6 = a + (mr > 6 ? 6 * rsa : 0);
+  const float *a7 = a + (mr > 7 ? 7 * rsa : 0);
+  prefetch_tile(c, ldc, mr);
+  AVX512_ACC_ZERO;
+  AVX512_LOOP(kc, o, csa);
+  tile_store_8x32(c, ldc, alpha, beta, mr, nr, ep, AVX512_ACC_LIST);
+}
+
+__attribute__((target("avx512f"))) void px_ukr_f32_8x32_avx512(int64_t kc, const float *a,
+                                                               int64_t rsa, int64_t csa,
+                                                               const float *b, float *c,
+                                                               int64_t ldc, float alpha,
+                                                               float beta, int mr, int nr) {
+  px_ukr_f32_8x32_avx512_ep(kc, a, rsa, csa, b, c, ldc, alpha, beta, mr, nr, NULL);
+}
+
+/* A run of depth for the indirect (convolution) kernel: len channels of one
+ * kernel tap from depth k of the block on, row i of the tile reading them
+ * from p[i] (an input pixel, or zeros in the padding). */
+typedef struct conv_seg {
+  const float *p[PX_GEMM_MR_MAX];
+  int64_t k, len;
+} conv_seg;
+
+/* The 8 x 32 kernel over an indirect A: depth segment after segment, each
+ * reading B's panel (kc x 32) from its own depth on (taps in the padding for
+ * every row of the tile have no segment: they add only zeros). */
+__attribute__((target("avx512f"))) static void ukr_8x32_avx512_conv(int nseg, const conv_seg *seg,
+                                                                    const float *bpanel, float *c,
+                                                                    int64_t ldc, float beta, int mr,
+                                                                    int nr, const px_tile_ep *ep) {
+  prefetch_tile(c, ldc, mr);
+  AVX512_ACC_ZERO;
+  for (int q = 0; q < nseg; q++) {
+    const float *a0 = seg[q].p[0], *a1 = seg[q].p[1], *a2 = seg[q].p[2], *a3 = seg[q].p[3];
+    const float *a4 = seg[q].p[4], *a5 = seg[q].p[5], *a6 = seg[q].p[6], *a7 = seg[q].p[7];
+    const float *b = bpanel + seg[q].k * 32;
+    AVX512_LOOP(seg[q].len, o, 1);
+  }
+  tile_store_8x32(c, ldc, 1.0f, beta, mr, nr, ep, AVX512_ACC_LIST);
+}
+
+/* Row r of A is output pixel r, its depth k = tap * Cg + channel read
+ * straight from the input pixel under that tap (zeros in the padding) by
+ * the indirect kernel: nothing is packed. */
+void px_gemm_conv_block_avx512(const px_gemm_conv *cv, const float *zeros, int64_t ic, int64_t mc,
+                               int64_t pc, int64_t kc, int64_t j0, int64_t j1, const float *bp,
+                               float *C, int64_t ldc, float beta, const px_tile_ep *ep) {
+  const int nr = 32;
+  const int64_t Cg = cv->Cg, OHW = cv->OH * cv->OW;
+  conv_seg seg[PX_GEMM_KC_MAX + 2]; /* kc is at most the engine's deepest block */
+  for (int64_t ir = 0; ir < mc; ir += 8) {
+    const int m = (int)(mc - ir < 8 ? mc - ir : 8);
+    const float *img[8];
+    int64_t ih0[8], iw0[8];
+    for (int i = 0; i < 8; i++) { /* rows past m repeat the first (computed, not stored) */
+      int64_t r = cv->row0 + ic + ir + (i < m ? i : 0), rem = r % OHW;
+      img[i] = cv->x + r / OHW * cv->img_stride;
+      ih0[i] = rem / cv->OW * cv->sh - cv->pt;
+      iw0[i] = rem % cv->OW * cv->sw - cv->pl;
+    }
+    /* A kernel row's taps are one contiguous run of the input when the
+     * group is the whole pixel and taps are adjacent (no column dilation):
+     * where every row's span of it is inside the input, it is one segment
+     * (a 7x7 filter over 3 channels: runs of 21, not 3). */
+    const bool rows_contig = cv->cs == Cg && cv->dw == 1;
+    int nseg = 0;
+    for (int64_t t = pc / Cg, c = pc % Cg, q = 0; q < kc;) {
+      const int64_t ki = t / cv->KW, kj = t % cv->KW, dh = ki * cv->dh;
+      if (rows_contig && cv->KW - kj > 1) {
+        const int64_t run = (cv->KW - kj) * Cg - c, L = run < kc - q ? run : kc - q;
+        const int64_t klast = kj + (c + L - 1) / Cg; /* the last tap's column */
+        bool inside = true;
+        for (int i = 0; i < 8 && inside; i++) {
+          const int64_t ih = ih0[i] + dh;
+          inside = ih >= 0 && ih < cv->H && iw0[i] + kj >= 0 && iw0[i] + klast < cv->W;
+        }
+        if (inside) {
+          for (int i = 0; i < 8; i++)
+            seg[nseg].p[i] = img[i] + ((ih0[i] + dh) * cv->W + iw0[i] + kj) * cv->cs + c;
+          seg[nseg].k = q;
+          seg[nseg++].len = L;
+          q += L;
+          t += (c + L) / Cg;
+          c = (c + L) % Cg;
+          continue;
+        }
+      }
+      const int64_t len = Cg - c < kc - q ? Cg - c : kc - q;
+      const int64_t dw = kj * cv->dw;
+      bool any = false; /* a tap in the padding for all eight rows adds nothing */
+      for (int i = 0; i < 8; i++) {
+        const int64_t ih = ih0[i] + dh, iw = iw0[i] + dw;
+        const bool in = ih >= 0 && ih < cv->H && iw >= 0 && iw < cv->W;
+        seg[nseg].p[i] = in ? img[i] + (ih * cv->W + iw) * cv->cs + c : zeros;
+        any |= in;
+      }
+      if (any) {
+        seg[nseg].k = q;
+        seg[nseg++].len = len;
+      }
+      q += len;
+      c += len;
+      if (c == Cg) t++, c = 0;
+    }
+    const float *b = bp;
+    for (int64_t jr = j0; jr < j1; jr += nr, b += (int64_t)nr * kc) {
+      const int n = (int)(j1 - jr < nr ? j1 - jr : nr);
+      px_tile_ep te = {0};
+      if (ep) {
+        te = *ep;
+        if (te.bias) te.bias += te.rows ? ic + ir : jr;
+      }
+      ukr_8x32_avx512_conv(nseg, seg, b, C + (ic + ir) * ldc + jr, ldc, beta, m, n, ep ? &te : NULL);
+    }
+  }
+}
+
+#endif /* PX_AVX512_KERNELS */

@@ -1,0 +1,53 @@
+/*
+ * ukr_avx512.h - the AVX-512 pieces of the float32 GEMM engine (private):
+ * the 8 x 32 micro-kernel (with the bias / clamp epilogue in registers) and
+ * the indirect-convolution block that feeds the same kernel from tap
+ * pointers. gemm.c selects them at run time on CPUs with AVX-512F; on other
+ * targets nothing here is declared and ukr_avx512.c compiles to nothing.
+ */
+#ifndef PX_UKR_AVX512_H
+#define PX_UKR_AVX512_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "kernels/gemm/gemm.h"
+
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(PX_PORTABLE_KERNELS)
+#define PX_AVX512_KERNELS 1
+
+/* The epilogue a micro-kernel applies to its tile in registers, on the last
+ * depth block: bias (per column, or per row when rows), then the clamp. The
+ * same arithmetic, in the same order, as gemm.c's tile epilogue after a
+ * store, so results are bit-identical whichever does it. bias points at the
+ * tile's first column's (rows: first row's) bias, or is NULL. */
+typedef struct px_tile_ep {
+  const float *bias;
+  bool rows, clamp;
+  float lo, hi;
+} px_tile_ep;
+
+/* gemm.c's micro-kernel contract (see its ukr_fn): the top-left mr x nr
+ * part (mr <= 8, nr <= 32) of alpha * A @ B + beta * C over depth kc, with
+ * element (i, p) of A at a[i * rsa + p * csa] and b one packed kc x 32
+ * panel; _ep then applies ep (NULL: none) before the store. */
+void px_ukr_f32_8x32_avx512(int64_t kc, const float *a, int64_t rsa, int64_t csa, const float *b,
+                            float *c, int64_t ldc, float alpha, float beta, int mr, int nr);
+void px_ukr_f32_8x32_avx512_ep(int64_t kc, const float *a, int64_t rsa, int64_t csa,
+                               const float *b, float *c, int64_t ldc, float alpha, float beta,
+                               int mr, int nr, const px_tile_ep *ep);
+
+/* One block of an indirect convolution (px_gemm_f32_conv): output pixels
+ * (product rows) [ic, ic + mc) x columns [j0, j1) (j0 a multiple of 32) of
+ * depth block [pc, pc + kc), B's panels for those columns at bp; zeros holds
+ * cv->Cg zeros for taps in the padding; C has row stride ldc; beta 0 writes
+ * C, 1 adds to it. ep (NULL: none) is applied on each tile, its bias the
+ * product's column 0 (rows: row 0) bias. */
+void px_gemm_conv_block_avx512(const px_gemm_conv *cv, const float *zeros, int64_t ic, int64_t mc,
+                               int64_t pc, int64_t kc, int64_t j0, int64_t j1, const float *bp,
+                               float *C, int64_t ldc, float beta, const px_tile_ep *ep);
+#else
+#define PX_AVX512_KERNELS 0
+#endif
+
+#endif /* PX_UKR_AVX512_H */
