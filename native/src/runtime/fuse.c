@@ -407,18 +407,16 @@ static pyexec_status fuse_at(pyexec_method *m, const fuse_use *use, uint32_t c, 
     free(s);
     folded = pack ? nw : NULL;
   }
-  px_value *pv = new_value(m, PX_V_NONE);
-  if (!pv) {
-    free(folded);
-    return px_no_memory("load-time fusion");
-  }
-  if (pack) { /* the filter in the GEMM's panels; the weight keeps only its sizes */
+  px_value *pv; /* the filter in the GEMM's panels (the weight keeps only its sizes), or None */
+  if (pack) {
     float *pk;
     int64_t n = (int64_t)(px_conv_nhwc_packed_size(&pg) / sizeof(float));
     pv = new_const_tensor(m, 1, &n, &pk);
     bool ok = pv && px_conv_nhwc_pack(&pg, folded ? folded : w->data, pk);
     free(folded);
     if (!ok) return px_no_memory("load-time fusion");
+  } else if (!(pv = new_value(m, PX_V_NONE))) {
+    return px_no_memory("load-time fusion");
   }
   /* Nothing else reads the original weights: hand their pages back. */
   if ((bn || pack) && use[ca[1] - m->values].reads == 1) drop_pages(w->data, w->nbytes);
