@@ -6,17 +6,52 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Iterator, Set
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Union
+from typing import TYPE_CHECKING, Any, Protocol, Union
 
 from . import _dtypes
-from ._errors import FileError, InvalidArgumentError, check
+from ._errors import FileError, InvalidArgumentError, UnsupportedError, check
 from ._ffi import ffi, lib
 
 if TYPE_CHECKING:
     from ._method import Method
 
-Source = Union[str, "os.PathLike[str]", bytes, bytearray, memoryview]
+
+
+class Readable(Protocol):
+    """A file-like object: anything with `read()` returning bytes (an open
+    binary file, io.BytesIO)."""
+
+    def read(self, /) -> bytes: ...
+
+
+Source = Union[str, "os.PathLike[str]", bytes, bytearray, memoryview, Readable]
+
+
+class MethodNames(Set[str]):
+    """A program's method names: a set, as ExecuTorch's `Program.method_names`
+    is (it compares equal to `{"forward"}`), that iterates in the file's order."""
+
+    __slots__ = ("_names",)
+
+    def __init__(self, names: tuple[str, ...]) -> None:
+        self._names = names
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._names
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+    def __hash__(self) -> int:
+        return self._hash()
+
+    def __repr__(self) -> str:
+        return "{" + ", ".join(repr(n) for n in self._names) + "}"
 
 
 @dataclass(frozen=True, repr=False)
@@ -157,8 +192,9 @@ class MethodHandle:
 
 def load(source: Source, data_path: Source | None = None) -> Program:
     """Loads an ExecuTorch program (.pte) from a path, which is memory-mapped
-    (constant tensors are read from the mapping, not copied), or from bytes,
-    bytearray or memoryview (copied: the caller may change or free it).
+    (constant tensors are read from the mapping, not copied), from bytes,
+    bytearray or memoryview (copied: the caller may change or free it), or
+    from a file-like object (anything with `read()`, read to its end).
 
     `data_path` is the program's data file (.ptd), for a program exported
     with its weights kept apart (ExecutorchBackendConfig(external_constants=
@@ -177,10 +213,25 @@ def load(source: Source, data_path: Source | None = None) -> Program:
             is seen at load (a dtype, a non-CPU tensor, a file format version);
             missing kernels and delegates are reported by load_method.
         InvalidArgumentError: `source` or `data_path` is not a path, bytes,
-            bytearray or memoryview, or a path contains a NUL character.
+            bytearray, memoryview or file-like object, a file-like object's
+            read() returned something other than bytes, or a path contains a
+            NUL character.
         OutOfMemoryError: an allocation failed.
     """
     return Program(source, data_path)
+
+
+def _read_if_file_like(what: str, source: Any) -> Any:
+    """The bytes of a file-like object (read to its end), else `source`."""
+    if isinstance(source, (str, os.PathLike, bytes, bytearray, memoryview)) or not hasattr(source, "read"):
+        return source
+    data = source.read()
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise InvalidArgumentError(
+            f"{what}: a file-like object's read() must return bytes, got {type(data).__name__} "
+            "(open the file in binary mode)"
+        )
+    return data
 
 
 def _as_path(source: str | os.PathLike[str]) -> bytes:
@@ -317,9 +368,13 @@ class Program:
     _origins: tuple[_Origin, _Origin | None]
 
     def __init__(self, source: Source, data_path: Source | None = None) -> None:
+        source = _read_if_file_like("source", source)
+        if data_path is not None:
+            data_path = _read_if_file_like("data_path", data_path)
         if data_path is not None and not isinstance(data_path, (str, os.PathLike, bytes, bytearray, memoryview)):
             raise InvalidArgumentError(
-                f"data_path must be a path, bytes, bytearray or memoryview, got {type(data_path).__name__}"
+                f"data_path must be a path, bytes, bytearray, memoryview or file-like object, "
+                f"got {type(data_path).__name__}"
             )
         out = ffi.new("pyexec_program **")
         path: bytes | None = None
@@ -344,7 +399,7 @@ class Program:
             source = kept
         else:
             raise InvalidArgumentError(
-                f"load() takes a path, bytes, bytearray or memoryview, got {type(source).__name__}"
+                f"load() takes a path, bytes, bytearray, memoryview or file-like object, got {type(source).__name__}"
             )
         handle = ProgramHandle(out[0], borrowed)  # frees the program if attaching fails
         origin = _origin("program", source, path)
@@ -369,10 +424,10 @@ class Program:
         self._meta: dict[str, MethodMeta] = {}
 
     @property
-    def method_names(self) -> tuple[str, ...]:
-        """The names of the program's methods, in the file's order (still
-        readable after close)."""
-        return self._names
+    def method_names(self) -> MethodNames:
+        """The names of the program's methods: a set, as ExecuTorch's is, that
+        iterates in the file's order (still readable after close)."""
+        return MethodNames(self._names)
 
     def __repr__(self) -> str:
         closed = " closed" if self._handle is None else ""
@@ -538,19 +593,68 @@ class Program:
         return Method(self, name, output_type)
 
 
+class OperatorRegistry:
+    """The operators pyexec has kernels for (ExecuTorch's
+    `Runtime.operator_registry`)."""
+
+    @property
+    def operator_names(self) -> set[str]:
+        """Every operator name ("aten::add.out"), as a set."""
+        return {ffi.string(lib.pyexec_kernel_name(i)).decode() for i in range(lib.pyexec_kernel_count())}
+
+
+class BackendRegistry:
+    """The delegate backends pyexec runs (ExecuTorch's
+    `Runtime.backend_registry`)."""
+
+    @property
+    def registered_backend_names(self) -> list[str]:
+        """The backend ids, as programs name them ("XnnpackBackend")."""
+        return [ffi.string(lib.pyexec_backend_name(i)).decode() for i in range(lib.pyexec_backend_count())]
+
+    def is_available(self, backend_name: str) -> bool:
+        """Whether a program's delegate to `backend_name` can run here."""
+        return backend_name in self.registered_backend_names
+
+
 class Runtime:
     """ExecuTorch's entry point, spelled as `executorch.runtime` spells it:
     `Runtime.get().load_program(data, data_path=...)` is
-    `pyexec.load(data, data_path=...)`."""
+    `pyexec.load(data, data_path=...)`, and `operator_registry` /
+    `backend_registry` list what the library runs."""
+
+    operator_registry = OperatorRegistry()
+    backend_registry = BackendRegistry()
 
     @staticmethod
     def get() -> Runtime:
         """The one Runtime."""
         return _RUNTIME
 
-    def load_program(self, data: Source, data_path: Source | None = None) -> Program:
-        """`pyexec.load(data, data_path)`: the program and its optional data
-        file (.ptd), each a path or bytes; raises what load raises."""
+    def load_program(
+        self,
+        data: Source,
+        data_path: Source | None = None,
+        *,
+        verification: Any = None,
+        enable_etdump: bool = False,
+        debug_buffer_size: int = 0,
+    ) -> Program:
+        """`pyexec.load(data, data_path)`: the program (a path, bytes or a
+        file-like object) and its optional data file (.ptd); raises what load
+        raises.
+
+        `verification` is accepted for ExecuTorch's callers and changes
+        nothing: pyexec always checks the whole file (every offset, index and
+        count) before running it. ETDump is written from a profile
+        (`Method.profile()`, then `Profile.write_etdump(path)`), so
+        `enable_etdump=True` raises UnsupportedError saying so."""
+        del verification, debug_buffer_size
+        if enable_etdump:
+            raise UnsupportedError(
+                "load_program(enable_etdump=True): pyexec writes ETDump files from a profile; "
+                "use `with method.profile() as prof: method.execute(...)`, then prof.write_etdump(path)"
+            )
         return Program(data, data_path)
 
     def __repr__(self) -> str:

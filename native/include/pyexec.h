@@ -556,6 +556,14 @@ PYEXEC_API size_t pyexec_kernel_count(void);
  * the index is out of range. */
 PYEXEC_API const char *pyexec_kernel_name(size_t index);
 
+/* Number of delegate backends the library has (a program's DelegateCall to
+ * any other backend id is refused at method load). */
+PYEXEC_API size_t pyexec_backend_count(void);
+
+/* Id of backend `index` as programs name it ("XnnpackBackend"); static
+ * storage. NULL when the index is out of range. */
+PYEXEC_API const char *pyexec_backend_name(size_t index);
+
 #ifdef __cplusplus
 }
 #endif

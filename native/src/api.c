@@ -3,6 +3,7 @@
  * that owns the work (core/, loader/, runtime/, kernels/registry); nothing
  * here checks, computes or formats. pyexec.h documents every function.
  */
+#include "backends/backend.h"
 #include "core/error.h"
 #include "core/tensor.h"
 #include "kernels/registry.h"
@@ -143,3 +144,8 @@ PYEXEC_API pyexec_status pyexec_method_profile_run(pyexec_method *m, size_t run,
 
 PYEXEC_API size_t pyexec_kernel_count(void) { return px_kernel_count(); }
 PYEXEC_API const char *pyexec_kernel_name(size_t index) { return px_kernel_name(index); }
+
+/* ---- backends ---------------------------------------------------------------- */
+
+PYEXEC_API size_t pyexec_backend_count(void) { return px_backend_count(); }
+PYEXEC_API const char *pyexec_backend_name(size_t index) { return px_backend_name(index); }

@@ -80,6 +80,8 @@ static void test_version(void) {
   CHECK(pyexec_dtype_size((pyexec_dtype)9) == 0); /* complex64: named, not supported */
   size_t kernels = pyexec_kernel_count();
   CHECK(kernels > 0 && pyexec_kernel_name(0) != NULL && pyexec_kernel_name(kernels) == NULL);
+  CHECK(pyexec_backend_count() == 1 && strcmp(pyexec_backend_name(0), "XnnpackBackend") == 0 &&
+        pyexec_backend_name(1) == NULL);
 }
 
 static void test_metadata(void) {

@@ -3,10 +3,11 @@ kernels and bad inputs."""
 
 from __future__ import annotations
 
+import io
 import re
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import pytest
@@ -41,7 +42,7 @@ def test_load_from_path_bytes_and_memoryview_agree(add_mul: bytes, tmp_path: Pat
 
 def test_metadata_without_loading_the_method(add_mul: bytes) -> None:
     program = pyexec.load(add_mul)
-    assert program.method_names == ("forward",)
+    assert program.method_names == {"forward"} and list(program.method_names) == ["forward"]
     meta = program.method_meta("forward")
     assert meta.name == "forward"
     assert len(meta.inputs) == 2 and len(meta.outputs) == 2
@@ -133,7 +134,7 @@ def executorch_user_code(runtime: Any, source: Any, inputs: list[torch.Tensor]) 
     assert program.metadata("forward") is not None
     method = program.load_method("forward")
     assert method.metadata is not None
-    return set(program.method_names), list(method.execute(inputs))
+    return program.method_names, list(method.execute(inputs))
 
 
 def test_executorch_spellings_run_executorch_code_unchanged(add_mul: bytes, tmp_path: Path) -> None:
@@ -142,10 +143,17 @@ def test_executorch_spellings_run_executorch_code_unchanged(add_mul: bytes, tmp_
     path = tmp_path / "m.pte"
     path.write_bytes(add_mul)
     x, y = torch.randn(2, 3), torch.randn(2, 3)
-    for source in (path, add_mul):
-        names, expected = executorch_user_code(Runtime.get(), source, [x, y])
-        got_names, got = executorch_user_code(pyexec.Runtime.get(), source, [x, y])
-        assert got_names == names
+    sources: list[Callable[[], Any]] = [
+        lambda: path,
+        lambda: str(path),
+        lambda: add_mul,
+        lambda: bytearray(add_mul),
+        lambda: io.BytesIO(add_mul),
+    ]
+    for source in sources:
+        names, expected = executorch_user_code(Runtime.get(), source(), [x, y])
+        got_names, got = executorch_user_code(pyexec.Runtime.get(), source(), [x, y])
+        assert got_names == names and names == {"forward"}
         for g, e in zip(got, expected):
             torch.testing.assert_close(g, e)
 
@@ -164,6 +172,46 @@ def test_executorch_spellings_are_the_pyexec_calls(add_mul: bytes, tmp_path: Pat
         program.metadata("backward")
     with pytest.raises(pyexec.FileError, match="missing.pte"):
         runtime.load_program(tmp_path / "missing.pte")
+
+
+def test_executorch_runtime_keywords_and_registries(add_mul: bytes) -> None:
+    from executorch.runtime import Runtime, Verification
+
+    runtime = pyexec.Runtime.get()
+    for verification in (Verification.Minimal, Verification.InternalConsistency):
+        program = runtime.load_program(add_mul, verification=verification)
+        assert program.method_names == {"forward"}
+    with pytest.raises(pyexec.UnsupportedError, match=r"enable_etdump=True.*write_etdump"):
+        runtime.load_program(add_mul, enable_etdump=True)
+    names = runtime.operator_registry.operator_names
+    assert isinstance(names, set) and names == set(pyexec.kernels()) and "aten::add.out" in names
+    assert runtime.backend_registry.registered_backend_names == ["XnnpackBackend"]
+    assert runtime.backend_registry.is_available("XnnpackBackend")
+    assert not runtime.backend_registry.is_available("VulkanBackend")
+    # ExecuTorch's runtime has the same backend under the same id.
+    assert Runtime.get().backend_registry.is_available("XnnpackBackend")
+
+
+def test_load_takes_file_like_objects(add_mul: bytes, tmp_path: Path) -> None:
+    path = tmp_path / "m.pte"
+    path.write_bytes(add_mul)
+    x, y = torch.randn(2, 3), torch.randn(2, 3)
+    expected = pyexec.load(add_mul).load_method().execute([x, y])
+    with open(path, "rb") as f:
+        from_file = pyexec.load(f)
+    for program in (from_file, pyexec.load(io.BytesIO(add_mul))):
+        torch.testing.assert_close(program.load_method().execute([x, y]), expected)
+    with pytest.raises(pyexec.InvalidArgumentError, match=r"read\(\) must return bytes, got str"):
+        pyexec.load(io.StringIO("a text stream"))
+
+
+def test_method_names_is_a_set_in_file_order() -> None:
+    names = pyexec._program.MethodNames(("forward", "decode", "prefill"))
+    assert names == {"prefill", "forward", "decode"} and names == frozenset(names)
+    assert names != {"forward"} and names != ("forward", "decode", "prefill")
+    assert list(names) == ["forward", "decode", "prefill"] and len(names) == 3
+    assert "decode" in names and "backward" not in names
+    assert hash(names) == hash(frozenset(names)) and repr(names) == "{'forward', 'decode', 'prefill'}"
 
 
 # ---- arguments -------------------------------------------------------------

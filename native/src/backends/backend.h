@@ -74,6 +74,11 @@ typedef struct px_backend {
                             size_t *unsupported);
 } px_backend;
 
+/* How many backends the library has, and the id of backend `index` (NULL
+ * past the end). */
+size_t px_backend_count(void);
+const char *px_backend_name(size_t index);
+
 /* The backend registered under id[0..n), or NULL. */
 const px_backend *px_backend_find(const char *id, size_t n);
 

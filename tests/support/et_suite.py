@@ -1,0 +1,138 @@
+"""A pytest plugin that runs ExecuTorch's own shipped tests with pyexec as the
+runtime, changing nothing but the runtime. From the repository's root:
+
+    pytest -p support.et_suite $(python tests/support/et_suite.py all)
+
+(`xnnpack-ops` or `runtime` in place of `all` for one part; `ci` for the fixed
+part the test command runs). It swaps pyexec in at the two places ExecuTorch's
+tests reach a runtime:
+
+- `Serialize.run_artifact` (executorch/backends/test/harness/stages/
+  serialize.py), through which every XNNPACK operator test runs its `.pte`:
+  the same buffer and the same flattened inputs, `forward` executed, the
+  outputs returned as a list of torch tensors, as ExecuTorch's version does;
+- `executorch.runtime.Runtime`, which the runtime API tests and a few operator
+  tests import, replaced before any test module is imported.
+
+Export, partitioning, quantization, the eager references and the tolerances
+are ExecuTorch's, untouched. The run fails when tests ran but no program went
+through pyexec, so a harness that stopped swapping cannot pass unnoticed."""
+
+from __future__ import annotations
+
+import copy
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+# The shipped tests, relative to the executorch package.
+XNNPACK_OPS = "backends/xnnpack/test/ops"
+RUNTIME = ["runtime/test/test_runtime.py", "runtime/test/test_runtime_xnnpack.py"]
+
+# The fixed part the test command runs (the whole set takes longer than its
+# budget on two cores): every XNNPACK operator file but the slowest ones,
+# which the full command above runs.
+CI_EXCLUDED = ["test_conv2d.py", "test_linear.py", "test_lstm.py"]
+
+
+def executorch_root() -> Path:
+    import executorch
+
+    return Path(executorch.__file__).resolve().parent
+
+
+def suite_paths(name: str) -> list[str]:
+    """The shipped test paths of a suite: all, xnnpack-ops, runtime or ci."""
+    root = executorch_root()
+    ops = root / XNNPACK_OPS
+    runtime = [str(root / p) for p in RUNTIME]
+    if name == "xnnpack-ops":
+        return [str(ops)]
+    if name == "runtime":
+        return runtime
+    if name == "all":
+        return [str(ops), *runtime]
+    if name == "ci":
+        files = sorted(p.name for p in ops.glob("test_*.py") if p.name not in CI_EXCLUDED)
+        return [str(ops / f) for f in files] + runtime
+    raise SystemExit(f"unknown suite {name!r}: all, xnnpack-ops, runtime or ci")
+
+
+_runs = {"programs": 0, "tests": 0}
+
+
+def _run_artifact(self: Any, inputs: Any) -> list[Any]:
+    """Serialize.run_artifact with pyexec in place of ExecuTorch's runtime."""
+    from torch.utils._pytree import tree_flatten
+
+    import pyexec
+
+    inputs_flattened, _ = tree_flatten(inputs)
+    method = pyexec.load(self.buffer).load_method("forward", output_type="torch")
+    _runs["programs"] += 1
+    return copy.deepcopy(method.execute(tuple(inputs_flattened)))
+
+
+class _Runtime:
+    """`executorch.runtime.Runtime` as the tests call it, over pyexec.Runtime
+    (which takes ExecuTorch's keyword arguments)."""
+
+    @staticmethod
+    def get() -> Any:
+        import pyexec
+
+        return _Counted(pyexec.Runtime.get())
+
+
+class _Counted:
+    def __init__(self, runtime: Any) -> None:
+        self._runtime = runtime
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._runtime, name)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Counted) and other._runtime is self._runtime
+
+    def __hash__(self) -> int:
+        return hash(self._runtime)
+
+    def load_program(self, *args: Any, **kwargs: Any) -> Any:
+        _runs["programs"] += 1
+        return self._runtime.load_program(*args, **kwargs)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    import executorch.runtime
+    from executorch.backends.test.harness.stages import serialize
+
+    serialize.Serialize.run_artifact = _run_artifact  # type: ignore[method-assign]
+    executorch.runtime.Runtime = _Runtime  # type: ignore[misc,assignment]
+
+
+def pytest_runtest_call(item: pytest.Item) -> None:
+    _runs["tests"] += 1
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:  # an xdist worker: report to the controller
+        workeroutput["pyexec_runs"] = dict(_runs)
+
+
+def pytest_testnodedown(node: Any, error: Any) -> None:  # xdist's controller
+    for key, n in getattr(node, "workeroutput", {}).get("pyexec_runs", {}).items():
+        _runs[key] += n
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    terminalreporter.write_line(f"pyexec ran {_runs['programs']} programs in {_runs['tests']} ExecuTorch tests")
+    if _runs["tests"] and not _runs["programs"]:
+        terminalreporter.write_line("pyexec ran no program: the runtime was not swapped in", red=True)
+        terminalreporter._session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+if __name__ == "__main__":
+    print(" ".join(suite_paths(sys.argv[1] if len(sys.argv) > 1 else "all")))
