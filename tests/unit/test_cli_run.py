@@ -15,6 +15,8 @@ import numpy as np
 import pytest
 from support import ROOT
 
+from pyexec.__main__ import verdict
+
 DATA = ROOT / "native" / "tests" / "data"
 ADD_MUL = DATA / "add_mul.pte"
 
@@ -210,14 +212,43 @@ def test_bench_prints_the_latency_distribution() -> None:
 def test_bench_compares_with_executorch_when_importable() -> None:
     if importlib.util.find_spec("executorch") is None:
         pytest.skip("executorch is not installed")
-    proc = ok("bench", ADD_MUL, "--runs", "30", "--warmup", "3")
+    proc = ok("bench", ADD_MUL, "--runs", "30", "--warmup", "3", "--threads", "1")
     out = proc.stdout
     # The import takes seconds: said on stderr before it starts.
     assert "pyexec bench: importing torch and ExecuTorch's runtime to compare with (--no-executorch skips this)" \
         in proc.stderr, proc.stderr
     latency_row(out, "pyexec")
     latency_row(out, "executorch")
-    assert re.search(r"^executorch / pyexec \(median\): \d+\.\d\dx$", out, re.M), out
+    assert "threads: 1 (each runtime)" in out
+    m = re.search(r"^(pyexec|ExecuTorch) (\d+\.\d\d)x faster than (pyexec|ExecuTorch) \(median time ([\d.]+ .?s) "
+                  r"for pyexec, ([\d.]+ .?s) for ExecuTorch\)$", out, re.M)
+    assert m is not None and {m.group(1), m.group(3)} == {"pyexec", "ExecuTorch"}, out
+    # The winner is the one with the lower median in the table above.
+    ours, theirs = latency_row(out, "pyexec")[1], latency_row(out, "executorch")[1]
+    assert (m.group(1) == "pyexec") == (ours < theirs), out
+
+
+def test_bench_verdict_names_the_faster_runtime_in_words() -> None:
+    assert verdict(38e-6, 62e-6) == (
+        "pyexec 1.63x faster than ExecuTorch (median time 38 \u00b5s for pyexec, 62 \u00b5s for ExecuTorch)")
+    assert verdict(2.5e-3, 1e-3) == (
+        "ExecuTorch 2.50x faster than pyexec (median time 2.5 ms for pyexec, 1 ms for ExecuTorch)")
+    assert verdict(1.0, 1.001).startswith("pyexec and ExecuTorch took the same time")
+
+
+@pytest.mark.parametrize("command", ["bench", "profile", "run"])
+def test_threads_option_sets_the_count_and_refuses_bad_ones(
+    command: str, xy: tuple[np.ndarray, np.ndarray, Path, Path]
+) -> None:
+    x_npy, y_npy = xy[2], xy[3]
+    extra = {"bench": ["--runs", "5", "--no-executorch"], "profile": ["--runs", "2"],
+             "run": ["-i", f"0={x_npy}", f"1={y_npy}"]}[command]
+    out = ok(command, ADD_MUL, "--threads", "1", *extra).stdout
+    if command == "bench":
+        assert "threads: 1\n" in out
+    if command == "profile":
+        assert "1 thread(s)" in out
+    assert "--threads must be from 1 to 1024, got 0" in fails(2, command, ADD_MUL, "--threads", "0", *extra)
 
 
 def test_bench_shows_a_progress_bar_on_stderr() -> None:
