@@ -15,8 +15,8 @@ accelerate, huggingface-hub 1.x), so it goes into its own virtual
 environment; torch 2.13 and executorch 1.5.1 stay as they are:
 
     python -m venv hf && hf/bin/pip install torch==2.13.0 executorch==1.5.1 optimum-executorch
-    hf/bin/python examples/llm/export_hf.py --out hf_out [--recipe xnnpack]
-    hf/bin/python examples/llm/generate.py hf_out/portable/model.pte --prompt 5,17,99,3
+    hf/bin/python examples/llm/export_hf.py [--recipe xnnpack]
+    hf/bin/python examples/llm/generate.py examples/out/hf/portable/model.pte --prompt 5,17,99,3
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+DEFAULT_OUT = Path(__file__).resolve().parents[1] / "out" / "hf"
 
 
 def save_tiny_llama(where: Path, seed: int = 0) -> None:
@@ -52,7 +54,8 @@ def save_tiny_llama(where: Path, seed: int = 0) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", type=Path, default=Path("hf_out"), help="directory for everything (default hf_out)")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT,
+                        help="directory for every file (default: examples/out/hf, which git ignores)")
     parser.add_argument("--recipe", choices=("portable", "xnnpack"), action="append", help="default: both")
     parser.add_argument("--max-seq-len", type=int, default=64, help="KV cache positions (default 64)")
     args = parser.parse_args()

@@ -17,7 +17,7 @@ llama::custom_sdpa:
 
 Run from anywhere, in a venv with torch and executorch:
 
-    python examples/llm/export_llama.py --out DIR [--variant NAME ...]
+    python examples/llm/export_llama.py [--out DIR] [--variant NAME ...]   # DIR: examples/out/llm
 
 then examples/llm/generate.py runs them. Each export is the command line this
 prints (in a subprocess); `export_in_process` runs the same configuration in
@@ -48,6 +48,8 @@ TINY_PARAMS: dict[str, Any] = {
 }
 
 VARIANTS = ("portable", "xnnpack-8da4w", "xnnpack-ptd")
+
+DEFAULT_OUT = Path(__file__).resolve().parents[1] / "out" / "llm"
 
 
 def file_names(variant: str) -> tuple[str, str | None]:
@@ -153,7 +155,8 @@ def _written(variant: str, workdir: Path) -> tuple[Path, Path | None]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", type=Path, default=Path("llm_out"), help="directory for every file (default llm_out)")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT,
+                        help="directory for every file (default: examples/out/llm, which git ignores)")
     parser.add_argument("--variant", choices=VARIANTS, action="append", help="repeat for several (default: all)")
     parser.add_argument("--max-seq-len", type=int, default=64, help="KV cache positions (default 64)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random weights")
