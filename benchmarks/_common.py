@@ -6,10 +6,16 @@ a burst of noise then hits every variant alike instead of one of them."""
 
 from __future__ import annotations
 
+import argparse
+import datetime
+import json
+import os
+import platform
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT / "tests") not in sys.path:
@@ -46,7 +52,54 @@ def interleaved_us(fns: Sequence[Callable[[], object]], *, budget_s: float = 0.2
     return best
 
 
-def print_table(title: str, header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+# Every table a benchmark printed in this process, with its raw figures, for
+# `--json PATH` (write_json); scripts/plot_benchmarks.py draws them.
+TABLES: list[dict[str, Any]] = []
+
+
+def machine() -> dict[str, Any]:
+    """What the figures were measured on and with."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    versions: dict[str, str] = {}
+    for name in ("pyexec", "torch", "executorch"):
+        try:
+            from importlib.metadata import version
+
+            versions[name] = version(name)
+        except Exception:  # noqa: BLE001 - a missing package is just not listed
+            pass
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    return {"cpu": cpu, "cores": os.cpu_count(), "load_average": load, "versions": versions,
+            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")}
+
+
+def add_json_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", metavar="PATH", help="also write every table, with its raw figures, as JSON")
+
+
+def write_json(path: str | None, bench: str, settings: Mapping[str, Any] | None = None) -> None:
+    """Writes the tables printed so far (and what they ran on) to `path`."""
+    if not path:
+        return
+    out = {"bench": bench, "machine": machine(), "settings": dict(settings or {}), "tables": TABLES}
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(json.dumps(out, indent=1) + "\n")
+    print(f"\nwrote {path}")
+
+
+def print_table(title: str, header: Sequence[str], rows: Sequence[Sequence[str]],
+                values: Sequence[Mapping[str, Any]] | None = None) -> None:
+    """Prints a Markdown table; `values` (one mapping per row, raw numbers:
+    seconds, ratios, counts) goes with it into the JSON report."""
+    TABLES.append({"title": title, "header": list(header), "rows": [list(r) for r in rows],
+                   "values": [dict(v) for v in values] if values is not None else None})
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
     print(f"\n## {title}\n")
     print("| " + " | ".join(h.ljust(w) for h, w in zip(header, widths)) + " |")

@@ -1,5 +1,5 @@
-"""Writes the supported-operator list into README.md from the kernel registry
-(tests/integration/test_readme.py fails when the two differ).
+"""Writes the supported-operator list into docs/supported.md from the kernel
+registry (tests/integration/test_docs.py fails when the two differ).
 
     python scripts/gen_operators.py
 """
@@ -31,14 +31,12 @@ def main() -> None:
     sys.path.insert(0, str(ROOT))
     import pyexec
 
-    readme = ROOT / "README.md"
-    text = readme.read_text()
+    page = ROOT / "docs" / "supported.md"
+    text = page.read_text()
     block = operator_block(pyexec.kernels())
-    if BEGIN in text:
-        text = re.sub(re.escape(BEGIN) + ".*?" + re.escape(END), lambda _: block, text, flags=re.S)
-    else:
-        text = text.rstrip("\n") + "\n\n## Supported operators\n\n" + block + "\n"
-    readme.write_text(text)
+    if BEGIN not in text:
+        raise SystemExit(f"{page} has no {BEGIN} ... {END} block to fill")
+    page.write_text(re.sub(re.escape(BEGIN) + ".*?" + re.escape(END), lambda _: block, text, flags=re.S))
 
 
 if __name__ == "__main__":

@@ -1,5 +1,8 @@
-"""The README: its operator list is the registry's (regenerate it with
-scripts/gen_operators.py), and every `python` and `c` block runs as written.
+"""The README and the documentation site (docs/): every `python` and `c` block
+runs as written, the operator list is the registry's (regenerate it with
+scripts/gen_operators.py), every relative link points at a file that exists,
+and the site builds with `mkdocs build --strict` (no warning: broken links,
+pages missing from the navigation, API references that do not resolve).
 
 The snippets run in a directory holding the programs
 examples/python/export_models.py exports (add_mul.pte, kv_cache.pte,
@@ -25,19 +28,21 @@ from support import ROOT
 import pyexec
 
 README = ROOT / "README.md"
+DOCS = ROOT / "docs"
+PAGES = [README, *sorted(DOCS.rglob("*.md"))]
 NATIVE = ROOT / "native"
 RUN = ("python", "c")
 NOT_RUN = ("sh", "text")
 PROGRAMS = ("add_mul.pte", "kv_cache.pte", "dynamic.pte")
 
 
-def test_readme_lists_exactly_the_registered_operators() -> None:
+def test_supported_page_lists_exactly_the_registered_operators() -> None:
     spec = importlib.util.spec_from_file_location("gen_operators", ROOT / "scripts" / "gen_operators.py")
     assert spec is not None and spec.loader is not None
     gen = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(gen)
     expected = gen.operator_block(pyexec.kernels())
-    assert expected in README.read_text(), "README operator list is stale: run scripts/gen_operators.py"
+    assert expected in (DOCS / "supported.md").read_text(), "operator list is stale: run scripts/gen_operators.py"
 
 
 # ---- the fenced blocks -------------------------------------------------------------------
@@ -49,9 +54,14 @@ class Block:
     code: str
     line: int  # of the opening fence, 1-based
     prints: str | None  # the text block right after it, if any
+    page: str = ""  # the file, relative to the repository
+
+    @property
+    def where(self) -> str:
+        return f"{self.page}:{self.line}"
 
 
-def fenced_blocks(text: str) -> list[Block]:
+def fenced_blocks(text: str, page: str = "") -> list[Block]:
     """Every fenced block, in order, with the `text` block that follows a
     snippet (only blank lines between) as its expected output."""
     fence = re.compile(r"^```([^\n`]*)\n(.*?)^```[ \t]*$", re.M | re.S)
@@ -62,11 +72,11 @@ def fenced_blocks(text: str) -> list[Block]:
         nxt = matches[k + 1] if k + 1 < len(matches) else None
         if nxt is not None and nxt.group(1).strip() == "text" and not text[m.end() : nxt.start()].strip():
             prints = nxt.group(2)
-        blocks.append(Block(m.group(1).strip(), m.group(2), text.count("\n", 0, m.start()) + 1, prints))
+        blocks.append(Block(m.group(1).strip(), m.group(2), text.count("\n", 0, m.start()) + 1, prints, page))
     return blocks
 
 
-BLOCKS = fenced_blocks(README.read_text())
+BLOCKS = [b for p in PAGES for b in fenced_blocks(p.read_text(), str(p.relative_to(ROOT)))]
 SNIPPETS = [b for b in BLOCKS if b.lang in RUN]
 
 
@@ -81,10 +91,35 @@ def test_block_parser_pairs_a_snippet_with_the_output_after_it() -> None:
     ]
 
 
-def test_every_readme_fence_names_a_known_language() -> None:
-    unknown = [(b.line, b.lang) for b in BLOCKS if b.lang not in RUN + NOT_RUN]
-    assert not unknown, f"README fences (line, language) that are neither run nor marked not to be: {unknown}"
+def test_every_fence_names_a_known_language() -> None:
+    unknown = [(b.where, b.lang) for b in BLOCKS if b.lang not in RUN + NOT_RUN]
+    assert not unknown, f"fences (page:line, language) that are neither run nor marked not to be: {unknown}"
     assert {b.lang for b in SNIPPETS} == set(RUN)
+
+
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_relative_links_point_at_files_that_exist(page: Path) -> None:
+    text = re.sub(r"^```.*?^```", "", page.read_text(), flags=re.M | re.S)
+    broken = []
+    for target in LINK.findall(text):
+        if re.match(r"^[a-z]+:", target) or target.startswith("#"):
+            continue
+        path = target.split("#")[0]
+        if path and not (page.parent / path).exists():
+            broken.append(target)
+    assert not broken, f"{page.relative_to(ROOT)} links to missing files: {broken}"
+
+
+def test_site_builds_without_warnings(tmp_path: Path) -> None:
+    if shutil.which("mkdocs") is None and importlib.util.find_spec("mkdocs") is None:
+        pytest.skip("mkdocs is not installed (requirements-test.txt)")
+    proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert (tmp_path / "site" / "index.html").is_file() and (tmp_path / "site" / "api" / "index.html").is_file()
 
 
 @pytest.fixture(scope="module")
@@ -132,18 +167,18 @@ def workdir(programs: Path, tmp_path: Path) -> Path:
 
 def check_prints(block: Block, out: str) -> None:
     if block.prints is not None:
-        assert out == block.prints, f"README line {block.line} printed\n{out}\nwhere the README says\n{block.prints}"
+        assert out == block.prints, f"{block.where} printed\n{out}\nwhere the page says\n{block.prints}"
 
 
-@pytest.mark.parametrize("block", [b for b in SNIPPETS if b.lang == "python"], ids=lambda b: f"line{b.line}")
-def test_readme_python_snippet_runs(block: Block, programs: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("block", [b for b in SNIPPETS if b.lang == "python"], ids=lambda b: b.where)
+def test_python_snippet_runs(block: Block, programs: Path, tmp_path: Path) -> None:
     cwd = workdir(programs, tmp_path)
     (cwd / "snippet.py").write_text(block.code)
     check_prints(block, run([sys.executable, "snippet.py"], cwd=cwd))
 
 
-@pytest.mark.parametrize("block", [b for b in SNIPPETS if b.lang == "c"], ids=lambda b: f"line{b.line}")
-def test_readme_c_snippet_compiles_and_runs(block: Block, programs: Path, library: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("block", [b for b in SNIPPETS if b.lang == "c"], ids=lambda b: b.where)
+def test_c_snippet_compiles_and_runs(block: Block, programs: Path, library: Path, tmp_path: Path) -> None:
     if shutil.which("cc") is None:
         pytest.skip("cc is not installed")
     cwd = workdir(programs, tmp_path)
