@@ -25,7 +25,7 @@ class ProfileEvent:
     the call listed before it (depth 1). `name` is the operator
     ("aten::add.out"), "delegate:<backend id>", or the node's type
     ("FullyConnected"); `parent` is the delegate call's name for a node, else
-    None. `shapes` are the input shapes as text ("[1,8] [8]"). Times are
+    None. `shapes` are the input shapes as text (`"[1,8] [8]"`). Times are
     CLOCK_MONOTONIC nanoseconds; `run` counts the executes of the profile
     from 0; `chain` and `index` place the instruction in the program (a
     node: its index in the delegate's graph)."""
