@@ -98,7 +98,8 @@ size_t xnn_qd8_capacity(const xnn_value *v);
  * xnn_quant_check: a Conv2d of a qdint8 input with one group, a 1x1 kernel,
  * stride 1, no padding and more than 2 channels in and out together becomes
  * a FullyConnected, and its input is quantized per pixel
- * (num_nonbatch_dims 1) instead of per image (3), whoever else reads it.
+ * (num_nonbatch_dims 1) instead of per image (3), whoever else reads it;
+ * its capacity (xnn_qd8_capacity) grows to match.
  * xnn_qconv_is_fc says whether a node is such a convolution. */
 void xnn_quant_rewrite(const xnn_node *node, xnn_value *values);
 bool xnn_qconv_is_fc(const xnn_node *node, const xnn_value *values);

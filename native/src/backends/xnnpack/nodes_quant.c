@@ -172,7 +172,10 @@ bool xnn_qconv_is_fc(const xnn_node *node, const xnn_value *values) {
 }
 
 void xnn_quant_rewrite(const xnn_node *node, xnn_value *values) {
-  if (xnn_qconv_is_fc(node, values)) values[node->in[0]].quant.num_nonbatch_dims = 1;
+  if (!xnn_qconv_is_fc(node, values)) return;
+  xnn_value *x = &values[node->in[0]];
+  x->quant.num_nonbatch_dims = 1;
+  x->capacity = xnn_qd8_capacity(x); /* more rows: a larger parameter area (storage is given after parsing) */
 }
 
 int xnn_quant_check(const xnn_node *node, const xnn_value *values, char *why, size_t cap) {
@@ -264,7 +267,7 @@ static int exec_convert(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
   int64_t n = xnn_numel(x);
   if (y->datatype == XNN_DT_QDINT8) {
     int64_t rows = xnn_qd8_rows(y);
-    if ((uint64_t)n > qd8_numel_max(y) || (uint64_t)rows > qd8_rows_max(y))
+    if ((uint64_t)n > qd8_numel_max(y) || (uint64_t)rows > qd8_rows_max(y) || xnn_qd8_capacity(y) > y->capacity)
       return px_fail(ctx, "a qdint8 value of %lld elements in %lld rows exceeds its upper bound of %zu in %zu",
                      (long long)n, (long long)rows, qd8_numel_max(y), qd8_rows_max(y));
     int64_t per = rows ? n / rows : 0;
