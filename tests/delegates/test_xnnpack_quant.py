@@ -603,6 +603,11 @@ def dq_conv_rows() -> bytes:
     return c.put("<i", q.field(0), 2)
 
 
+def dq_conv_padding() -> bytes:
+    c, nodes = _conv_case("pt2e_dynamic")
+    return c.put("<I", _first(nodes, CONV2D, _grouped).field(0), 60000)  # the qd8 grouped one's padding_top
+
+
 def requant_ratio() -> bytes:
     pte, _ = qdq_chain(requant=True)
     c = QCase(pte)
@@ -626,8 +631,9 @@ NODE_CASES: dict[str, tuple[Callable[[], bytes], str, str]] = {
     "conv_kernel": (conv_kernel, INVALID_PROGRAM, "filter dims [8, 3, 3, 4], expected [8, 5, 3, 4]"),
     "conv_stride": (conv_stride, INVALID_PROGRAM, "subsampling_height is 70000, above 65536"),
     "conv_input_channels": (conv_input_channels, INVALID_PROGRAM, "expected [8, 3, 3, 3] for 2 groups of 3 -> 4"),
-    "conv_output_channels": (conv_output_channels, INVALID_PROGRAM, "output has 9 channels, the convolution computes 8"),
+    "conv_output_channels": (conv_output_channels, INVALID_PROGRAM, "output has 9 channels, the convolution computes"),
     "dq_conv_rows": (dq_conv_rows, UNSUPPORTED, "a qdint8 input quantized over its last 2 of 4 dims"),
+    "dq_conv_padding": (dq_conv_padding, INVALID_PROGRAM, "gives a 60007x8 output, larger than the output value's 8x8"),
     "requant_ratio": (requant_ratio, INVALID_PROGRAM, "input / output scale ratio 0.0005 lies outside [2^-8, 2^7]"),
     "quint8_zero_point": (quint8_zero_point, INVALID_PROGRAM, "(quint8): zero_point 300 is outside [0, 255]"),
 }

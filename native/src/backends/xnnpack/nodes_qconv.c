@@ -145,16 +145,32 @@ static int prepare_conv(px_ctx *ctx, xnn_node *node, xnn_value *values, xnn_qpla
   free(scales);
   if (!plan->conv) return px_fail(ctx, "%s", px_error_buffer(&(size_t){0}));
   plan->bias = NULL; /* copied into the packed convolution */
-  if (!dynamic) { /* the output size at the input's upper bounds */
-    int64_t oh, ow;
-    px_qconv_out_size(plan->conv, x->max_dims[1], x->max_dims[2], &oh, &ow);
-    if (oh < 0 || ow < 0)
-      return px_fail(ctx, "a %ux%u kernel (stride %lldx%lld, dilation %lldx%lld, padding %lld/%lld/%lld/%lld) gives no "
-                          "output for a %lldx%lld input",
-                     node->p.conv.kernel_height, node->p.conv.kernel_width, (long long)plan->sh, (long long)plan->sw,
-                     (long long)plan->dh, (long long)plan->dw, (long long)plan->pt, (long long)plan->pr,
-                     (long long)plan->pb, (long long)plan->pl, (long long)x->max_dims[1], (long long)x->max_dims[2]);
+  /* The output size at the input's upper bounds. A qdint8 input's dims may
+   * be written NCHW or NHWC: either layout whose channels match will do. */
+  const xnn_value *y = &values[node->out[0]];
+  int64_t oh = -1, ow = -1;
+  bool nhwc = x->max_dims[3] == plan->cin, nchw = dynamic && x->max_dims[1] == plan->cin;
+  if (!nhwc && !nchw)
+    return px_fail(ctx, "the qdint8 input's dims [%lld, %lld, %lld, %lld] have no dimension of %lld channels",
+                   (long long)x->max_dims[0], (long long)x->max_dims[1], (long long)x->max_dims[2],
+                   (long long)x->max_dims[3], (long long)plan->cin);
+  if (nhwc) px_qconv_out_size(plan->conv, x->max_dims[1], x->max_dims[2], &oh, &ow);
+  bool fits = oh >= 1 && ow >= 1 && oh <= y->max_dims[1] && ow <= y->max_dims[2];
+  if (!fits && nchw) {
+    nhwc = false;
+    px_qconv_out_size(plan->conv, x->max_dims[2], x->max_dims[3], &oh, &ow);
   }
+  if (oh >= 1 && ow >= 1 && (oh > y->max_dims[1] || ow > y->max_dims[2]))
+    return px_fail(ctx, "a %lldx%lld input gives a %lldx%lld output, larger than the output value's %lldx%lld",
+                   (long long)x->max_dims[nhwc ? 1 : 2], (long long)x->max_dims[nhwc ? 2 : 3], (long long)oh,
+                   (long long)ow, (long long)y->max_dims[1], (long long)y->max_dims[2]);
+  if (oh < 0 || ow < 0)
+    return px_fail(ctx, "a %ux%u kernel (stride %lldx%lld, dilation %lldx%lld, padding %lld/%lld/%lld/%lld) gives no "
+                        "output for a %lldx%lld input",
+                   node->p.conv.kernel_height, node->p.conv.kernel_width, (long long)plan->sh, (long long)plan->sw,
+                   (long long)plan->dh, (long long)plan->dw, (long long)plan->pt, (long long)plan->pr,
+                   (long long)plan->pb, (long long)plan->pl, (long long)x->max_dims[nhwc ? 1 : 2],
+                   (long long)x->max_dims[nhwc ? 2 : 3]);
   return 0;
 }
 
