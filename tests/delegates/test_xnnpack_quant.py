@@ -1,7 +1,9 @@
 """XNNPACK's quantized graphs (issue 14): programs quantized with the real
 quantizers (PT2E XNNPACKQuantizer static per-tensor and per-channel, and
 dynamic; torchao's Int8DynamicActivationIntxWeightConfig "8da4w" with group
-sizes 32 and 128 and per channel), lowered with
+sizes 32 and 128 and per channel; transposed, grouped and 1x1 convolutions,
+static and dynamic; a requantizing Convert and quint8 values, in real
+payloads rewritten so since ExecuTorch 1.5.1 writes neither), lowered with
 XnnpackPartitioner and also left as portable quantized ops, run by pyexec and
 compared with ExecuTorch 1.5.1's runtime on the same file, and loosely with
 torch eager on the float model.
@@ -17,8 +19,9 @@ Tolerances, from the reference's part A10:
     bias addition may round in another order: a few float32 ulps of the
     outputs' magnitude (rtol 1e-5 of the largest output).
   - eager: quantization error itself, a loose relative bound.
-Malformed quantization parameters written into a real payload fail at load
-with an error naming the value and what is wrong; an 8da4w model's resident
+Malformed quantization, convolution, Convert and quint8 parameters written
+into a real payload fail at load with an error naming the value and what is
+wrong; an 8da4w model's resident
 memory after load stays near its file size (the 4-bit weights stay 4-bit).
 """
 
