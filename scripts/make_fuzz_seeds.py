@@ -1,8 +1,9 @@
 """Exports the seed corpus of the libFuzzer harness (native/fuzz/): the
 reference models of tests/support/models.py (planned and unplanned IO), a few of
 the model zoo, and XNNPACK-lowered programs (a delegate payload to mutate:
-an MLP with softmax and concatenation, and a partly delegated convolution
-network), as real ExecuTorch programs. They go to native/build/fuzz/seeds
+an MLP with softmax and concatenation, a partly delegated convolution
+network, and quantized transposed / grouped / dynamic convolutions and
+quint8 values with a requantizing Convert), as real ExecuTorch programs. They go to native/build/fuzz/seeds
 (under build/, never committed); the committed fixtures in native/tests/data
 are seeds too. Run from anywhere, in the test venv (needs torch and
 executorch):
@@ -70,6 +71,25 @@ def xnnpack_models() -> dict[str, tuple[object, tuple[object, ...]]]:
     }
 
 
+def quantized_xnnpack_programs() -> dict[str, bytes]:
+    """Quantized XNNPACK payloads (tests/delegates/test_xnnpack_quant.py):
+    transposed, grouped and 1x1 convolutions, static per channel and
+    dynamic (qd8), and a chain of quint8 values with a requantizing Convert
+    (a real payload rewritten so)."""
+    from support.quant import deconv_net, export_quantized, qdq_chain
+
+    m, x, calib = deconv_net()
+    return {
+        "xnnpack_qs8_deconv": export_quantized(
+            m, x, {"scheme": "pt2e", "per_channel": True}, calibration=calib, lower=True
+        ),
+        "xnnpack_qd8_deconv": export_quantized(
+            m, x, {"scheme": "pt2e", "per_channel": True, "dynamic": True}, calibration=calib, lower=True
+        ),
+        "xnnpack_quint8_requant": qdq_chain(quint8=True, requant=True)[0],
+    }
+
+
 def pack(pte: bytes, ptd: bytes) -> bytes:
     """A program and its data file as one input of the fuzz harness."""
     return b"PXPD" + struct.pack("<I", len(pte)) + pte + ptd
@@ -134,6 +154,7 @@ def main() -> None:
 
     for name, (module, inputs) in xnnpack_models().items():
         programs[name] = export_xnnpack(module, inputs)
+    programs.update(quantized_xnnpack_programs())
     demo = ROOT / "pyexec" / "demo" / "decoder.pte"
     if demo.exists():
         programs["demo_decoder"] = demo.read_bytes()

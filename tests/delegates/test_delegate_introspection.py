@@ -48,7 +48,7 @@ class ConvNet(torch.nn.Module):
 
 
 class Deconv(torch.nn.Module):
-    """A transposed convolution: lowered with qint8 values, which pyexec does not run."""
+    """A transposed convolution, lowered with qint8 values."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -120,6 +120,7 @@ QUANTIZED_RUNS = {
     "FullyConnected",
     "Conv2d",
     "DepthwiseConv2d",
+    "ConvTranspose2d",
     "Add",
     "Subtract",
     "Multiply",

@@ -1,7 +1,9 @@
 """XNNPACK's quantized graphs (issue 14): programs quantized with the real
 quantizers (PT2E XNNPACKQuantizer static per-tensor and per-channel, and
 dynamic; torchao's Int8DynamicActivationIntxWeightConfig "8da4w" with group
-sizes 32 and 128 and per channel), lowered with
+sizes 32 and 128 and per channel; transposed, grouped and 1x1 convolutions,
+static and dynamic; a requantizing Convert and quint8 values, in real
+payloads rewritten so since ExecuTorch 1.5.1 writes neither), lowered with
 XnnpackPartitioner and also left as portable quantized ops, run by pyexec and
 compared with ExecuTorch 1.5.1's runtime on the same file, and loosely with
 torch eager on the float model.
@@ -17,8 +19,9 @@ Tolerances, from the reference's part A10:
     bias addition may round in another order: a few float32 ulps of the
     outputs' magnitude (rtol 1e-5 of the largest output).
   - eager: quantization error itself, a loose relative bound.
-Malformed quantization parameters written into a real payload fail at load
-with an error naming the value and what is wrong; an 8da4w model's resident
+Malformed quantization, convolution, Convert and quint8 parameters written
+into a real payload fail at load with an error naming the value and what is
+wrong; an 8da4w model's resident
 memory after load stays near its file size (the 4-bit weights stay 4-bit).
 """
 
@@ -37,7 +40,14 @@ import pytest
 import torch
 from support.export import run_with_executorch
 from support.models import cnn
-from support.quant import export_quantized, register_quantized_ops
+from support.quant import (
+    REQUANT_SCALE,
+    REQUANT_ZERO_POINT,
+    deconv_net,
+    export_quantized,
+    qdq_chain,
+    register_quantized_ops,
+)
 from support.xnnpack import Payload, Table, node_types, payloads, root, union_names
 from unit.test_hostile import SANITIZED, child_env, run_cases
 
@@ -254,6 +264,119 @@ def test_dynamic_quantized_mlp_portable_matches_executorch(name: str) -> None:
     _near_eager(ours, m, x, 0.1)
 
 
+# ---- convolutions: transposed, grouped, dynamic ----------------------------------------
+
+DT_FP32, DT_QCINT8, DT_QUINT8 = 1, 6, 4
+CONV2D, CONV_TRANSPOSE2D = 7, 39
+
+
+def _deconv(name: str) -> tuple[bytes, torch.nn.Module, tuple[torch.Tensor, ...]]:
+    m, x, calib = deconv_net()
+    quant = {**STATIC, **DYNAMIC}[name]
+    return export_quantized(m, x, quant, calibration=calib, lower=True), m, x
+
+
+def _conv_nodes(pte: bytes) -> list[tuple[int, Table, int]]:
+    """(type, node table, input datatype) of every convolution node."""
+    out = []
+    for p in payloads(pte):
+        dts = {tv.scalar(6, "I"): tv.scalar(0, "h") for tv, _, _ in _values(pte, p)}
+        for n in p.graph(pte).tables(1):
+            t = n.table(1)
+            assert t is not None
+            if n.scalar(0, "B") in (CONV2D, CONV_TRANSPOSE2D):
+                out.append((n.scalar(0, "B"), t, dts[t.scalar(15, "I")]))  # input1_id
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(STATIC))
+def test_static_int8_transposed_and_grouped_convolutions_lowered_equal_executorch(name: str) -> None:
+    """Two qs8 ConvTranspose2d (one of stride 3 with a 2x2 kernel: output
+    phases no tap reaches), a grouped Conv2d and a 1x1 one. Every sum is an
+    exact int32 sum and the requantization is XNNPACK's (float32 product,
+    clamp, round half to even), so the outputs are expected bit for bit."""
+    pte, m, x = _deconv(name)
+    convs = _conv_nodes(pte)
+    assert sum(t == CONV_TRANSPOSE2D and dt == DT_QINT8 for t, _, dt in convs) == 2, convs
+    assert any(t == CONV2D and dt == DT_QINT8 and n.scalar(12, "I") == 2 for t, n, dt in convs)  # groups
+    ours, ref = _run_both(pte, x)
+    np.testing.assert_array_equal(ours, ref)
+    _near_eager(ours, m, x, 0.25)
+
+
+def test_dynamic_quantized_convolutions_lowered_match_executorch() -> None:
+    """qd8 (a zero point and scale per image) Conv2d and ConvTranspose2d with
+    per-channel qcint8 filters and float output; the 1x1 Conv2d's input is
+    quantized per pixel as XNNPACK's FullyConnected rewrite does. The int8
+    activations, parameters and int32 sums are the same; only the float
+    scaling and bias addition may round in another order: a few float32 ulps
+    of the outputs' magnitude."""
+    pte, m, x = _deconv("pt2e_dynamic")
+    convs = _conv_nodes(pte)
+    assert {(t, dt) for t, _, dt in convs} >= {(CONV2D, DT_QDINT8), (CONV_TRANSPOSE2D, DT_QDINT8)}, convs
+    assert any(t == CONV2D and dt == DT_QDINT8 and n.scalar(4, "I") == 1 for t, n, dt in convs)  # the 1x1 one
+    ours, ref = _run_both(pte, x)
+    np.testing.assert_allclose(ours, ref, rtol=0, atol=1e-5 * float(np.abs(ref).max()))
+    _near_eager(ours, m, x, 0.1)
+
+
+def test_quantized_convolutions_give_the_same_bits_at_any_thread_count() -> None:
+    """1 and 3 threads: the products are split so that every output is
+    computed the same way whichever thread computes it."""
+    for name in ("per_channel", "pt2e_dynamic"):
+        pte, _, _ = _deconv(name)
+        method = pyexec.load(pte).load_method("forward")
+        x = (torch.randn(2, 3, 8, 8),)
+        results = []
+        threads = pyexec.get_num_threads()
+        try:
+            for n in (1, 3):
+                pyexec.set_num_threads(n)
+                results.append(np.asarray(method.execute([x[0].clone()])[0]).copy())
+        finally:
+            pyexec.set_num_threads(threads)
+        np.testing.assert_array_equal(results[0], results[1])
+
+
+# ---- requantization and quint8 ---------------------------------------------------
+
+
+def test_requantizing_convert_matches_executorch_and_the_float_formula() -> None:
+    """Convert qint8 -> qint8 between two scales and zero points (a payload
+    rewritten so: ExecuTorch 1.5.1's writer emits two Converts through fp32
+    instead): XNNPACK's fixed-point multiply, equal to ExecuTorch's runtime
+    bit for bit, and within one output step of round(q_real / scale) + zp."""
+    pte, x = qdq_chain(requant=True)
+    ours, ref = _run_both(pte, x)
+    np.testing.assert_array_equal(ours, ref)
+    plain, _ = qdq_chain()
+    # the Clamp's output (the plain chain's result before Abs), requantized in float
+    with torch.no_grad():
+        y = torch.clamp(torch.nn.functional.max_pool2d(_fake_quant(x[0], 0.05, 3), 2), -0.5, 0.7)
+        y = _fake_quant(_fake_quant(y, 0.05, 3), REQUANT_SCALE, REQUANT_ZERO_POINT)
+    assert np.abs(ours - y.numpy()).max() <= REQUANT_SCALE * 1.001
+    assert not np.array_equal(ours, _run_both(plain, x)[0])  # the rewrite took
+
+
+def _fake_quant(t: torch.Tensor, scale: float, zp: int) -> torch.Tensor:
+    return torch.fake_quantize_per_tensor_affine(t, scale, zp, -128, 127)
+
+
+@pytest.mark.parametrize("requant", [False, True])
+def test_quint8_values_match_executorch_and_their_qint8_twin(requant: bool) -> None:
+    """The chain with every qint8 value made quint8 (zero points + 128):
+    Convert fp32 <-> quint8, quint8 -> quint8, StaticTranspose, MaxPooling2d
+    and Clamp on quint8. Equal to ExecuTorch's runtime and to the qint8
+    program bit for bit (the same real values)."""
+    pte, x = qdq_chain(quint8=True, requant=requant)
+    kinds = {tv.scalar(0, "h") for p in payloads(pte) for tv, _, _ in _values(pte, p)}
+    assert DT_QUINT8 in kinds and DT_QINT8 not in kinds
+    ours, ref = _run_both(pte, x)
+    np.testing.assert_array_equal(ours, ref)
+    twin, _ = qdq_chain(requant=requant)
+    np.testing.assert_array_equal(ours, _run_both(twin, x)[0])
+
+
 # ---- malformed quantization parameters ---------------------------------------------
 
 
@@ -412,16 +535,149 @@ def test_malformed_quantization_parameters_fail_at_load_naming_the_value(
     assert words in result, f"{case}: message does not say what is wrong: {result}"
 
 
-@pytest.mark.parametrize("which", ["static", "8da4w"])
+# Convolution, Convert and quint8 parameters written into real payloads:
+# name -> (mutation, the error class, words the message must contain).
+
+
+def _conv_case(name: str) -> tuple[QCase, list[tuple[int, Table]]]:
+    c = QCase(_deconv(name)[0])
+    nodes = [(n.scalar(0, "B"), n.table(1)) for n in c.p.graph(bytes(c.b)).tables(1)]
+    return c, [(t, n) for t, n in nodes if n is not None and t in (CONV2D, CONV_TRANSPOSE2D)]
+
+
+def _first(nodes: list[tuple[int, Table]], kind: int, pred: Callable[[Table], bool] = lambda n: True) -> Table:
+    return next(n for t, n in nodes if t == kind and pred(n))
+
+
+def _grouped(n: Table) -> bool:
+    return n.scalar(12, "I") == 2
+
+
+def tconv_adjustment() -> bytes:
+    c, nodes = _conv_case("per_channel")
+    return c.put("<I", _first(nodes, CONV_TRANSPOSE2D).field(13), 2)  # adjustment_height = stride
+
+
+def tconv_groups() -> bytes:
+    c, nodes = _conv_case("per_channel")
+    return c.put("<I", _first(nodes, CONV_TRANSPOSE2D).field(12), 2)
+
+
+def tconv_padding() -> bytes:
+    c, nodes = _conv_case("per_channel")
+    return c.put("<I", _first(nodes, CONV_TRANSPOSE2D).field(0), 60000)
+
+
+def tconv_requant() -> bytes:
+    c, nodes = _conv_case("per_tensor")
+    out = _first(nodes, CONV_TRANSPOSE2D).scalar(18, "I")
+    _, _, q = c.find(lambda tv, q, k: tv.scalar(6, "I") == out)
+    return c.put("<f", q.field(0), 1e-9)
+
+
+def conv_kernel() -> bytes:
+    c, nodes = _conv_case("per_channel")
+    return c.put("<I", _first(nodes, CONV2D, _grouped).field(4), 5)
+
+
+def conv_stride() -> bytes:
+    c, nodes = _conv_case("per_channel")
+    return c.put("<I", _first(nodes, CONV2D, _grouped).field(6), 70000)
+
+
+def conv_input_channels() -> bytes:
+    c, nodes = _conv_case("per_channel")
+    return c.put("<I", _first(nodes, CONV2D, _grouped).field(10), 3)
+
+
+def conv_output_channels() -> bytes:
+    c, nodes = _conv_case("per_channel")
+    out = _first(nodes, CONV2D, _grouped).scalar(18, "I")
+    _, tv, _ = c.find(lambda tv, q, k: tv.scalar(6, "I") == out)
+    first, n = tv.vector(2)
+    assert n == 4
+    return c.put("<I", first + 12, 9)
+
+
+def dq_conv_rows() -> bytes:
+    c, nodes = _conv_case("pt2e_dynamic")
+    x = _first(nodes, CONV2D, _grouped).scalar(15, "I")  # a qd8 3x3 one
+    _, _, q = c.find(lambda tv, q, k: tv.scalar(6, "I") == x)
+    return c.put("<i", q.field(0), 2)
+
+
+def dq_conv_padding() -> bytes:
+    c, nodes = _conv_case("pt2e_dynamic")
+    return c.put("<I", _first(nodes, CONV2D, _grouped).field(0), 60000)  # the qd8 grouped one's padding_top
+
+
+def requant_ratio() -> bytes:
+    pte, _ = qdq_chain(requant=True)
+    c = QCase(pte)
+    _, _, q = c.find(lambda tv, q, k: k == Q_PER_TENSOR and abs(q.scalar(0, "f") - REQUANT_SCALE) < 1e-6)
+    return c.put("<f", q.field(0), 100.0)
+
+
+def quint8_zero_point() -> bytes:
+    pte, _ = qdq_chain(quint8=True)
+    c = QCase(pte)
+    _, _, q = c.find(lambda tv, q, k: tv.scalar(0, "h") == DT_QUINT8)
+    return c.put("<i", q.field(1), 300)
+
+
+INVALID_PROGRAM, UNSUPPORTED = "InvalidProgramError", "UnsupportedError"
+NODE_CASES: dict[str, tuple[Callable[[], bytes], str, str]] = {
+    "tconv_adjustment": (tconv_adjustment, INVALID_PROGRAM, "adjustment 2x1 must be smaller than the stride 2x2"),
+    "tconv_groups": (tconv_groups, INVALID_PROGRAM, "expected [12, 3, 3, 8] for 2 groups of 8 -> 6 channels"),
+    "tconv_padding": (tconv_padding, INVALID_PROGRAM, "padding 60000/1/1/1) gives no output for a 8x8 input"),
+    "tconv_requant": (tconv_requant, INVALID_PROGRAM, "is outside (0, 256)"),
+    "conv_kernel": (conv_kernel, INVALID_PROGRAM, "filter dims [8, 3, 3, 4], expected [8, 5, 3, 4]"),
+    "conv_stride": (conv_stride, INVALID_PROGRAM, "subsampling_height is 70000, above 65536"),
+    "conv_input_channels": (conv_input_channels, INVALID_PROGRAM, "expected [8, 3, 3, 3] for 2 groups of 3 -> 4"),
+    "conv_output_channels": (conv_output_channels, INVALID_PROGRAM, "output has 9 channels, the convolution computes"),
+    "dq_conv_rows": (dq_conv_rows, UNSUPPORTED, "a qdint8 input quantized over its last 2 of 4 dims"),
+    "dq_conv_padding": (dq_conv_padding, INVALID_PROGRAM, "gives a 60007x8 output, larger than the output value's 8x8"),
+    "requant_ratio": (requant_ratio, INVALID_PROGRAM, "input / output scale ratio 0.0005 lies outside [2^-8, 2^7]"),
+    "quint8_zero_point": (quint8_zero_point, INVALID_PROGRAM, "(quint8): zero_point 300 is outside [0, 255]"),
+}
+
+
+@pytest.fixture(scope="module")
+def node_hostile(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    results = run_cases({name: make() for name, (make, _, _) in NODE_CASES.items()}, tmp_path_factory.mktemp("xnnc"))
+    return {name: str(results[name]["result"]) for name in NODE_CASES}
+
+
+@pytest.mark.parametrize("case", sorted(NODE_CASES))
+def test_malformed_convolution_convert_and_quint8_parameters_fail_at_load_naming_them(
+    case: str, node_hostile: dict[str, str]
+) -> None:
+    result = node_hostile[case]
+    _, error, words = NODE_CASES[case]
+    assert result.startswith(error), f"{case}: {result}"
+    assert words in result, f"{case}: message does not say what is wrong: {result}"
+
+
+FLIPPED: dict[str, tuple[Callable[[], bytes], int]] = {  # program, step
+    "static": (lambda: _static("per_channel", True)[0], 13),
+    "8da4w": (lambda: _dynamic("8da4w_g32", True)[0], 7),
+    "deconv_static": (lambda: _deconv("per_channel")[0], 5),
+    "deconv_dynamic": (lambda: _deconv("pt2e_dynamic")[0], 5),
+    "quint8_requant": (lambda: qdq_chain(quint8=True, requant=True)[0], 2),
+}
+
+
+@pytest.mark.parametrize("which", sorted(FLIPPED))
 def test_flipped_quantized_payload_bytes_fail_cleanly(which: str, tmp_path: Path) -> None:
     """Bytes of a quantized payload's flatbuffer inverted, one at a time (every
-    13th / 7th, to bound the time; quant params, scales' indices, group
-    sizes, datatypes among them): the program runs or fails with a pyexec
-    error; nothing crashes."""
-    pte = _static("per_channel", True)[0] if which == "static" else _dynamic("8da4w_g32", True)[0]
+    few, to bound the time; quant params, scales' indices, group sizes,
+    datatypes, convolution parameters among them): the program runs or
+    fails with a pyexec error; nothing crashes."""
+    make, step = FLIPPED[which]
+    pte = make()
     p = payloads(pte)[0]
     cases = {}
-    for k in range(p.fb_offset - p.offset, p.size, 13 if which == "static" else 7):
+    for k in range(p.fb_offset - p.offset, p.size, step):
         b = bytearray(pte)
         b[p.offset + k] ^= 0xFF
         cases[f"flip_{k:05d}"] = bytes(b)

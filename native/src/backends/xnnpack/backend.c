@@ -123,6 +123,8 @@ static bool dtype_matches(int datatype, int dtype, bool output) {
     case XNN_DT_FP32: return dtype == PX_F32;
     case XNN_DT_FP16: return dtype == PX_F16;
     case XNN_DT_INT32: return dtype == PX_I32 || (output && dtype == PX_I64);
+    case XNN_DT_QINT8: return dtype == PX_I8;
+    case XNN_DT_QUINT8: return dtype == PX_U8;
     default: return false;
   }
 }

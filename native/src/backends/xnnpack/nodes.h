@@ -94,6 +94,15 @@ static inline bool xnn_value_quantized(const xnn_value *v) {
 /* Bytes a qdint8 value needs at its upper bound: its int8 data, then each
  * row's int32 zero point and float scale (xnn_qd8_params). */
 size_t xnn_qd8_capacity(const xnn_value *v);
+/* XNNPACK's define-time rewrite, applied as each node is read, before
+ * xnn_quant_check: a Conv2d of a qdint8 input with one group, a 1x1 kernel,
+ * stride 1, no padding and more than 2 channels in and out together becomes
+ * a FullyConnected, and its input is quantized per pixel
+ * (num_nonbatch_dims 1) instead of per image (3), whoever else reads it;
+ * its capacity (xnn_qd8_capacity) grows to match.
+ * xnn_qconv_is_fc says whether a node is such a convolution. */
+void xnn_quant_rewrite(const xnn_node *node, xnn_value *values);
+bool xnn_qconv_is_fc(const xnn_node *node, const xnn_value *values);
 /* For a node with a quantized value: 0 when nodes_quant.c runs this
  * combination of datatypes and parameters, else PYEXEC_ERR_UNSUPPORTED or
  * PYEXEC_ERR_INVALID_PROGRAM with the reason in why[0..cap). */

@@ -2,17 +2,23 @@
  * nodes_quant.c - XNNPACK's quantized graphs (issue 14), all but the
  * convolutions (nodes_qconv.c): which node runs with which quantized
  * values (xnn_quant_check, at load), and
- *   Convert         fp32 -> qint8 (static), qint8 -> fp32, fp32 -> qdint8
- *                   (XNNPACK's dynamic per-row "qd8" quantization)
+ *   Convert         fp32 -> qint8 / quint8 (static), qint8 / quint8 -> fp32,
+ *                   fp32 -> qdint8 (XNNPACK's dynamic per-row "qd8"
+ *                   quantization), qint8 -> qint8 and quint8 -> quint8
+ *                   (requantization, XNNPACK's fixed-point qs8 / qu8 vcvt)
  *   FullyConnected  qdint8 x qcint8 / qcint4 / qbint4 -> fp32, and static
  *                   qint8 x qint8 / qcint8 (+ int32 bias) -> qint8
  *   Add, Subtract   qint8, XNNPACK's integer fixed-point arithmetic
  *   Multiply        qint8, XNNPACK's fp32 requantization
- *   MaxPooling2d    qint8 (a max of bytes)
+ *   MaxPooling2d    qint8 or quint8 (a max of bytes)
  *   GlobalAvgPooling2d  qint8, XNNPACK's qs8 mean
- *   Clamp           qint8 (the float bounds quantized; a clamp of bytes)
+ *   Clamp           qint8 or quint8 (the float bounds quantized; a clamp of bytes)
  *   StaticTranspose, StaticReshape, StaticSlice, StaticConstantPad,
- *   Concatenate2..5, Copy on qint8 with one scale and zero point: byte moves
+ *   Concatenate2..5, Copy on qint8 or quint8 with one scale and zero point:
+ *                   byte moves
+ * (ExecuTorch 1.5.1's writer never emits quint8: it serialises uint8
+ * quantization as qint8. A payload written otherwise may hold quint8
+ * values; these nodes run them, the others refuse them.)
  * The integer products are kernels/gemm/qgemm.h's; 4-bit weights are packed
  * 4-bit at load and the payload's pages are then handed back.
  */
@@ -35,28 +41,53 @@ static int64_t lead_rows(const xnn_value *v, const int64_t *dims) {
   return r;
 }
 
-static size_t qd8_params_offset(const xnn_value *v) {
+static size_t qd8_numel_max(const xnn_value *v) {
   size_t n = 1;
   for (uint32_t k = 0; k < v->num_dims; k++) n *= (size_t)v->max_dims[k];
-  return (n + 63) & ~(size_t)63;
+  return n;
 }
 
-size_t xnn_qd8_capacity(const xnn_value *v) {
-  return qd8_params_offset(v) + (size_t)lead_rows(v, v->max_dims) * 8;
+static size_t qd8_params_offset(const xnn_value *v) { return (qd8_numel_max(v) + 63) & ~(size_t)63; }
+
+/* The most rows the value may hold: its dims as written need not be in the
+ * layout it has when it runs (a convolution's qdint8 input is written in
+ * the float input's NCHW order and runs NHWC), so the bound assumes its
+ * trailing num_nonbatch_dims dims may be any of the written ones: the
+ * elements over the product of the smallest of them. */
+static size_t qd8_rows_max(const xnn_value *v) {
+  int64_t d[XNN_MAX_DIMS];
+  uint32_t nd = v->num_dims, nnb = (uint32_t)v->quant.num_nonbatch_dims;
+  for (uint32_t k = 0; k < nd; k++) d[k] = v->max_dims[k];
+  int64_t inner = 1;
+  for (uint32_t t = 0; t < nnb && t < nd; t++) { /* the nnb smallest, by selection */
+    uint32_t lo = t;
+    for (uint32_t k = t + 1; k < nd; k++)
+      if (d[k] < d[lo]) lo = k;
+    int64_t tmp = d[t];
+    d[t] = d[lo];
+    d[lo] = tmp;
+    inner *= d[t];
+  }
+  size_t n = qd8_numel_max(v);
+  return inner > 0 ? n / (size_t)inner : 1;
 }
+
+size_t xnn_qd8_capacity(const xnn_value *v) { return qd8_params_offset(v) + qd8_rows_max(v) * 8; }
 
 int64_t xnn_qd8_rows(const xnn_value *v) { return lead_rows(v, v->dims); }
 
 void xnn_qd8_params(const xnn_value *v, int32_t **zp, float **scale) {
   uint8_t *base = (uint8_t *)v->data + qd8_params_offset(v);
   *zp = (int32_t *)base;
-  *scale = (float *)(base + 4 * (size_t)lead_rows(v, v->max_dims));
+  *scale = (float *)(base + 4 * qd8_rows_max(v));
 }
 
 /* ---- what runs -------------------------------------------------------------------- */
 
+static bool is_x8(int dt) { return dt == XNN_DT_QINT8 || dt == XNN_DT_QUINT8; }
+
 static bool same_q8(const xnn_value *a, const xnn_value *b) {
-  return a->datatype == XNN_DT_QINT8 && b->datatype == XNN_DT_QINT8 && a->quant.scale == b->quant.scale &&
+  return is_x8(a->datatype) && a->datatype == b->datatype && a->quant.scale == b->quant.scale &&
          a->quant.zero_point == b->quant.zero_point;
 }
 
@@ -97,24 +128,54 @@ static int check_fc(const xnn_node *node, const xnn_value *values, char *why, si
 static int check_conv(const xnn_node *node, const xnn_value *values, char *why, size_t cap) {
   const xnn_value *x = &values[node->in[0]], *w = &values[node->in[1]], *y = &values[node->out[0]];
   const xnn_value *b = node->in[2] == XNN_INVALID_ID ? NULL : &values[node->in[2]];
-  if (node->type == XNN_NODE_conv_transpose2d) return NO("quantized transposed convolutions");
+  bool depthwise = node->type == XNN_NODE_depthwise_conv2d;
+  if (!w->constant_idx || (b && !b->constant_idx)) return NO("a filter or bias that is not a constant");
+  if (w->num_dims != 4) return BADQ("the filter has %u dims, not 4", w->num_dims);
+  if (x->datatype == XNN_DT_QDINT8) { /* XNNPACK's qd8-f32-qc8w convolutions */
+    if (depthwise) return NO("a depthwise convolution of a qdint8 input");
+    if (w->datatype != XNN_DT_QCINT8)
+      return NO("a qdint8 input with a %s filter (qcint8 runs)", xnn_datatype_name(w->datatype));
+    if (y->datatype != XNN_DT_FP32 || (b && b->datatype != XNN_DT_FP32))
+      return NO("a qdint8 input with a %s output and %s bias (fp32 ones run)", xnn_datatype_name(y->datatype),
+                b ? xnn_datatype_name(b->datatype) : "no");
+    if (w->quant.channel_dim != 0)
+      return BADQ("filter channel_dim is %d, not 0 (the output channels)", w->quant.channel_dim);
+    int want = xnn_qconv_is_fc(node, values) ? 1 : 3; /* xnn_quant_rewrite */
+    if (x->num_dims != 4 || x->quant.num_nonbatch_dims != want)
+      return NO("a qdint8 input quantized over its last %d of %u dims (this convolution takes one zero point and "
+                "scale per %s: %d of 4)",
+                x->quant.num_nonbatch_dims, x->num_dims, want == 1 ? "pixel" : "image", want);
+    return 0;
+  }
   if (x->datatype != XNN_DT_QINT8 || y->datatype != XNN_DT_QINT8)
-    return NO("a %s input and %s output (qint8 ones run)", xnn_datatype_name(x->datatype),
+    return NO("a %s input and %s output (qint8 ones, or qdint8 in and fp32 out, run)", xnn_datatype_name(x->datatype),
               xnn_datatype_name(y->datatype));
   if (w->datatype != XNN_DT_QINT8 && w->datatype != XNN_DT_QCINT8)
     return NO("a %s filter (qint8 or qcint8 run)", xnn_datatype_name(w->datatype));
-  if (!w->constant_idx || (b && !b->constant_idx)) return NO("a filter or bias that is not a constant");
   if (b && b->datatype != XNN_DT_QINT32 && b->datatype != XNN_DT_QCINT32)
     return NO("a %s bias (qint32 or qcint32 run)", xnn_datatype_name(b->datatype));
   if (w->datatype == XNN_DT_QINT8 && w->quant.zero_point != 0)
     return BADQ("filter zero_point is %d, XNNPACK requires 0", w->quant.zero_point);
-  int want_dim = node->type == XNN_NODE_depthwise_conv2d ? 3 : 0;
+  int want_dim = depthwise ? 3 : 0;
   if (w->datatype == XNN_DT_QCINT8 && w->quant.channel_dim != want_dim)
     return BADQ("filter channel_dim is %d, not %d (the output channels)", w->quant.channel_dim, want_dim);
-  if (w->num_dims != 4) return BADQ("the filter is not 4-D");
-  if (node->type == XNN_NODE_conv2d && node->p.conv.groups != 1)
-    return NO("grouped quantized convolutions (%u groups) other than depthwise ones", node->p.conv.groups);
   return 0;
+}
+
+bool xnn_qconv_is_fc(const xnn_node *node, const xnn_value *values) {
+  const xnn_value *x = &values[node->in[0]];
+  return node->type == XNN_NODE_conv2d && x->datatype == XNN_DT_QDINT8 && node->p.conv.groups == 1 &&
+         node->p.conv.kernel_height == 1 && node->p.conv.kernel_width == 1 && node->p.conv.subsampling_height == 1 &&
+         node->p.conv.subsampling_width == 1 && !node->p.conv.padding_top && !node->p.conv.padding_right &&
+         !node->p.conv.padding_bottom && !node->p.conv.padding_left &&
+         (uint64_t)node->p.conv.group_input_channels + node->p.conv.group_output_channels > 2;
+}
+
+void xnn_quant_rewrite(const xnn_node *node, xnn_value *values) {
+  if (!xnn_qconv_is_fc(node, values)) return;
+  xnn_value *x = &values[node->in[0]];
+  x->quant.num_nonbatch_dims = 1;
+  x->capacity = xnn_qd8_capacity(x); /* more rows: a larger parameter area (storage is given after parsing) */
 }
 
 int xnn_quant_check(const xnn_node *node, const xnn_value *values, char *why, size_t cap) {
@@ -122,9 +183,14 @@ int xnn_quant_check(const xnn_node *node, const xnn_value *values, char *why, si
   int xd = x->datatype, yd = y->datatype;
   switch (node->type) {
     case XNN_NODE_convert:
-      if ((xd == XNN_DT_FP32 && (yd == XNN_DT_QINT8 || yd == XNN_DT_QDINT8)) ||
-          (xd == XNN_DT_QINT8 && yd == XNN_DT_FP32))
+      if ((xd == XNN_DT_FP32 && (is_x8(yd) || yd == XNN_DT_QDINT8)) || (is_x8(xd) && yd == XNN_DT_FP32))
         return 0;
+      if (is_x8(xd) && xd == yd) { /* requantization: XNNPACK's multiplier lrintf(256 x ratio) needs */
+        float r = x->quant.scale / y->quant.scale;
+        if (!(r >= 0x1.0p-8f && r <= 0x1.0p+7f))
+          return BADQ("input / output scale ratio %g lies outside [2^-8, 2^7]", r);
+        return 0;
+      }
       return NO("a conversion from %s to %s", xnn_datatype_name(xd), xnn_datatype_name(yd));
     case XNN_NODE_fully_connected: return check_fc(node, values, why, cap);
     case XNN_NODE_conv2d:
@@ -196,12 +262,14 @@ void xnn_drop_constant_pages(const void *p, size_t n) {
 /* ---- Convert ----------------------------------------------------------------------------- */
 
 static int exec_convert(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
-  (void)ctx;
   const xnn_value *x = &values[node->in[0]];
   xnn_value *y = &values[node->out[0]];
   int64_t n = xnn_numel(x);
   if (y->datatype == XNN_DT_QDINT8) {
     int64_t rows = xnn_qd8_rows(y);
+    if ((uint64_t)n > qd8_numel_max(y) || (uint64_t)rows > qd8_rows_max(y) || xnn_qd8_capacity(y) > y->capacity)
+      return px_fail(ctx, "a qdint8 value of %lld elements in %lld rows exceeds its upper bound of %zu in %zu",
+                     (long long)n, (long long)rows, qd8_numel_max(y), qd8_rows_max(y));
     int64_t per = rows ? n / rows : 0;
     int32_t *zp;
     float *scale;
@@ -209,7 +277,8 @@ static int exec_convert(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
     if (rows && per) px_quantize_qd8(x->data, rows, per, per, y->data, zp, scale);
     return 0;
   }
-  if (y->datatype == XNN_DT_QINT8) { /* q = lrintf(clamp(x / scale, -128 - zp, 127 - zp)) + zp */
+  if (x->datatype == XNN_DT_FP32 && y->datatype == XNN_DT_QINT8) {
+    /* q = lrintf(clamp(x / scale, -128 - zp, 127 - zp)) + zp */
     const float *in = x->data;
     int8_t *out = y->data;
     float inv = 1.0f / y->quant.scale;
@@ -218,11 +287,50 @@ static int exec_convert(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
     for (int64_t i = 0; i < n; i++) out[i] = (int8_t)(xnn_q8_round(xnn_clampf(in[i] * inv, lo, hi)) + zp);
     return 0;
   }
-  const int8_t *in = x->data; /* qint8 -> fp32 */
-  float *out = y->data;
-  float s = x->quant.scale;
-  int32_t zp = x->quant.zero_point;
-  for (int64_t i = 0; i < n; i++) out[i] = (float)((int32_t)in[i] - zp) * s;
+  if (x->datatype == XNN_DT_FP32) { /* quint8: the same in [0, 255] */
+    const float *in = x->data;
+    uint8_t *out = y->data;
+    float inv = 1.0f / y->quant.scale;
+    int32_t zp = y->quant.zero_point;
+    float lo = (float)(0 - zp), hi = (float)(255 - zp);
+    for (int64_t i = 0; i < n; i++) out[i] = (uint8_t)(xnn_q8_round(xnn_clampf(in[i] * inv, lo, hi)) + zp);
+    return 0;
+  }
+  bool u = x->datatype == XNN_DT_QUINT8;
+  int32_t izp = x->quant.zero_point;
+  if (y->datatype == XNN_DT_FP32) { /* (q - zp) * scale */
+    float *out = y->data;
+    float s = x->quant.scale;
+    if (u) {
+      const uint8_t *in = x->data;
+      for (int64_t i = 0; i < n; i++) out[i] = (float)((int32_t)in[i] - izp) * s;
+    } else {
+      const int8_t *in = x->data;
+      for (int64_t i = 0; i < n; i++) out[i] = (float)((int32_t)in[i] - izp) * s;
+    }
+    return 0;
+  }
+  /* Requantization, XNNPACK's qs8 / qu8 vcvt: with m = lrintf(256 x in_scale
+   * / out_scale), q' = clamp(out_zp + floor(((q - in_zp) * m + 128) / 256)),
+   * as (bias + q * m) >> 8 with bias = (out_zp << 8) - m * in_zp + 128. */
+  int32_t m = (int32_t)lrintf(256.0f * (x->quant.scale / y->quant.scale));
+  int32_t bias = y->quant.zero_point * 256 - m * izp + 128;
+  int32_t lo = u ? 0 : -128, hi = u ? 255 : 127;
+  if (u) {
+    const uint8_t *restrict in = x->data;
+    uint8_t *restrict out = y->data;
+    for (int64_t i = 0; i < n; i++) {
+      int32_t v = (bias + (int32_t)in[i] * m) >> 8; /* arithmetic shift, as the other fixed-point nodes */
+      out[i] = (uint8_t)(v < lo ? lo : v > hi ? hi : v);
+    }
+  } else {
+    const int8_t *restrict in = x->data;
+    int8_t *restrict out = y->data;
+    for (int64_t i = 0; i < n; i++) {
+      int32_t v = (bias + (int32_t)in[i] * m) >> 8;
+      out[i] = (int8_t)(v < lo ? lo : v > hi ? hi : v);
+    }
+  }
   return 0;
 }
 
@@ -232,6 +340,7 @@ void xnn_qplan_release(void *p) {
   xnn_qplan *plan = p;
   if (!plan) return;
   px_qweights_free(plan->w);
+  px_qconv_free(plan->conv);
   free(plan->requant);
   free(plan->dw_weights);
   free(plan);
@@ -491,6 +600,31 @@ static int shape_max_pool(px_ctx *ctx, const xnn_node *node, xnn_value *values) 
   return xnn_set_dims(ctx, node, &values[node->out[0]], 4, d);
 }
 
+/* MaxPooling2d on quint8: exec_max_pool's loop on unsigned bytes. */
+static void max_pool_u8(const uint8_t *in, uint8_t *out, int64_t N, int64_t H, int64_t W, int64_t C, int64_t OH,
+                        int64_t OW, int64_t ph, int64_t pw, int64_t sh, int64_t sw, int64_t dh, int64_t dw,
+                        int64_t pt, int64_t pl, int32_t lo, int32_t hi) {
+  for (int64_t n = 0; n < N; n++)
+    for (int64_t oh = 0; oh < OH; oh++)
+      for (int64_t ow = 0; ow < OW; ow++) {
+        uint8_t *o = out + ((n * OH + oh) * OW + ow) * C;
+        for (int64_t c = 0; c < C; c++) o[c] = (uint8_t)lo; /* padding is ignored */
+        bool any = false;
+        for (int64_t i = 0; i < ph; i++) {
+          int64_t ih = oh * sh + i * dh - pt;
+          if (ih < 0 || ih >= H) continue;
+          for (int64_t j = 0; j < pw; j++) {
+            int64_t iw = ow * sw + j * dw - pl;
+            if (iw < 0 || iw >= W) continue;
+            const uint8_t *p = in + ((n * H + ih) * W + iw) * C;
+            for (int64_t c = 0; c < C; c++) o[c] = !any || p[c] > o[c] ? p[c] : o[c];
+            any = true;
+          }
+        }
+        for (int64_t c = 0; c < C; c++) o[c] = (uint8_t)(o[c] < lo ? lo : o[c] > hi ? hi : o[c]);
+      }
+}
+
 static int exec_max_pool(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
   (void)ctx;
   const xnn_value *x = &values[node->in[0]];
@@ -502,8 +636,11 @@ static int exec_max_pool(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
   int64_t dh = node->p.pool.dilation_height ? node->p.pool.dilation_height : 1;
   int64_t dw = node->p.pool.dilation_width ? node->p.pool.dilation_width : 1;
   int64_t pt = node->p.pool.padding_top, pl = node->p.pool.padding_left;
-  int32_t lo = xnn_q8_bound(node->output_min, y->quant.scale, y->quant.zero_point);
-  int32_t hi = xnn_q8_bound(node->output_max, y->quant.scale, y->quant.zero_point);
+  int32_t lo = xnn_x8_bound(node->output_min, y), hi = xnn_x8_bound(node->output_max, y);
+  if (y->datatype == XNN_DT_QUINT8) {
+    max_pool_u8(x->data, y->data, N, H, W, C, OH, OW, ph, pw, sh, sw, dh, dw, pt, pl, lo, hi);
+    return 0;
+  }
   const int8_t *in = x->data;
   int8_t *out = y->data;
   for (int64_t n = 0; n < N; n++)
@@ -628,9 +765,10 @@ static int exec_pad(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
   view8(ov, &out);
   view8(x, &src);
   /* the float padding value quantized as Convert does */
-  float lo = (float)(-128 - ov->quant.zero_point), hi = (float)(127 - ov->quant.zero_point);
+  bool u = ov->datatype == XNN_DT_QUINT8;
+  float lo = (float)((u ? 0 : -128) - ov->quant.zero_point), hi = (float)((u ? 255 : 127) - ov->quant.zero_point);
   float v = xnn_clampf(node->p.pad.value / ov->quant.scale, lo, hi);
-  memset(ov->data, (int)(int8_t)(xnn_q8_round(v) + ov->quant.zero_point), (size_t)xnn_numel(ov));
+  memset(ov->data, (int)(uint8_t)(xnn_q8_round(v) + ov->quant.zero_point), (size_t)xnn_numel(ov));
   if (!xnn_numel(x)) return 0;
   dst = src;
   int64_t off = 0;
@@ -647,17 +785,26 @@ static int exec_concat(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
   return xnn_concat_bytes(node, values, 1);
 }
 
-/* Clamp on qint8 (one scale and zero point in and out): the node's float
- * bounds quantized, then a clamp of the bytes. */
+/* Clamp on qint8 or quint8 (one scale and zero point in and out): the
+ * node's float bounds quantized, then a clamp of the bytes. */
 static int exec_clamp(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
   (void)ctx;
   const xnn_value *x = &values[node->in[0]];
   xnn_value *y = &values[node->out[0]];
-  int32_t lo = xnn_q8_bound(node->output_min, y->quant.scale, y->quant.zero_point);
-  int32_t hi = xnn_q8_bound(node->output_max, y->quant.scale, y->quant.zero_point);
+  int32_t lo = xnn_x8_bound(node->output_min, y), hi = xnn_x8_bound(node->output_max, y);
+  int64_t n = xnn_numel(x);
+  if (y->datatype == XNN_DT_QUINT8) {
+    const uint8_t *restrict in = x->data;
+    uint8_t *restrict out = y->data;
+    for (int64_t i = 0; i < n; i++) {
+      int32_t v = in[i];
+      v = v < lo ? lo : v;
+      out[i] = (uint8_t)(v > hi ? hi : v);
+    }
+    return 0;
+  }
   const int8_t *restrict in = x->data;
   int8_t *restrict out = y->data;
-  int64_t n = xnn_numel(x);
   for (int64_t i = 0; i < n; i++) {
     int32_t v = in[i];
     v = v < lo ? lo : v;
@@ -693,7 +840,8 @@ const xnn_node_ops *xnn_quant_ops_for(const xnn_node *node, const xnn_value *val
     case XNN_NODE_convert: return &q_convert;
     case XNN_NODE_fully_connected: return &q_fc;
     case XNN_NODE_conv2d:
-    case XNN_NODE_depthwise_conv2d: return &q_conv;
+    case XNN_NODE_depthwise_conv2d:
+    case XNN_NODE_conv_transpose2d: return &q_conv;
     case XNN_NODE_add:
     case XNN_NODE_subtract:
     case XNN_NODE_multiply: return &q_binary;

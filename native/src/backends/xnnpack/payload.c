@@ -256,7 +256,7 @@ static const char *quant_kind_name(int kind) {
 static int kind_for(int dt) {
   switch (dt) {
     case XNN_DT_FP32: case XNN_DT_FP16: case XNN_DT_INT32: return XNN_Q_NONE;
-    case XNN_DT_QINT8: case XNN_DT_QINT32: return XNN_Q_PER_TENSOR;
+    case XNN_DT_QINT8: case XNN_DT_QUINT8: case XNN_DT_QINT32: return XNN_Q_PER_TENSOR;
     case XNN_DT_QCINT8: case XNN_DT_QCINT32: case XNN_DT_QCINT4: return XNN_Q_PER_CHANNEL;
     case XNN_DT_QBINT4: return XNN_Q_PER_CHANNEL_GROUP;
     case XNN_DT_QDINT8: return XNN_Q_PER_TOKEN;
@@ -287,6 +287,8 @@ static pyexec_status check_quant(parse_state *s, uint32_t vi, xnn_value *v) {
     if (!scale_ok(z->scale)) return BAD("value %u (%s): scale %g is not finite and > 0", vi, dtn, z->scale);
     if (v->datatype == XNN_DT_QINT8 && (z->zero_point < -128 || z->zero_point > 127))
       return BAD("value %u (qint8): zero_point %d is outside [-128, 127]", vi, z->zero_point);
+    if (v->datatype == XNN_DT_QUINT8 && (z->zero_point < 0 || z->zero_point > 255))
+      return BAD("value %u (quint8): zero_point %d is outside [0, 255]", vi, z->zero_point);
     if (v->datatype == XNN_DT_QINT32 && z->zero_point != 0)
       return BAD("value %u (qint32): zero_point %d is not 0", vi, z->zero_point);
     return PYEXEC_OK;
@@ -613,6 +615,7 @@ static pyexec_status check_node(parse_state *s, uint32_t ni, xnn_node *nd) {
   }
   if (quantized) {
     char why[256];
+    xnn_quant_rewrite(nd, vals);
     int qst = xnn_quant_check(nd, vals, why, sizeof why);
     if (qst == PYEXEC_ERR_INVALID_PROGRAM) return BAD("node %u (%s): %s", ni, name, why);
     if (qst && s->unsupported) s->unsupported[nd->type] = true;
@@ -778,6 +781,22 @@ static pyexec_status parse_graph(const uint8_t *data, size_t size, const px_name
   for (uint32_t i = 0; i < xnodes.count && !st; i++) {
     px_fb_table xn;
     st = px_fb_vec_table(&xnodes, i, &xn) ? parse_node(&s, i, &xn) : BAD("xnodes[%u] is malformed", i);
+  }
+  /* A rewrite a later node made (xnn_quant_rewrite) may change a value an
+   * earlier node reads: the quantized convolutions are checked again. */
+  for (uint32_t i = 0; i < xnodes.count && !st; i++) {
+    const xnn_node *nd = &g->nodes[i];
+    if ((nd->type != XNN_NODE_conv2d && nd->type != XNN_NODE_conv_transpose2d) || nd->nin < 1 ||
+        nd->in[0] >= g->nvalues || g->values[nd->in[0]].datatype != XNN_DT_QDINT8 ||
+        (unsupported && unsupported[nd->type]))
+      continue;
+    char why[256];
+    int qst = xnn_quant_check(nd, g->values, why, sizeof why);
+    if (qst == PYEXEC_ERR_INVALID_PROGRAM) st = BAD("node %u (%s): %s", i, xnn_node_type_name(nd->type), why);
+    else if (qst && unsupported) unsupported[nd->type] = true;
+    else if (qst)
+      st = px_unsupported("XNNPACK payload: node %u (%s): pyexec does not run %s", i, xnn_node_type_name(nd->type),
+                          why);
   }
   free(s.ids);
   return st;

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "backends/xnnpack/nodes.h"
+#include "kernels/gemm/qconv.h"
 #include "kernels/gemm/qgemm.h"
 
 /* A float clamp bound in the output's int8 domain: XNNPACK's
@@ -24,6 +25,20 @@ static inline int32_t xnn_q8_bound(float v, float scale, int32_t zp) {
   if (!(q >= -128.0f)) q = -128.0f; /* also -inf */
   if (q > 127.0f) q = 127.0f;
   return (int32_t)lrintf(q);
+}
+
+/* The same for a quint8 output: lrintf(clamp(v / scale + zp, 0, 255)). */
+static inline int32_t xnn_qu8_bound(float v, float scale, int32_t zp) {
+  float q = v / scale + (float)zp;
+  if (!(q >= 0.0f)) q = 0.0f; /* also -inf */
+  if (q > 255.0f) q = 255.0f;
+  return (int32_t)lrintf(q);
+}
+
+/* The bound for an 8-bit value y of either kind (qint8 or quint8). */
+static inline int32_t xnn_x8_bound(float v, const xnn_value *y) {
+  return y->datatype == XNN_DT_QUINT8 ? xnn_qu8_bound(v, y->quant.scale, y->quant.zero_point)
+                                      : xnn_q8_bound(v, y->quant.scale, y->quant.zero_point);
 }
 
 /* lrintf(v) for |v| <= 2^22 (values already clamped near the int8 range):
@@ -62,6 +77,7 @@ typedef struct xnn_qplan {
   int64_t kh, kw, cin, cout, groups;
   int64_t sh, sw, dh, dw, pt, pl, pb, pr;
   int8_t *dw_weights;    /* DepthwiseConv2d: [KH * KW][C] int8, as the payload has them */
+  px_qconv *conv;        /* Conv2d, ConvTranspose2d (static or dynamic) */
 } xnn_qplan;
 
 void xnn_qplan_release(void *plan);
@@ -73,7 +89,8 @@ void xnn_qplan_release(void *plan);
 int xnn_qplan_static(px_ctx *ctx, xnn_qplan *plan, const xnn_node *node, const xnn_value *values,
                      const int8_t *rows);
 
-/* Conv2d / DepthwiseConv2d on qint8 (nodes_qconv.c). */
+/* Conv2d, ConvTranspose2d (qint8, or qdint8 in and fp32 out) and
+ * DepthwiseConv2d (qint8) (nodes_qconv.c). */
 int xnn_shape_qconv(px_ctx *ctx, const xnn_node *node, xnn_value *values);
 int xnn_exec_qconv(px_ctx *ctx, const xnn_node *node, xnn_value *values);
 int xnn_prepare_qconv(px_ctx *ctx, xnn_node *node, xnn_value *values);

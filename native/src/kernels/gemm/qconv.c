@@ -1,0 +1,438 @@
+/*
+ * qconv.c - quantized convolution and transposed convolution over the
+ * integer GEMM (qconv.h): the filter packed per group (and, transposed, per
+ * phase), the rows of kernel taps gathered a tile at a time, multiplied by
+ * px_qgemm_qs8 / px_qgemm_qd8_f32, and (transposed) scattered to their
+ * output pixels.
+ */
+#include "kernels/gemm/qconv.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "kernels/gemm/qgemm.h"
+
+#define QC_PARAM_MAX 65536
+
+struct px_qconv {
+  int transposed, dynamic;
+  int64_t groups, gic, goc, cin, cout;
+  int64_t kh, kw, sh, sw, dh, dw, pt, pl, pb, pr, ah, aw;
+  int64_t nph;          /* phases: sh * sw transposed, else 1 */
+  int64_t *taps_h;      /* transposed: kh tap rows, phase by phase (taps_h[toff_h[r] .. toff_h[r + 1])) */
+  int64_t *toff_h;      /* sh + 1 offsets */
+  int64_t *taps_w, *toff_w;
+  px_qweights **w;      /* [group * nph + phase], NULL for a phase without taps */
+  int32_t *bias;        /* static: cout (zeros when none) */
+  float *requant;       /* static: cout */
+  int32_t in_zp, out_zp, qmin, qmax;
+  float *fbias;         /* dynamic: cout (zeros when none) */
+  float lo, hi;
+  size_t bytes;
+};
+
+void px_qconv_free(px_qconv *c) {
+  if (!c) return;
+  if (c->w)
+    for (int64_t i = 0; i < c->groups * c->nph; i++) px_qweights_free(c->w[i]);
+  free(c->w);
+  free(c->taps_h);
+  free(c->toff_h);
+  free(c->taps_w);
+  free(c->toff_w);
+  free(c->bias);
+  free(c->requant);
+  free(c->fbias);
+  free(c);
+}
+
+size_t px_qconv_bytes(const px_qconv *c) { return c ? c->bytes : 0; }
+
+/* The taps along one dimension by phase: tap i belongs to phase (i * d) mod s. */
+static int phase_taps(int64_t k, int64_t s, int64_t d, int64_t **taps, int64_t **off) {
+  *taps = malloc(sizeof(int64_t) * (size_t)k);
+  *off = calloc((size_t)s + 1, sizeof(int64_t));
+  if (!*taps || !*off) return -1;
+  int64_t n = 0;
+  for (int64_t r = 0; r < s; r++) {
+    (*off)[r] = n;
+    for (int64_t i = 0; i < k; i++)
+      if ((i * d) % s == r) (*taps)[n++] = i;
+  }
+  (*off)[s] = n;
+  return 0;
+}
+
+static px_qconv *bad(px_qconv *c) {
+  px_qconv_free(c);
+  return NULL;
+}
+
+px_qconv *px_qconv_pack(const px_qconv_desc *d) {
+  if (!d || !d->weights) {
+    px_invalid_program("quantized convolution: no filter");
+    return NULL;
+  }
+  const int64_t v[] = {d->groups, d->gic, d->goc, d->kh, d->kw, d->sh, d->sw, d->dh, d->dw};
+  for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
+    if (v[i] < 1 || v[i] > QC_PARAM_MAX) {
+      px_invalid_program("quantized convolution: groups %lld, channels %lld -> %lld, kernel %lldx%lld, stride "
+                         "%lldx%lld and dilation %lldx%lld must lie in [1, %d]",
+                         (long long)d->groups, (long long)d->gic, (long long)d->goc, (long long)d->kh,
+                         (long long)d->kw, (long long)d->sh, (long long)d->sw, (long long)d->dh, (long long)d->dw,
+                         QC_PARAM_MAX);
+      return NULL;
+    }
+  const int64_t pads[] = {d->pt, d->pl, d->pb, d->pr, d->ah, d->aw};
+  for (size_t i = 0; i < sizeof pads / sizeof pads[0]; i++)
+    if (pads[i] < 0 || pads[i] > QC_PARAM_MAX) {
+      px_invalid_program("quantized convolution: padding %lld/%lld/%lld/%lld and adjustment %lldx%lld must lie in "
+                         "[0, %d]",
+                         (long long)d->pt, (long long)d->pl, (long long)d->pb, (long long)d->pr, (long long)d->ah,
+                         (long long)d->aw, QC_PARAM_MAX);
+      return NULL;
+    }
+  if (!d->transposed && (d->ah || d->aw)) {
+    px_invalid_program("quantized convolution: adjustment %lldx%lld is only for transposed convolutions",
+                       (long long)d->ah, (long long)d->aw);
+    return NULL;
+  }
+  if (d->transposed && (d->ah >= d->sh || d->aw >= d->sw)) {
+    px_invalid_program("quantized transposed convolution: adjustment %lldx%lld must be smaller than the stride "
+                       "%lldx%lld",
+                       (long long)d->ah, (long long)d->aw, (long long)d->sh, (long long)d->sw);
+    return NULL;
+  }
+  /* every product below stays far inside int64: each factor <= 2^16 */
+  int64_t cin = d->groups * d->gic, cout = d->groups * d->goc, taps = d->kh * d->kw;
+  if (cin > QC_PARAM_MAX || cout > QC_PARAM_MAX || taps > QC_PARAM_MAX || taps * d->gic > ((int64_t)1 << 28)) {
+    px_invalid_program("quantized convolution: %lld -> %lld channels with a %lldx%lld kernel of %lld input "
+                       "channels per group is too large",
+                       (long long)cin, (long long)cout, (long long)d->kh, (long long)d->kw, (long long)d->gic);
+    return NULL;
+  }
+  if (d->dynamic) {
+    if (!d->wscale) {
+      px_invalid_program("quantized convolution: no filter scales");
+      return NULL;
+    }
+    if (!(d->lo <= d->hi)) {
+      px_invalid_program("quantized convolution: the output clamp [%g, %g] is empty", (double)d->lo, (double)d->hi);
+      return NULL;
+    }
+  } else {
+    if (!d->requant) {
+      px_invalid_program("quantized convolution: no requantization scales");
+      return NULL;
+    }
+    for (int64_t n = 0; n < cout; n++)
+      if (!(d->requant[n] > 0.0f && d->requant[n] < 256.0f)) {
+        px_invalid_program("quantized convolution: requantization scale %g of channel %lld is outside (0, 256)",
+                           (double)d->requant[n], (long long)n);
+        return NULL;
+      }
+    if (d->in_zp < -128 || d->in_zp > 127 || d->out_zp < -128 || d->out_zp > 127 || d->qmin < -128 ||
+        d->qmax > 127 || d->qmin > d->qmax) {
+      px_invalid_program("quantized convolution: zero points %d / %d or clamp [%d, %d] outside int8", (int)d->in_zp,
+                         (int)d->out_zp, (int)d->qmin, (int)d->qmax);
+      return NULL;
+    }
+  }
+
+  px_qconv *c = calloc(1, sizeof *c);
+  if (!c) {
+    px_no_memory("quantized convolution");
+    return NULL;
+  }
+  c->transposed = d->transposed;
+  c->dynamic = d->dynamic;
+  c->groups = d->groups, c->gic = d->gic, c->goc = d->goc, c->cin = cin, c->cout = cout;
+  c->kh = d->kh, c->kw = d->kw, c->sh = d->sh, c->sw = d->sw, c->dh = d->dh, c->dw = d->dw;
+  c->pt = d->pt, c->pl = d->pl, c->pb = d->pb, c->pr = d->pr, c->ah = d->ah, c->aw = d->aw;
+  c->in_zp = d->in_zp, c->out_zp = d->out_zp, c->qmin = d->qmin, c->qmax = d->qmax;
+  c->lo = d->lo, c->hi = d->hi;
+  c->nph = d->transposed ? d->sh * d->sw : 1;
+  c->w = calloc((size_t)(c->groups * c->nph), sizeof *c->w);
+  float *ones = malloc(sizeof(float) * (size_t)cout);
+  int8_t *rows = malloc((size_t)(d->goc * taps * d->gic));
+  bool ok = c->w && ones && rows;
+  if (d->dynamic) {
+    ok = ok && (c->fbias = calloc((size_t)cout, sizeof(float)));
+    if (ok && d->fbias) memcpy(c->fbias, d->fbias, sizeof(float) * (size_t)cout);
+  } else {
+    ok = ok && (c->bias = calloc((size_t)cout, sizeof(int32_t))) && (c->requant = malloc(sizeof(float) * (size_t)cout));
+    if (ok && d->bias) memcpy(c->bias, d->bias, sizeof(int32_t) * (size_t)cout);
+    if (ok) memcpy(c->requant, d->requant, sizeof(float) * (size_t)cout);
+  }
+  if (ok && d->transposed)
+    ok = !phase_taps(d->kh, d->sh, d->dh, &c->taps_h, &c->toff_h) &&
+         !phase_taps(d->kw, d->sw, d->dw, &c->taps_w, &c->toff_w);
+  if (!ok) {
+    free(ones);
+    free(rows);
+    px_no_memory("quantized convolution");
+    return bad(c);
+  }
+  for (int64_t n = 0; n < cout; n++) ones[n] = 1.0f;
+  c->bytes = sizeof *c + (size_t)cout * 8;
+  const int64_t K_all = taps * d->gic;
+  for (int64_t g = 0; g < c->groups; g++)
+    for (int64_t p = 0; p < c->nph; p++) {
+      const int8_t *src = d->weights + g * d->goc * K_all; /* this group's rows of K_all bytes */
+      int64_t K = K_all;
+      if (d->transposed) { /* the rows of this phase's taps only */
+        int64_t rh = p / c->sw, rw = p % c->sw;
+        int64_t h0 = c->toff_h[rh], h1 = c->toff_h[rh + 1], w0 = c->toff_w[rw], w1 = c->toff_w[rw + 1];
+        K = (h1 - h0) * (w1 - w0) * d->gic;
+        if (!K) continue; /* no taps: the bias alone */
+        for (int64_t oc = 0; oc < d->goc; oc++) {
+          int8_t *dst = rows + oc * K;
+          for (int64_t a = h0; a < h1; a++)
+            for (int64_t b = w0; b < w1; b++, dst += d->gic)
+              memcpy(dst, src + oc * K_all + (c->taps_h[a] * d->kw + c->taps_w[b]) * d->gic, (size_t)d->gic);
+        }
+        src = rows;
+      }
+      px_qweights_desc wd = {.bits = 8,
+                             .N = d->goc,
+                             .K = K,
+                             .data = src,
+                             .row_bytes = K,
+                             .scales = d->dynamic ? d->wscale + g * d->goc : ones,
+                             .bias = d->dynamic && d->fbias ? d->fbias + g * d->goc : NULL};
+      c->w[g * c->nph + p] = px_qweights_pack(&wd);
+      if (!c->w[g * c->nph + p]) {
+        free(ones);
+        free(rows);
+        return bad(c); /* px_qweights_pack said why */
+      }
+      c->bytes += px_qweights_bytes(c->w[g * c->nph + p]);
+    }
+  free(ones);
+  free(rows);
+  return c;
+}
+
+void px_qconv_out_size(const px_qconv *c, int64_t H, int64_t W, int64_t *oh, int64_t *ow) {
+  if (c->transposed) {
+    int64_t h = H < 1 ? -1 : c->sh * (H - 1) + c->ah + c->dh * (c->kh - 1) + 1 - c->pt - c->pb;
+    int64_t w = W < 1 ? -1 : c->sw * (W - 1) + c->aw + c->dw * (c->kw - 1) + 1 - c->pl - c->pr;
+    *oh = h >= 1 ? h : -1;
+    *ow = w >= 1 ? w : -1;
+    return;
+  }
+  int64_t spanh = c->dh * (c->kh - 1) + 1, spanw = c->dw * (c->kw - 1) + 1;
+  int64_t ph = H + c->pt + c->pb, pw = W + c->pl + c->pr;
+  *oh = H >= 0 && ph >= spanh ? (ph - spanh) / c->sh + 1 : -1;
+  *ow = W >= 0 && pw >= spanw ? (pw - spanw) / c->sw + 1 : -1;
+}
+
+/* ---- the product's rows ------------------------------------------------------ */
+
+/* What one call works on: the output pixels of one phase (all of them for a
+ * plain convolution), enumerated n-major then oh then ow; row m is output
+ * pixel (n, oh0 + a * step_h, ow0 + b * step_w). */
+typedef struct {
+  const px_qconv *c;
+  const int8_t *x;
+  int64_t H, W, OH, OW;
+  int64_t oh0, ow0, nh, nw, step_h, step_w; /* this phase's output pixels */
+  int64_t h0, h1, w0, w1;                   /* transposed: its taps (taps_h[h0 .. h1)) */
+  int64_t K;                                /* bytes per gathered row */
+  const int32_t *zp;                        /* dynamic: per batch; else NULL */
+} qc_phase;
+
+static inline void qc_pixel(const qc_phase *P, int64_t m, int64_t *n, int64_t *oh, int64_t *ow) {
+  int64_t per = P->nh * P->nw;
+  *n = m / per;
+  int64_t r = m % per;
+  *oh = P->oh0 + (r / P->nw) * P->step_h;
+  *ow = P->ow0 + (r % P->nw) * P->step_w;
+}
+
+/* Rows [m0, m0 + rows) of group g's taps into a (rows of P->K bytes). */
+static void qc_gather(const qc_phase *P, int64_t g, int64_t m0, int64_t rows, int8_t *a) {
+  const px_qconv *c = P->c;
+  const int64_t C = c->gic, H = P->H, W = P->W;
+  for (int64_t r = 0; r < rows; r++) {
+    int64_t n, oh, ow;
+    qc_pixel(P, m0 + r, &n, &oh, &ow);
+    const int8_t *img = P->x + n * H * W * c->cin + g * C;
+    int pad = (int)(int8_t)(P->zp ? P->zp[n] : c->in_zp);
+    int8_t *row = a + r * P->K;
+    if (!c->transposed) {
+      for (int64_t i = 0; i < c->kh; i++) {
+        int64_t ih = oh * c->sh + i * c->dh - c->pt;
+        for (int64_t j = 0; j < c->kw; j++, row += C) {
+          int64_t iw = ow * c->sw + j * c->dw - c->pl;
+          if (ih < 0 || ih >= H || iw < 0 || iw >= W)
+            memset(row, pad, (size_t)C);
+          else
+            memcpy(row, img + (ih * W + iw) * c->cin, (size_t)C);
+        }
+      }
+      continue;
+    }
+    for (int64_t ia = P->h0; ia < P->h1; ia++) {
+      int64_t t = oh + c->pt - c->taps_h[ia] * c->dh; /* a multiple of sh: this phase's taps */
+      int64_t ih = t >= 0 ? t / c->sh : -1;
+      for (int64_t ib = P->w0; ib < P->w1; ib++, row += C) {
+        int64_t u = ow + c->pl - c->taps_w[ib] * c->dw;
+        int64_t iw = u >= 0 ? u / c->sw : -1;
+        if (ih < 0 || ih >= H || iw < 0 || iw >= W)
+          memset(row, pad, (size_t)C);
+        else
+          memcpy(row, img + (ih * W + iw) * c->cin, (size_t)C);
+      }
+    }
+  }
+}
+
+/* The scratch position, to hand back what each tile's product took. */
+typedef struct {
+  struct px_scratch_block *cur;
+  size_t used;
+} qc_mark;
+static qc_mark qc_scratch_mark(const px_ctx *ctx) { return (qc_mark){ctx->scratch_cur, ctx->scratch_used}; }
+static void qc_scratch_back(px_ctx *ctx, qc_mark m) {
+  ctx->scratch_cur = m.cur;
+  ctx->scratch_used = m.used;
+}
+
+/* The tile: about 256 KiB of gathered rows, at least 16 rows. */
+static int64_t qc_tile(int64_t K, int64_t M) {
+  int64_t t = ((int64_t)1 << 18) / (K ? K : 1);
+  if (t < 16) t = 16;
+  return t > M ? M : t;
+}
+
+/* Rows of one phase and group written to their output pixels: int8 (static)
+ * or float, from a [rows][goc] tile. */
+static void qc_scatter(const qc_phase *P, int64_t g, int64_t m0, int64_t rows, const void *tile, void *y) {
+  const px_qconv *c = P->c;
+  size_t es = c->dynamic ? sizeof(float) : 1;
+  for (int64_t r = 0; r < rows; r++) {
+    int64_t n, oh, ow;
+    qc_pixel(P, m0 + r, &n, &oh, &ow);
+    char *dst = (char *)y + (((n * P->OH + oh) * P->OW + ow) * c->cout + g * c->goc) * (int64_t)es;
+    memcpy(dst, (const char *)tile + r * c->goc * (int64_t)es, (size_t)c->goc * es);
+  }
+}
+
+/* A phase without taps: every output is the bias alone, through the same
+ * epilogue as a product's (a zero sum). */
+static void qc_bias_only(const qc_phase *P, int64_t g, int64_t rows, void *tile) {
+  const px_qconv *c = P->c;
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t j = 0; j < c->goc; j++) {
+      int64_t ch = g * c->goc + j;
+      if (c->dynamic) {
+        float v = 0.0f + c->fbias[ch];
+        if (v < c->lo) v = c->lo;
+        if (v > c->hi) v = c->hi;
+        ((float *)tile)[r * c->goc + j] = v;
+      } else {
+        float v = (float)c->bias[ch] * c->requant[ch];
+        float lo = (float)(c->qmin - c->out_zp), hi = (float)(c->qmax - c->out_zp);
+        v = v < lo ? lo : v; /* as px_qgemm_qs8: max, then min */
+        v = hi < v ? hi : v;
+        ((int8_t *)tile)[r * c->goc + j] = (int8_t)(lrintf(v) + c->out_zp);
+      }
+    }
+}
+
+static int qc_run(px_ctx *ctx, const px_qconv *c, int64_t N, int64_t H, int64_t W, const int8_t *x, const int32_t *zp,
+                  const float *scale, int per_pixel, int64_t OH, int64_t OW, void *y) {
+  int64_t oh, ow;
+  px_qconv_out_size(c, H, W, &oh, &ow);
+  if (oh < 0 || ow < 0 || oh != OH || ow != OW)
+    return px_fail(ctx, "a %lldx%lld input gives a %lldx%lld output, not %lldx%lld", (long long)H, (long long)W,
+                   (long long)oh, (long long)ow, (long long)OH, (long long)OW);
+  if (N <= 0 || OH * OW == 0) return 0;
+  size_t es = c->dynamic ? sizeof(float) : 1;
+  for (int64_t p = 0; p < c->nph; p++) {
+    qc_phase P = {.c = c, .x = x, .H = H, .W = W, .OH = OH, .OW = OW, .zp = zp};
+    if (c->transposed) {
+      int64_t rh = p / c->sw, rw = p % c->sw;
+      P.oh0 = ((rh - c->pt) % c->sh + c->sh) % c->sh; /* the first output row with (oh + pt) mod sh = rh */
+      P.ow0 = ((rw - c->pl) % c->sw + c->sw) % c->sw;
+      P.nh = P.oh0 < OH ? (OH - P.oh0 + c->sh - 1) / c->sh : 0;
+      P.nw = P.ow0 < OW ? (OW - P.ow0 + c->sw - 1) / c->sw : 0;
+      P.step_h = c->sh, P.step_w = c->sw;
+      P.h0 = c->toff_h[rh], P.h1 = c->toff_h[rh + 1], P.w0 = c->toff_w[rw], P.w1 = c->toff_w[rw + 1];
+      P.K = (P.h1 - P.h0) * (P.w1 - P.w0) * c->gic;
+    } else {
+      P.nh = OH, P.nw = OW, P.step_h = 1, P.step_w = 1;
+      P.K = c->kh * c->kw * c->gic;
+    }
+    int64_t M = N * P.nh * P.nw;
+    if (!M) continue;
+    /* A plain 1x1 convolution of stride 1 without padding reads its rows in place. */
+    bool direct = !c->transposed && c->kh == 1 && c->kw == 1 && c->sh == 1 && c->sw == 1 && !c->pt && !c->pl &&
+                  !c->pb && !c->pr;
+    if (per_pixel && !direct)
+      return px_fail(ctx, "per-pixel quantization parameters for a convolution that reads other pixels");
+    int64_t tile = qc_tile(P.K, M);
+    int8_t *a = direct || !P.K ? NULL : px_scratch(ctx, (size_t)(tile * P.K));
+    void *out = c->transposed ? px_scratch(ctx, (size_t)(tile * c->goc) * es) : NULL;
+    int32_t *rzp = c->dynamic ? px_scratch(ctx, sizeof(int32_t) * (size_t)tile) : NULL;
+    float *rsc = c->dynamic ? px_scratch(ctx, sizeof(float) * (size_t)tile) : NULL;
+    if ((!direct && P.K && !a) || (c->transposed && !out) || (c->dynamic && (!rzp || !rsc)))
+      return PYEXEC_ERR_EXECUTION;
+    for (int64_t m0 = 0; m0 < M; m0 += tile) {
+      int64_t rows = M - m0 < tile ? M - m0 : tile;
+      if (c->dynamic)
+        for (int64_t r = 0; r < rows; r++) {
+          int64_t q = per_pixel ? m0 + r : (m0 + r) / (P.nh * P.nw); /* direct: output pixel = input pixel */
+          rzp[r] = zp[q];
+          rsc[r] = scale[q];
+        }
+      for (int64_t g = 0; g < c->groups; g++) {
+        const px_qweights *w = c->w[g * c->nph + p];
+        if (!w) { /* a phase without taps */
+          qc_bias_only(&P, g, rows, out);
+          qc_scatter(&P, g, m0, rows, out, y);
+          continue;
+        }
+        const int8_t *rowsp;
+        int64_t lda;
+        if (direct) {
+          rowsp = x + m0 * c->cin + g * c->gic;
+          lda = c->cin;
+        } else {
+          qc_gather(&P, g, m0, rows, a);
+          rowsp = a;
+          lda = P.K;
+        }
+        /* static / dynamic output, straight into y (plain) or into the tile (transposed) */
+        void *dst = c->transposed ? out : (char *)y + (m0 * c->cout + g * c->goc) * (int64_t)es;
+        int64_t ldc = c->transposed ? c->goc : c->cout;
+        qc_mark mk = qc_scratch_mark(ctx);
+        int rc;
+        if (c->dynamic)
+          rc = px_qgemm_qd8_f32(ctx, w, rows, rowsp, lda, rzp, rsc, dst, ldc, c->lo, c->hi);
+        else
+          rc = px_qgemm_qs8(ctx, w, rows, rowsp, lda, c->in_zp, c->bias + g * c->goc, c->requant + g * c->goc,
+                            c->out_zp, c->qmin, c->qmax, dst, ldc);
+        qc_scratch_back(ctx, mk);
+        if (rc) return rc;
+        if (c->transposed) qc_scatter(&P, g, m0, rows, out, y);
+      }
+    }
+  }
+  return 0;
+}
+
+int px_qconv_qs8(px_ctx *ctx, const px_qconv *c, int64_t N, int64_t H, int64_t W, const int8_t *x, int64_t OH,
+                 int64_t OW, int8_t *y) {
+  if (c->dynamic) return px_fail(ctx, "a dynamically quantized convolution run as a static one");
+  return qc_run(ctx, c, N, H, W, x, NULL, NULL, 0, OH, OW, y);
+}
+
+int px_qconv_qd8_f32(px_ctx *ctx, const px_qconv *c, int64_t N, int64_t H, int64_t W, const int8_t *x,
+                     const int32_t *zp, const float *scale, int per_pixel, int64_t OH, int64_t OW, float *y) {
+  if (!c->dynamic) return px_fail(ctx, "a static quantized convolution run as a dynamic one");
+  return qc_run(ctx, c, N, H, W, x, zp, scale, per_pixel, OH, OW, y);
+}
