@@ -11,9 +11,11 @@ from ._errors import (
     OutOfMemoryError,
     UnsupportedError,
 )
+from ._events import ProfileEvent
+from ._meta import DelegateInfo, MethodMeta, TensorInfo
 from ._method import Method
-from ._profile import Profile, ProfileEvent
-from ._program import DelegateInfo, MethodMeta, Program, Runtime, TensorInfo, load
+from ._profile import Profile
+from ._program import Program, Runtime, load
 
 __version__: str = _ffi.ffi.string(_ffi.lib.pyexec_version()).decode()
 

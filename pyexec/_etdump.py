@@ -27,12 +27,9 @@ import os
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from ._errors import FileError
-
-if TYPE_CHECKING:
-    from ._profile import ProfileEvent
+from ._events import ProfileEvent
 
 _FILE_IDENTIFIER = b"ED00"
 _SCHEMA_VERSION = 0

@@ -14,11 +14,13 @@ from typing import Any
 
 from . import _dtypes
 from ._errors import InvalidArgumentError, check, raise_status
+from ._events import Collected, read_profile
 from ._ffi import ffi, lib
+from ._handles import MethodHandle, ProgramBase, pickle_state
 from ._inputs import Inputs
+from ._meta import MethodMeta
 from ._outputs import Binding, Outputs
-from ._profile import Collected, Profile, read_profile
-from ._program import MethodHandle, MethodMeta, Program, _unpickle_program, pickle_state
+from ._profile import Profile
 
 _OUTPUT_TYPES = ("auto", "torch", "numpy")
 _run = lib.pyexec_method_run
@@ -67,8 +69,8 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(before=_before_fork, after_in_parent=_after_fork, after_in_child=_after_fork)
 
 
-def _unpickle_method(program: tuple[Any, Any], name: str, output_type: str) -> Method:
-    return _unpickle_program(*program).load_method(name, output_type)
+def _unpickle_method(kind: type[ProgramBase], program: tuple[Any, Any], name: str, output_type: str) -> Method:
+    return Method(kind._reopen(*program), name, output_type)
 
 
 def _check_clone(clone_outputs: Any) -> None:
@@ -96,8 +98,8 @@ class Method:
 
     _handle: MethodHandle | None = None
 
-    def __init__(self, program: Program, name: str, output_type: str = "auto") -> None:
-        if not isinstance(program, Program):
+    def __init__(self, program: ProgramBase, name: str, output_type: str = "auto") -> None:
+        if not isinstance(program, ProgramBase):
             raise InvalidArgumentError(f"program must be a pyexec.Program, got {type(program).__name__}")
         _check_output_type(output_type)
         bname = program._check_name(name)
@@ -109,6 +111,7 @@ class Method:
         self._m = self._handle.ptr
         self._output_type = output_type
         self._origins = program._origins
+        self._program_kind = type(program)
         self._lock = threading.Lock()
         with _live_lock:
             _live.add(self)
@@ -138,7 +141,7 @@ class Method:
 
     def __reduce__(self) -> tuple[Any, ...]:
         self._check_open()
-        return (_unpickle_method, (pickle_state(self._origins), self.meta.name, self._output_type))
+        return (_unpickle_method, (self._program_kind, pickle_state(self._origins), self.meta.name, self._output_type))
 
     def __enter__(self) -> Method:
         return self
@@ -359,7 +362,7 @@ class Method:
             InvalidArgumentError: `max_events` is not a positive int or None;
                 the method is closed (on entering or leaving the block).
         """
-        return Profile(self, max_events)
+        return Profile(self._profile_switch, max_events)
 
     def _profile_switch(self, on: bool, max_events: int = 0) -> Collected | None:
         """Starts collection on empty events (keeping at most `max_events`,

@@ -19,7 +19,7 @@ import numpy as np
 from . import _dtypes
 from ._errors import InvalidArgumentError
 from ._ffi import ffi, lib
-from ._program import TensorInfo, dim_order_if_not_row_major
+from ._meta import TensorInfo, dim_order_if_not_row_major
 from ._tensors import as_output_type, check_numpy_code, describe, numpy_view, to_torch
 
 _TENSOR = lib.PYEXEC_VALUE_TENSOR

@@ -4,19 +4,14 @@ in _method.py)."""
 
 from __future__ import annotations
 
-import hashlib
 import os
-from collections.abc import Iterator, Set
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, Union
+from typing import Any, Protocol, Union
 
-from . import _dtypes
-from ._errors import FileError, InvalidArgumentError, UnsupportedError, check
+from ._errors import InvalidArgumentError, UnsupportedError, check
 from ._ffi import ffi, lib
-
-if TYPE_CHECKING:
-    from ._method import Method
-
+from ._handles import ProgramBase, ProgramHandle, origin_of, pickle_state, verified
+from ._meta import DelegateInfo, MethodMeta, MethodNames, tensor_info
+from ._method import Method
 
 
 class Readable(Protocol):
@@ -27,167 +22,6 @@ class Readable(Protocol):
 
 
 Source = Union[str, "os.PathLike[str]", bytes, bytearray, memoryview, Readable]
-
-
-class MethodNames(Set[str]):
-    """A program's method names: a set, as ExecuTorch's `Program.method_names`
-    is (it compares equal to `{"forward"}`), that iterates in the file's order."""
-
-    __slots__ = ("_names",)
-
-    def __init__(self, names: tuple[str, ...]) -> None:
-        self._names = names
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._names
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._names)
-
-    def __len__(self) -> int:
-        return len(self._names)
-
-    def __hash__(self) -> int:
-        return self._hash()
-
-    def __repr__(self) -> str:
-        return "{" + ", ".join(repr(n) for n in self._names) + "}"
-
-
-@dataclass(frozen=True, repr=False)
-class TensorInfo:
-    """A method's tensor input or output as the program declares it
-    (ExecuTorch's `TensorInfo`, with attributes rather than methods)."""
-
-    sizes: tuple[int, ...]
-    """Sizes; the upper bound when the tensor is dynamic."""
-    dtype: str
-    """torch's name of the dtype ("float32")."""
-    dim_order: tuple[int, ...]
-    """The order of the dims in memory, outermost first: (0, 1, ..., n-1) is
-    row-major, (0, 2, 3, 1) channels-last."""
-    nbytes: int
-    """Bytes at the upper-bound sizes."""
-    is_memory_planned: bool
-    """The storage is part of the method's planned memory: a planned input is
-    copied in by set_inputs; an unplanned one is read in place (see SPEC §3),
-    and only an unplanned output can be bound with Method.set_output."""
-    is_dynamic: bool
-    """The sizes may change from call to call, up to `sizes`."""
-    is_mutated: bool
-    """For an input: the program writes it in place (what ExecuTorch's export
-    records as a user-input mutation, e.g. `cache.index_copy_(0, pos, k)` on an
-    argument of `forward`). Unplanned, the caller's tensor itself is updated
-    (and must be writable and contiguous); planned, the method's copy is. Either
-    way the new value also comes back as the output that
-    `Method.output_aliases_input` maps to this input.
-    For an output: always False. Every output is written by the program, so
-    the flag would say nothing; which output is a mutated input's new value is
-    what `Method.output_aliases_input` tells."""
-
-    def _short(self) -> str:
-        """`float32[2, 3] planned`, and the flags that are set."""
-        flags = ["planned" if self.is_memory_planned else "unplanned"]
-        if self.is_dynamic:
-            flags.append("dynamic")
-        if self.is_mutated:
-            flags.append("mutated")
-        if self.dim_order != tuple(range(len(self.dim_order))):
-            flags.append(f"dim_order={self.dim_order}")
-        return f"{self.dtype}{list(self.sizes)}" + "".join(f" {f}" for f in flags)
-
-    def __repr__(self) -> str:
-        return f"<pyexec.TensorInfo {self._short()} nbytes={self.nbytes}>"
-
-
-@dataclass(frozen=True, repr=False)
-class MethodMeta:
-    """What a method takes and returns, read from the program without loading
-    the method (ExecuTorch's `MethodMeta`, with attributes rather than methods)."""
-
-    name: str
-    inputs: tuple[TensorInfo | None, ...]
-    """One entry per input: TensorInfo, or None for a non-tensor value."""
-    outputs: tuple[TensorInfo | None, ...]
-    """One entry per output: TensorInfo, or None for a non-tensor value."""
-
-    def __repr__(self) -> str:
-        def fmt(infos: tuple[TensorInfo | None, ...]) -> str:
-            return "[" + ", ".join("non-tensor" if i is None else i._short() for i in infos) + "]"
-
-        return f"<pyexec.MethodMeta {self.name!r} inputs={fmt(self.inputs)} outputs={fmt(self.outputs)}>"
-
-
-def dim_order_if_not_row_major(info: TensorInfo | None) -> tuple[int, ...] | None:
-    """The dim_order of a slot laid out other than row-major (channels-last, ...), else None."""
-    if info is None or info.dim_order == tuple(range(len(info.dim_order))):
-        return None
-    return info.dim_order
-
-
-def _info(v: Any, output: bool) -> TensorInfo | None:
-    """The library's description of an input (`output` False) or output."""
-    if v.kind != lib.PYEXEC_VALUE_TENSOR:
-        return None
-    dim = v.dim
-    return TensorInfo(
-        sizes=tuple(v.sizes[0:dim]),
-        dtype=_dtypes.NAMES.get(v.dtype, str(v.dtype)),
-        dim_order=tuple(v.dim_order[0:dim]),
-        nbytes=int(v.nbytes),
-        is_memory_planned=bool(v.is_memory_planned),
-        is_dynamic=bool(v.is_dynamic),
-        # The library reports whether the program writes the value, which
-        # holds for every output it computes: only inputs keep the flag.
-        is_mutated=bool(v.is_mutated) and not output,
-    )
-
-
-@dataclass(frozen=True)
-class DelegateInfo:
-    """One delegate a method calls (a part of the program the exporter
-    handed to a backend such as XNNPACK), described from the file without
-    loading the method: `Program.delegates(name)`."""
-
-    backend: str
-    """The backend id the program names ("XnnpackBackend")."""
-    supported: bool
-    """pyexec has a backend with this id (it then lists the node types)."""
-    node_types: tuple[str, ...]
-    """The node types the delegate's payload uses, sorted ("Conv2d",
-    "FullyConnected"); empty when pyexec has no such backend."""
-    unsupported: tuple[str, ...]
-    """Those of node_types pyexec does not run here: a node type it lacks, or
-    one whose nodes have quantized values. load_method names them when it
-    refuses the method."""
-
-    @property
-    def runnable(self) -> bool:
-        """pyexec has the backend and runs every node type the payload uses."""
-        return self.supported and not self.unsupported
-
-
-class ProgramHandle:
-    """Owns the C program; freed when the last Python reference goes.
-    `borrowed` holds the bytes a program was loaded from in place, for as
-    long as the C program (and so every Method) lives."""
-
-    __slots__ = ("ptr", "borrowed", "__weakref__")
-
-    def __init__(self, ptr: Any, borrowed: bytes | None = None) -> None:
-        self.ptr = ffi.gc(ptr, lib.pyexec_program_free)
-        self.borrowed = borrowed
-
-
-class MethodHandle:
-    """Owns the C method and keeps its program alive. Arrays returned without
-    a copy hold this object, so the memory they show outlives the Method."""
-
-    __slots__ = ("ptr", "program", "__weakref__")
-
-    def __init__(self, ptr: Any, program: ProgramHandle) -> None:
-        self.program = program
-        self.ptr = ffi.gc(ptr, lib.pyexec_method_free)
 
 
 def load(source: Source, data_path: Source | None = None) -> Program:
@@ -254,99 +88,7 @@ def _as_buffer(source: bytes | bytearray | memoryview) -> Any:
     return ffi.from_buffer(data)
 
 
-def _file_key(path: str) -> tuple[int, int, int, int]:
-    """What says a file is still the one that was loaded: device, inode,
-    size and modification time."""
-    st = os.stat(path)
-    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
-
-
-def _sha256(path: str) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-class _Origin:
-    """Where a program or data file came from, as pickling needs it: the
-    bytes themselves (a `bytes` source is kept, not copied; a bytearray or
-    memoryview is snapshot, since the caller may change it), or the absolute
-    path with what identified the file at load (device, inode, size, mtime).
-    The file's sha256 is computed on the first pickle and kept. Shared by a
-    Program and its Methods, so that a Method still pickles after its
-    Program is closed."""
-
-    __slots__ = ("what", "data", "path", "key", "digest")
-
-    def __init__(self, what: str, data: bytes | None, path: str | None) -> None:
-        self.what = what  # "program" or "data file", for messages
-        self.data = data
-        self.path = path
-        self.key = _file_key(path) if path is not None else None
-        self.digest: str | None = None
-
-    def state(self) -> tuple[str, Any, str | None]:
-        """("bytes", data, None) or ("path", path, sha256). A file that is no
-        longer the one loaded (replaced, resized or touched since) is refused:
-        its hash would not describe what this process runs."""
-        if self.path is None:
-            return ("bytes", self.data, None)
-        try:
-            key = _file_key(self.path)
-        except OSError as e:
-            raise FileError(f"cannot pickle the {self.what} '{self.path}': {e.strerror or e}") from None
-        if key != self.key:
-            raise FileError(
-                f"cannot pickle the {self.what} '{self.path}': the file changed since it was loaded "
-                f"(its content no longer is what this process runs)"
-            )
-        if self.digest is None:
-            self.digest = _sha256(self.path)
-        return ("path", self.path, self.digest)
-
-
-def _verified(what: str, state: tuple[str, Any, str | None]) -> Any:
-    """The source to load for a pickled origin: the bytes, or the path once
-    the file there hashes to what was pickled."""
-    kind, value, digest = state
-    if kind == "bytes":
-        return value
-    try:
-        before = _file_key(value)
-        actual = _sha256(value)
-        after = _file_key(value)
-    except OSError as e:
-        raise FileError(
-            f"cannot unpickle the {what} '{value}': the file is missing or unreadable "
-            f"({e.strerror or e}); its content changed since it was pickled"
-        ) from None
-    if actual != digest or before != after:
-        raise FileError(
-            f"cannot unpickle the {what} '{value}': its content changed since it was pickled "
-            f"(sha256 {actual}, pickled with {digest})"
-        )
-    return value
-
-
-def pickle_state(origins: tuple[_Origin, _Origin | None]) -> tuple[Any, Any]:
-    """(source, data file) of a program, as _unpickle_program takes them."""
-    origin, data = origins
-    return (origin.state(), None if data is None else data.state())
-
-
-def _unpickle_program(source: tuple[str, Any, str | None], data: tuple[str, Any, str | None] | None) -> Program:
-    return Program(_verified("program", source), None if data is None else _verified("data file", data))
-
-
-def _origin(what: str, source: Source, path: bytes | None) -> _Origin:
-    if path is not None:
-        return _Origin(what, None, os.path.abspath(os.fsdecode(path)))
-    return _Origin(what, source if type(source) is bytes else bytes(source), None)  # type: ignore[arg-type]
-
-
-class Program:
+class Program(ProgramBase):
     """A loaded .pte file, with its data file when it has one:
     `pyexec.load(source, data_path=None)` (see there for the errors).
     Methods loaded from it keep it alive.
@@ -365,7 +107,6 @@ class Program:
     _names: tuple[str, ...] = ()
     _source = "?"
     _data_source: str | None = None
-    _origins: tuple[_Origin, _Origin | None]
 
     def __init__(self, source: Source, data_path: Source | None = None) -> None:
         source = _read_if_file_like("source", source)
@@ -402,18 +143,18 @@ class Program:
                 f"load() takes a path, bytes, bytearray, memoryview or file-like object, got {type(source).__name__}"
             )
         handle = ProgramHandle(out[0], borrowed)  # frees the program if attaching fails
-        origin = _origin("program", source, path)
+        origin = origin_of("program", source, path)
         data_origin = None
         if isinstance(data_path, (str, os.PathLike)):
             dpath = _as_path(data_path)
             check(lib.pyexec_program_attach_data_file(handle.ptr, dpath))
             self._data_source = os.fsdecode(dpath)
-            data_origin = _origin("data file", data_path, dpath)
+            data_origin = origin_of("data file", data_path, dpath)
         elif data_path is not None:
             dbuf = _as_buffer(data_path)
             check(lib.pyexec_program_attach_data_buffer(handle.ptr, dbuf, len(dbuf)))
             self._data_source = f"<{type(data_path).__name__}, {len(dbuf)} bytes>"
-            data_origin = _origin("data file", data_path, None)
+            data_origin = origin_of("data file", data_path, None)
         self._origins = (origin, data_origin)
         self._handle = handle
         p = self._handle.ptr
@@ -440,7 +181,7 @@ class Program:
 
     def __reduce__(self) -> tuple[Any, ...]:
         self._ptr()  # a closed program refuses
-        return (_unpickle_program, pickle_state(self._origins))
+        return (Program._reopen, pickle_state(self._origins))
 
     def close(self) -> None:
         """Releases the program. Methods already loaded keep it alive and keep
@@ -453,22 +194,6 @@ class Program:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-    def _ptr(self) -> Any:
-        if self._handle is None:
-            raise InvalidArgumentError("program is closed")
-        return self._handle.ptr
-
-    @staticmethod
-    def _check_name(name: str) -> bytes:
-        """The name as the library takes it. Whether the program has such a
-        method is the library's check, so that its message (which lists the
-        methods) is the one every caller sees."""
-        if not isinstance(name, str):
-            raise InvalidArgumentError(f"method name must be a str, got {type(name).__name__}")
-        if "\0" in name:
-            raise InvalidArgumentError(f"method name must not contain NUL characters, got {name!r}")
-        return name.encode()
 
     def metadata(self, name: str) -> MethodMeta:
         """ExecuTorch's spelling of method_meta(name)."""
@@ -497,11 +222,11 @@ class Program:
         ins = []
         for i in range(nin[0]):
             check(lib.pyexec_program_input_info(p, bname, i, info))
-            ins.append(_info(info, output=False))
+            ins.append(tensor_info(info, output=False))
         outs = []
         for i in range(nout[0]):
             check(lib.pyexec_program_output_info(p, bname, i, info))
-            outs.append(_info(info, output=True))
+            outs.append(tensor_info(info, output=True))
         meta = MethodMeta(name=name, inputs=tuple(ins), outputs=tuple(outs))
         self._meta[name] = meta
         return meta
@@ -588,9 +313,13 @@ class Program:
                 layouts).
             OutOfMemoryError: its planned memory cannot be allocated.
         """
-        from ._method import Method  # imports this module: bound at call time
-
         return Method(self, name, output_type)
+
+    @classmethod
+    def _reopen(cls, source: tuple[str, Any, str | None], data: tuple[str, Any, str | None] | None) -> Program:
+        """The program again, from a pickled (source, data file): the bytes, or
+        the path once the file there hashes to what was pickled."""
+        return cls(verified("program", source), None if data is None else verified("data file", data))
 
 
 class OperatorRegistry:

@@ -206,7 +206,7 @@ def test_load_takes_file_like_objects(add_mul: bytes, tmp_path: Path) -> None:
 
 
 def test_method_names_is_a_set_in_file_order() -> None:
-    names = pyexec._program.MethodNames(("forward", "decode", "prefill"))
+    names = pyexec._meta.MethodNames(("forward", "decode", "prefill"))
     assert names == {"prefill", "forward", "decode"} and names == frozenset(names)
     assert names != {"forward"} and names != ("forward", "decode", "prefill")
     assert list(names) == ["forward", "decode", "prefill"] and len(names) == 3
