@@ -1,9 +1,9 @@
 """Exports the seed corpus of the libFuzzer harness (native/fuzz/): the
 reference models of tests/support/models.py (planned and unplanned IO), a few of
 the model zoo, and XNNPACK-lowered programs (a delegate payload to mutate:
-an MLP with softmax and concatenation, a partly delegated convolution
-network, and quantized transposed / grouped / dynamic convolutions and
-quint8 values with a requantizing Convert), as real ExecuTorch programs. They go to native/build/fuzz/seeds
+an MLP with softmax and concatenation, in float32, fp16 and bf16, a partly
+delegated convolution network, and quantized transposed / grouped / dynamic
+convolutions and quint8 values with a requantizing Convert), as real ExecuTorch programs. They go to native/build/fuzz/seeds
 (under build/, never committed); the committed fixtures in native/tests/data
 are seeds too. Run from anywhere, in the test venv (needs torch and
 executorch):
@@ -68,6 +68,9 @@ def xnnpack_models() -> dict[str, tuple[object, tuple[object, ...]]]:
     return {
         "xnnpack_mlp": (Mlp().eval(), (torch.randn(2, 8),)),
         "xnnpack_convnet": (ConvNet().eval(), (torch.randn(1, 3, 8, 8),)),
+        # fp16 / bf16 payloads: half values, half constants kept in their type
+        "xnnpack_mlp_fp16": (Mlp().eval().half(), (torch.randn(2, 8).half(),)),
+        "xnnpack_mlp_bf16": (Mlp().eval().to(torch.bfloat16), (torch.randn(2, 8).to(torch.bfloat16),)),
     }
 
 
@@ -153,7 +156,8 @@ def main() -> None:
     from support.xnnpack import export_xnnpack
 
     for name, (module, inputs) in xnnpack_models().items():
-        programs[name] = export_xnnpack(module, inputs)
+        options = {"enable_bf16": True} if name.endswith("_bf16") else None
+        programs[name] = export_xnnpack(module, inputs, partitioner_options=options)
     programs.update(quantized_xnnpack_programs())
     demo = ROOT / "pyexec" / "demo" / "decoder.pte"
     if demo.exists():

@@ -1,8 +1,9 @@
 """Hostile XNNPACK payloads: single fields of a real lowered program's payload
 (header magic, offsets and sizes, a value id, a dim count, a dim, a constant
-key, an external id, a node type, a permutation, a datatype) and of its
-delegate entries, overwritten; every truncation of the payload; bytes of
-the payload flipped. Each must fail at load with the right pyexec error
+key, an external id, a node type, a permutation, a datatype; in the fp16 and
+bf16 programs a half constant's dims and datatype, the inputs' and outputs'
+datatypes) and of its delegate entries, overwritten; every truncation of the
+payload and bytes of the payload flipped, in float32, fp16 and bf16. Each must fail at load with the right pyexec error
 naming the field (or run), never crash: every case runs in a child process
 (tests/unit/test_hostile.py's runner)."""
 
@@ -33,16 +34,19 @@ class Model(torch.nn.Module):
         return torch.cat([y, h[:, 1:5]], dim=1)
 
 
-def _program() -> bytes:
+def _program(dtype: torch.dtype = torch.float32) -> bytes:
+    """The model lowered in float32, fp16 or bf16 (the partitioner takes
+    bf16 nodes with enable_bf16)."""
     torch.manual_seed(0)
-    return export_xnnpack(Model().eval(), (torch.randn(3, 6),))
+    options = {"enable_bf16": True} if dtype == torch.bfloat16 else None
+    return export_xnnpack(Model().eval().to(dtype), (torch.randn(3, 6).to(dtype),), partitioner_options=options)
 
 
 class Case:
     """The program as a mutable buffer, with its payload's graph at hand."""
 
-    def __init__(self) -> None:
-        self.b = bytearray(_program())
+    def __init__(self, dtype: torch.dtype = torch.float32) -> None:
+        self.b = bytearray(_program(dtype))
         (self.p,) = payloads(bytes(self.b))
         self.g = self.p.graph(bytes(self.b))
 
@@ -166,7 +170,54 @@ def delegate_location() -> bytes:
     return c.put("<B", ref.field(0), 9)
 
 
+# ---- fp16 / bf16 programs ---------------------------------------------------------
+
+DT_FP32, DT_FP16, DT_PFP32, DT_BF16 = 1, 2, 13, 14
+
+
+def _half_constant(c: Case) -> Table:
+    """The first fp16 / bf16 constant (a linear's weight or bias)."""
+    return c.tensor_value(lambda t: t.scalar(3, "I") > 0 and t.scalar(0, "h") in (DT_FP16, DT_BF16))
+
+
+def half_constant_dim() -> bytes:
+    """An fp16 weight whose dims claim twice the bytes it has."""
+    c = Case(torch.float16)
+    tv = _half_constant(c)
+    first, _ = tv.vector(2)
+    dim = struct.unpack_from("<I", c.b, first)[0]
+    return c.put("<I", first, 2 * dim)
+
+
+def half_constant_as_fp32() -> bytes:
+    """A bf16 constant relabelled fp32: its bytes are half what fp32 needs."""
+    c = Case(torch.bfloat16)
+    return c.put("<h", _half_constant(c).field(0), DT_FP32)
+
+
+def half_input_as_bf16() -> bytes:
+    """The fp16 external input relabelled bf16: the float16 argument no longer matches."""
+    c = Case(torch.float16)
+    return c.put("<h", c.tensor_value(lambda t: t.scalar(5, "I") == 1).field(0), DT_BF16)
+
+
+def half_output_as_fp32() -> bytes:
+    c = Case(torch.bfloat16)
+    return c.put("<h", c.tensor_value(lambda t: t.scalar(5, "I") == 2).field(0), DT_FP32)
+
+
+def half_value_as_pfp32() -> bytes:
+    c = Case(torch.float16)
+    return c.put("<h", c.tensor_value(lambda t: t.scalar(3, "I") == 0 and t.scalar(5, "I") == 0).field(0), DT_PFP32)
+
+
+def half_datatype_unknown() -> bytes:
+    c = Case(torch.bfloat16)
+    return c.put("<h", _half_constant(c).field(0), 15)
+
+
 INVALID, UNSUPPORTED = ("InvalidProgramError",), ("UnsupportedError",)
+EXECUTION = ("ExecutionError", "InvalidArgumentError")
 CASES: dict[str, tuple[Callable[[], bytes], tuple[str, ...], str]] = {
     # name: (mutation, accepted errors, words the message must contain)
     "magic": (magic, INVALID, "identifier is not XN00 or XN01"),
@@ -185,6 +236,12 @@ CASES: dict[str, tuple[Callable[[], bytes], tuple[str, ...], str]] = {
     "permutation": (permutation, INVALID, "perm is not a permutation"),
     "delegate_processed_index": (delegate_processed_index, INVALID, "segment 77"),
     "delegate_location": (delegate_location, INVALID, "location 9 is unknown"),
+    "half_constant_dim": (half_constant_dim, INVALID, "its dims need"),
+    "half_constant_as_fp32": (half_constant_as_fp32, INVALID, "its dims need"),
+    "half_input_as_bf16": (half_input_as_bf16, EXECUTION, "dtype float16, the graph's value"),
+    "half_output_as_fp32": (half_output_as_fp32, EXECUTION, "dtype bfloat16, the graph's value"),
+    "half_value_as_pfp32": (half_value_as_pfp32, UNSUPPORTED, "pfp32"),
+    "half_datatype_unknown": (half_datatype_unknown, INVALID, "datatype 15 is unknown"),
 }
 
 
@@ -210,8 +267,12 @@ def _segment_size_field(pte: bytes, p: Payload) -> int:
     return pos
 
 
-def test_every_truncation_of_the_payload_is_refused(tmp_path: Path) -> None:
-    pte = _program()
+HALF = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+
+
+@pytest.mark.parametrize("dt", sorted(HALF))
+def test_every_truncation_of_the_payload_is_refused(dt: str, tmp_path: Path) -> None:
+    pte = _program(HALF[dt])
     (p,) = payloads(pte)
     pos = _segment_size_field(pte, p)
     cases = {}
@@ -224,13 +285,14 @@ def test_every_truncation_of_the_payload_is_refused(tmp_path: Path) -> None:
         assert str(results[case]["result"]).startswith("InvalidProgramError"), f"{case}: {results[case]}"
 
 
-def test_flipped_payload_bytes_fail_cleanly(tmp_path: Path) -> None:
-    """Each third byte of the payload's flatbuffer, one at a time, inverted:
-    the program runs or fails with a pyexec error; nothing crashes. A dim
-    turned huge (below the 1 TiB declared-size limit) may fail to get its
-    intermediate storage: OutOfMemoryError, as for a planned buffer larger
-    than memory."""
-    pte = _program()
+@pytest.mark.parametrize("dt", sorted(HALF))
+def test_flipped_payload_bytes_fail_cleanly(dt: str, tmp_path: Path) -> None:
+    """Each third byte of the payload's flatbuffer, one at a time, inverted
+    (the float32, fp16 and bf16 programs): the program runs or fails with a
+    pyexec error; nothing crashes. A dim turned huge (below the 1 TiB
+    declared-size limit) may fail to get its intermediate storage:
+    OutOfMemoryError, as for a planned buffer larger than memory."""
+    pte = _program(HALF[dt])
     (p,) = payloads(pte)
     cases = {}
     for k in range(p.fb_offset - p.offset, p.size, 3):

@@ -83,6 +83,7 @@ def export_quantized(
     quant: dict[str, Any],
     calibration: list[tuple] | None = None,
     lower: bool = False,
+    partitioner_options: dict[str, Any] | None = None,
 ) -> bytes:
     """Quantizes a copy of `module` as `quant` says and exports it for the
     portable runtime; returns the .pte bytes (cached).
@@ -93,13 +94,16 @@ def export_quantized(
     (export_llm's embedding quantizer: embedding_byte / 4bit / 2bit.dtype),
     or {"scheme": "torchao", "bits": 4 | 8, "group_size": int (0: per
     channel)} (8da4w / 8da8w). lower: lowered with XnnpackPartitioner
-    instead of left as portable ops."""
+    instead of left as portable ops, with partitioner_options as its keyword
+    arguments (enable_bf16=True for bfloat16 models)."""
     register_quantized_ops()
     calibration = calibration or [inputs]
     where = os.environ.get("PYEXEC_TEST_EXPORT_CACHE", str(_CACHE))
     options = {"quant": quant, "calibration": calibration, "quant.py": _file_digest(__file__)}
     if lower:
         options["lower"] = "XnnpackPartitioner"
+    if partitioner_options:
+        options["partitioner_options"] = partitioner_options
     path = None if where == "off" else Path(where) / f"q{_export_key(module, inputs, options)}.pte"
     if path is not None and path.is_file():
         return path.read_bytes()
@@ -117,7 +121,7 @@ def export_quantized(
     if lower:
         from support.xnnpack import lower_manager
 
-        pte = bytes(lower_manager(m, inputs).buffer)
+        pte = bytes(lower_manager(m, inputs, partitioner_options=partitioner_options).buffer)
     else:
         pte = bytes(export_manager(m, inputs, strict_ir=False).buffer)
     if path is not None:

@@ -27,10 +27,13 @@ def lower_manager(
     alloc_graph_input: bool = True,
     alloc_graph_output: bool = True,
     extract_delegate_segments: bool = True,
+    partitioner_options: dict[str, Any] | None = None,
 ) -> Any:
     """Exports `module` and lowers every partition XnnpackPartitioner takes;
     returns the ExecutorchProgramManager. extract_delegate_segments=False
-    keeps the payloads inline (Program.backend_delegate_data)."""
+    keeps the payloads inline (Program.backend_delegate_data);
+    partitioner_options are XnnpackPartitioner's keyword arguments
+    (enable_bf16=True: it takes bfloat16 nodes too)."""
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
     from executorch.exir import ExecutorchBackendConfig, to_edge_transform_and_lower
     from executorch.exir.passes import MemoryPlanningPass
@@ -39,7 +42,7 @@ def lower_manager(
     with warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore")
         ep = torch.export.export(module, args, dynamic_shapes=dynamic_shapes, strict=False)
-        edge = to_edge_transform_and_lower(ep, partitioner=[XnnpackPartitioner()])
+        edge = to_edge_transform_and_lower(ep, partitioner=[XnnpackPartitioner(**(partitioner_options or {}))])
         config = ExecutorchBackendConfig(
             memory_planning_pass=MemoryPlanningPass(
                 alloc_graph_input=alloc_graph_input, alloc_graph_output=alloc_graph_output

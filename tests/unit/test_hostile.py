@@ -152,6 +152,9 @@ CHILD = textwrap.dedent(
                         inputs.append(0)
                     elif int(np.prod(info.sizes, dtype=np.float64)) > 1 << 22:
                         return "skipped: input too large"
+                    elif info.dtype == "bfloat16":  # numpy has none
+                        import torch
+                        inputs.append(torch.ones(info.sizes, dtype=torch.bfloat16))
                     else:
                         inputs.append(np.ones(info.sizes, DTYPES.get(info.dtype, np.float32)))
                 method.execute(inputs)

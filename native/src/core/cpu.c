@@ -54,6 +54,7 @@ static void detect(void) {
    * compiler's __builtin_cpu_supports knows the name); its registers are the
    * AVX ones, whose OS support the avx2 check already includes */
   unsigned int a = 0, b = 0, c = 0, d = 0;
+  if (__get_cpuid(1, &a, &b, &c, &d)) f.f16c = __builtin_cpu_supports("avx") && (c & (1u << 29)) != 0;
   if (__get_cpuid_count(7, 1, &a, &b, &c, &d)) f.avxvnni = f.avx2 && (a & (1u << 4)) != 0;
 #elif defined(__aarch64__)
   f.asimd = true; /* mandatory in AArch64; the compiler already relies on it */

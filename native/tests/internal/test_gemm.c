@@ -8,7 +8,9 @@
  * x86-64 the test runs itself again with PYEXEC_GEMM_ISA=avx2 and =portable
  * to check the fallbacks on a machine that has AVX-512. Then, on random (non-integer)
  * values, the products split over 2 and 3 threads must equal the
- * single-threaded ones bit for bit. Linked against the library's objects
+ * single-threaded ones bit for bit. B in float16 / bfloat16 (gemm_h16.c:
+ * 16-bit panels widened per block) goes through the same shapes, its small
+ * integers being exact in both. Linked against the library's objects
  * (see the Makefile).
  */
 #include <math.h>
@@ -18,6 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "kernels/convert16.h"
 #include "kernels/gemm/gemm.h"
 #include "kernels/kernel.h"
 #include "runtime/parallel.h"
@@ -81,8 +84,10 @@ static void one_shape(int64_t M, int64_t N, int64_t K) {
   float *C = malloc(sizeof(float) * (size_t)(M * (N + 3)));
   float *bias = malloc(sizeof(float) * (size_t)N), *rbias = malloc(sizeof(float) * (size_t)M);
   float *pb = malloc(px_gemm_f32_prepack_size(N, K) + 64);
+  uint16_t *B16 = malloc(sizeof(uint16_t) * (size_t)(K * N)), *Bt16 = malloc(sizeof(uint16_t) * (size_t)(K * N));
+  uint16_t *pb16 = malloc(px_gemm_h16_prepack_size(N, K) + 64);
   double *R = malloc(sizeof(double) * (size_t)(M * N));
-  if (!A || !At || !B || !Bt || !C || !bias || !rbias || !pb || !R) {
+  if (!A || !At || !B || !Bt || !C || !bias || !rbias || !pb || !R || !B16 || !Bt16 || !pb16) {
     CHECK(0, "out of memory");
     goto out;
   }
@@ -90,12 +95,14 @@ static void one_shape(int64_t M, int64_t N, int64_t K) {
     for (int64_t k = 0; k < K; k++) A[i * K + k] = At[k * M + i] = aval(i, k);
   for (int64_t k = 0; k < K; k++)
     for (int64_t j = 0; j < N; j++) B[k * N + j] = Bt[j * K + k] = bval(k, j);
+  px_f32_to_f16(B16, B, K * N);
+  px_f32_to_bf16(Bt16, Bt, K * N);
   for (int64_t j = 0; j < N; j++) bias[j] = (float)(j % 5) - 2.0f;
   for (int64_t i = 0; i < M; i++) rbias[i] = (float)(i % 7) - 3.0f;
   for (int64_t i = 0; i < M; i++)
     for (int64_t j = 0; j < N; j++) R[i * N + j] = ref(i, j, K);
   const int64_t ldc = N + 3; /* a row stride past N: the gap must stay untouched */
-  for (int variant = 0; variant < 10; variant++) {
+  for (int variant = 0; variant < 12; variant++) {
     for (int64_t e = 0; e < M * ldc; e++) C[e] = (e % ldc) >= N ? 1234.0f : (variant == 1 ? 1.0f : NAN);
     int rc = 0;
     px_gemm_epilogue ep = {bias, -20.0f, 25.0f, false};
@@ -137,6 +144,14 @@ static void one_shape(int64_t M, int64_t N, int64_t K) {
       px_gemm_f32_prepack_b(N, K, B, N, 1, pb);
       rc = px_gemm_f32_prepacked_ep(&ctx, NULL, M, N, K, A, K, 1, NULL, NULL, pb, 0.0f, C, ldc, &rep);
       break;
+    case 10: /* float16 B, row-major, with the epilogue */
+      px_gemm_h16_prepack_b(N, K, B16, N, 1, pb16);
+      rc = px_gemm_h16_prepacked_ep(&ctx, NULL, M, N, K, A, K, 1, pb16, false, 0.0f, C, ldc, &ep);
+      break;
+    case 11: /* bfloat16 B, column-major */
+      px_gemm_h16_prepack_b(N, K, Bt16, 1, K, pb16);
+      rc = px_gemm_h16_prepacked_ep(&ctx, NULL, M, N, K, A, K, 1, pb16, true, 0.0f, C, ldc, NULL);
+      break;
     }
     CHECK(rc == 0, "variant %d: %s", variant, msg);
     int64_t wrong = 0, first = -1;
@@ -147,7 +162,9 @@ static void one_shape(int64_t M, int64_t N, int64_t K) {
           want = 1234.0;
         else if (variant == 1)
           want = 2.0 * R[i * N + j] + 1.0;
-        else if (variant >= 8)
+        else if (variant == 11)
+          want = R[i * N + j];
+        else if (variant == 8 || variant == 9)
           want = fmin(25.0, fmax(-20.0, R[i * N + j] + rbias[i]));
         else if (variant >= 6)
           want = fmin(25.0, fmax(-20.0, R[i * N + j] + bias[j]));
@@ -164,6 +181,7 @@ static void one_shape(int64_t M, int64_t N, int64_t K) {
   }
 out:
   free(A), free(At), free(B), free(Bt), free(C), free(bias), free(rbias), free(pb), free(R);
+  free(B16), free(Bt16), free(pb16);
 }
 
 /* Random floats: sums of them depend on the order of the additions, so equal

@@ -4,7 +4,11 @@
  * its upper-bound size once and runs the nodes' prepare hooks; execute binds
  * the external values to the call's arguments by external_id, propagates
  * shapes through every node, resizes the outputs, runs the nodes in order
- * and widens int32 indices into int64 outputs.
+ * and widens int32 indices into int64 outputs. fp16 / bf16 values are
+ * float32 storage (xnn_graph.h): their inputs are widened into it at bind,
+ * a node's such outputs rounded in place after it runs where XNNPACK rounds
+ * them (plan_rounding), and the outputs narrowed into their tensors at the
+ * end.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,12 +18,14 @@
 #include "backends/xnnpack/nodes.h"
 #include "backends/xnnpack/payload.h"
 #include "core/error.h"
+#include "kernels/convert16.h"
 #include "runtime/memory.h"
 #include "runtime/profile.h"
 
 typedef struct xnn_delegate {
   xnn_graph g;
   const xnn_node_ops **ops; /* per node */
+  bool *rounds;             /* per node: it writes an fp16 / bf16 value that needs rounding */
   void *arena;              /* intermediates */
   size_t arena_len;
   bool arena_mapped;
@@ -30,18 +36,23 @@ static void xnn_destroy(void *handle) {
   if (!d) return;
   xnn_graph_free(&d->g);
   free(d->ops);
+  free(d->rounds);
   if (d->arena) px_big_free(d->arena, d->arena_len, d->arena_mapped);
   free(d);
 }
 
-/* Intermediate values (neither constant nor external) share one zeroed
- * allocation, each at its upper bound, 64-byte aligned. */
+/* Values the backend stores: intermediates (neither constant nor external)
+ * and the float32 storage of fp16 / bf16 external values. */
+static bool stored_here(const xnn_value *v) { return !v->constant && (!v->flags || v->half); }
+
+/* Stored values share one zeroed allocation, each at its upper bound,
+ * 64-byte aligned. */
 static pyexec_status give_storage(xnn_delegate *d) {
   xnn_graph *g = &d->g;
   uint64_t total = 0;
   for (uint32_t i = 0; i < g->nvalues; i++) {
     const xnn_value *v = &g->values[i];
-    if (v->constant || v->flags) continue;
+    if (!stored_here(v)) continue;
     total += ((uint64_t)v->capacity + 63) & ~(uint64_t)63;
     if (total > PX_MAX_DECLARED_BYTES)
       return px_invalid_program("XNNPACK payload: intermediate values need more than %llu bytes",
@@ -53,7 +64,7 @@ static pyexec_status give_storage(xnn_delegate *d) {
   size_t off = 0;
   for (uint32_t i = 0; i < g->nvalues; i++) {
     xnn_value *v = &g->values[i];
-    if (v->constant || v->flags) continue;
+    if (!stored_here(v)) continue;
     v->data = (uint8_t *)d->arena + off;
     off += (v->capacity + 63) & ~(size_t)63;
   }
@@ -84,6 +95,70 @@ static void name_unsupported(const uint8_t *payload, size_t size) {
   px_unsupported("%s; node types pyexec does not run in this payload: %s", first, list);
 }
 
+/* Whether a node's fp16 / bf16 outputs need rounding after it runs: not
+ * when it only moves or selects elements of inputs of the output's type. */
+static bool moves_or_rounds(const xnn_node *nd, const xnn_value *values) {
+  int half = 0;
+  for (uint32_t k = 0; k < nd->nout; k++)
+    if (values[nd->out[k]].half) half = values[nd->out[k]].half;
+  if (!half) return false;
+  switch (nd->type) {
+    case XNN_NODE_static_transpose: case XNN_NODE_static_reshape: case XNN_NODE_static_slice:
+    case XNN_NODE_concatenate2: case XNN_NODE_concatenate3: case XNN_NODE_concatenate4:
+    case XNN_NODE_concatenate5: case XNN_NODE_copy: case XNN_NODE_abs: case XNN_NODE_negate:
+      break;
+    default: return true;
+  }
+  for (uint32_t k = 0; k < nd->nin; k++)
+    if (values[nd->in[k]].half != half) return true;
+  return false;
+}
+
+/* Which nodes round their fp16 / bf16 outputs (d->rounds), as XNNPACK does
+ * on x86, which has no fp16 or bf16 arithmetic and runs the nodes it has no
+ * kernels of that type for in float32, their outputs kept float32 inside the
+ * graph:
+ *   - fp16: every node rounds its output, but for a node with a quantized
+ *     input (a qdint8 FullyConnected, a dequantizing Convert) and every node
+ *     that reads such a float32 value, transitively;
+ *   - bf16: FullyConnected and BatchMatrixMultiply (the bf16 GEMM) round
+ *     their output; every other node keeps float32 (a qdint8
+ *     FullyConnected too, as for fp16);
+ *   - Convert to fp16 / bf16 rounds.
+ * An external output is rounded whatever its node (narrow_outputs), while
+ * the nodes reading it inside the graph see its float32 value. */
+static pyexec_status plan_rounding(xnn_delegate *d) {
+  const xnn_graph *g = &d->g;
+  bool *wide = calloc(g->nvalues + 1, sizeof *wide); /* kept float32, unrounded */
+  if (!wide) return px_no_memory("XNNPACK delegate");
+  for (uint32_t i = 0; i < g->nnodes; i++) {
+    const xnn_node *nd = &g->nodes[i];
+    int half = 0;
+    for (uint32_t k = 0; k < nd->nout; k++)
+      if (g->values[nd->out[k]].half) half = g->values[nd->out[k]].half;
+    bool wide_in = false, quantized_in = false;
+    for (uint32_t k = 0; k < nd->nin; k++) {
+      if (nd->in[k] == XNN_INVALID_ID) continue;
+      const xnn_value *v = &g->values[nd->in[k]];
+      wide_in = wide_in || wide[nd->in[k]];
+      quantized_in = quantized_in || (xnn_value_quantized(v) && !v->constant);
+    }
+    bool keeps_wide;
+    if (!half || nd->type == XNN_NODE_convert)
+      keeps_wide = false;
+    else if (quantized_in)
+      keeps_wide = true;
+    else if (half == XNN_DT_BF16)
+      keeps_wide = nd->type != XNN_NODE_fully_connected && nd->type != XNN_NODE_batch_matrix_multiply;
+    else
+      keeps_wide = wide_in;
+    for (uint32_t k = 0; k < nd->nout; k++) wide[nd->out[k]] = keeps_wide && g->values[nd->out[k]].half;
+    d->rounds[i] = half && !keeps_wide && moves_or_rounds(nd, g->values);
+  }
+  free(wide);
+  return PYEXEC_OK;
+}
+
 static pyexec_status xnn_init(px_ctx *ctx, const uint8_t *payload, size_t size, const px_compile_spec *specs,
                               size_t nspecs, const px_named_data *named, void **handle) {
   (void)specs; /* ExecuTorch's XNNPACK runtime reads no compile spec either */
@@ -94,7 +169,10 @@ static pyexec_status xnn_init(px_ctx *ctx, const uint8_t *payload, size_t size, 
   pyexec_status st = xnn_parse(payload, size, named, &d->g);
   if (st == PYEXEC_ERR_UNSUPPORTED) name_unsupported(payload, size);
   if (!st) st = give_storage(d);
-  if (!st && !(d->ops = calloc(d->g.nnodes + 1, sizeof *d->ops))) st = px_no_memory("XNNPACK delegate");
+  if (!st && (!(d->ops = calloc(d->g.nnodes + 1, sizeof *d->ops)) ||
+              !(d->rounds = calloc(d->g.nnodes + 1, sizeof *d->rounds))))
+    st = px_no_memory("XNNPACK delegate");
+  if (!st) st = plan_rounding(d);
   for (uint32_t i = 0; i < d->g.nnodes && !st; i++) {
     xnn_node *nd = &d->g.nodes[i];
     d->ops[i] = xnn_node_ops_for_node(nd, d->g.values);
@@ -122,6 +200,7 @@ static bool dtype_matches(int datatype, int dtype, bool output) {
   switch (datatype) {
     case XNN_DT_FP32: return dtype == PX_F32;
     case XNN_DT_FP16: return dtype == PX_F16;
+    case XNN_DT_BF16: return dtype == PX_BF16;
     case XNN_DT_INT32: return dtype == PX_I32 || (output && dtype == PX_I64);
     case XNN_DT_QINT8: return dtype == PX_I8;
     case XNN_DT_QUINT8: return dtype == PX_U8;
@@ -139,15 +218,15 @@ static int bind(px_ctx *ctx, xnn_delegate *d, px_value *const *args, size_t narg
     if (v->external_id >= nargs)
       return px_fail(ctx, "value %u is external %u, but the call passes %zu arguments", i, v->external_id, nargs);
     px_tensor *t = args[v->external_id]->u.t;
-    if (!dtype_matches(v->datatype, t->dtype, out))
+    if (!dtype_matches(xnn_file_datatype(v), t->dtype, out))
       return px_fail(ctx, "argument %u has dtype %s, the graph's value %u is %s", v->external_id,
-                     px_dtype_name(t->dtype), i, xnn_datatype_name(v->datatype));
+                     px_dtype_name(t->dtype), i, xnn_datatype_name(xnn_file_datatype(v)));
     if ((uint32_t)t->dim != v->num_dims && !(t->dim == 0 && v->num_dims == 1 && v->max_dims[0] == 1))
       return px_fail(ctx, "argument %u has rank %d, the graph's value %u has rank %u", v->external_id, t->dim, i,
                      v->num_dims);
-    v->data = t->data;
+    if (!v->half) v->data = t->data; /* fp16 / bf16: the value keeps its float32 storage */
     if (out) {
-      v->capacity = t->capacity;
+      if (!v->half) v->capacity = t->capacity;
       continue;
     }
     if (t->dim == 0) {
@@ -161,7 +240,12 @@ static int bind(px_ctx *ctx, xnn_delegate *d, px_value *const *args, size_t narg
     if ((uint64_t)xnn_numel(v) > bound)
       return px_fail(ctx, "argument %u has %lld elements, more than the graph's bound of %llu", v->external_id,
                      (long long)xnn_numel(v), (unsigned long long)bound);
-    v->capacity = need;
+    if (v->half == XNN_DT_FP16)
+      px_f16_to_f32(v->data, t->data, xnn_numel(v));
+    else if (v->half == XNN_DT_BF16)
+      px_bf16_to_f32(v->data, t->data, xnn_numel(v));
+    else
+      v->capacity = need;
   }
   return 0;
 }
@@ -177,7 +261,36 @@ static int resize_outputs(px_ctx *ctx, xnn_delegate *d, px_value *const *args) {
       continue;
     }
     if (px_resize(ctx, t, t->dim, v->dims)) return PYEXEC_ERR_EXECUTION;
-    v->data = t->data;
+    if (!v->half) v->data = t->data;
+  }
+  return 0;
+}
+
+/* Rounds the float32 storage of fp16 / bf16 outputs into their tensors
+ * (exact where the node already rounded it). */
+static void narrow_outputs(xnn_delegate *d, px_value *const *args) {
+  for (uint32_t i = 0; i < d->g.nvalues; i++) {
+    xnn_value *v = &d->g.values[i];
+    if (!(v->flags & XNN_VALUE_EXTERNAL_OUTPUT) || !v->half) continue;
+    px_tensor *t = args[v->external_id]->u.t;
+    if (v->half == XNN_DT_FP16)
+      px_f32_to_f16(t->data, v->data, xnn_numel(v));
+    else
+      px_f32_to_bf16(t->data, v->data, xnn_numel(v));
+  }
+}
+
+/* Runs node i, then rounds its fp16 / bf16 outputs to their type. */
+static int run_node(px_ctx *ctx, xnn_delegate *d, uint32_t i) {
+  ctx->scratch_cur = ctx->scratch;
+  ctx->scratch_used = 0;
+  const xnn_node *nd = &d->g.nodes[i];
+  int rc = d->ops[i]->exec(ctx, nd, d->g.values);
+  if (rc || !d->rounds[i]) return rc;
+  for (uint32_t k = 0; k < nd->nout; k++) {
+    xnn_value *v = &d->g.values[nd->out[k]];
+    if (v->half == XNN_DT_FP16) px_round_f16(v->data, xnn_numel(v));
+    if (v->half == XNN_DT_BF16) px_round_bf16(v->data, xnn_numel(v));
   }
   return 0;
 }
@@ -213,9 +326,7 @@ static int exec_profiled(px_ctx *ctx, xnn_delegate *d) {
       px_profile_shape(ctx->prof, ev, (int)v->num_dims, v->dims);
     }
     px_profile_start(ctx->prof, ev);
-    ctx->scratch_cur = ctx->scratch;
-    ctx->scratch_used = 0;
-    rc = d->ops[i]->exec(ctx, &d->g.nodes[i], d->g.values);
+    rc = run_node(ctx, d, i);
     px_profile_end(ctx->prof, ev);
   }
   return rc;
@@ -236,13 +347,12 @@ static int xnn_execute(px_ctx *ctx, void *handle, px_value *const *args, size_t 
   } else {
     for (uint32_t i = 0; i < d->g.nnodes && !rc; i++) {
       ctx->op = xnn_node_type_name(d->g.nodes[i].type);
-      ctx->scratch_cur = ctx->scratch;
-      ctx->scratch_used = 0;
-      rc = d->ops[i]->exec(ctx, &d->g.nodes[i], d->g.values);
+      rc = run_node(ctx, d, i);
     }
   }
   ctx->op = op;
   if (!rc) widen_outputs(d, args);
+  if (!rc) narrow_outputs(d, args);
   return rc;
 }
 

@@ -88,8 +88,8 @@ int xnn_concat_bytes(const xnn_node *node, xnn_value *values, size_t esize);
 
 /* A value with a quantized datatype (or quantization parameters). */
 static inline bool xnn_value_quantized(const xnn_value *v) {
-  return v->quant.kind != XNN_Q_NONE ||
-         (v->datatype != XNN_DT_FP32 && v->datatype != XNN_DT_FP16 && v->datatype != XNN_DT_INT32);
+  return v->quant.kind != XNN_Q_NONE || (v->datatype != XNN_DT_FP32 && v->datatype != XNN_DT_FP16 &&
+                                          v->datatype != XNN_DT_BF16 && v->datatype != XNN_DT_INT32);
 }
 /* Bytes a qdint8 value needs at its upper bound: its int8 data, then each
  * row's int32 zero point and float scale (xnn_qd8_params). */

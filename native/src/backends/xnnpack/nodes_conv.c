@@ -23,12 +23,18 @@
  * applied while the output is in cache: Conv2d's in the GEMM's registers
  * (or its tile epilogue) as each micro-tile is stored, the others' per row
  * tile.
+ *
+ * An fp16 / bf16 filter (a constant kept in its type, xnn_graph.h) is
+ * widened at prepare and packed into the same float32 panels: the packed
+ * copy is twice the filter's bytes in the file, whose pages are handed back.
  */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backends/xnnpack/nodes.h"
+#include "backends/xnnpack/qnodes.h"
+#include "kernels/convert16.h"
 #include "kernels/dwconv.h"
 #include "kernels/gemm/gemm.h"
 #include "runtime/parallel.h"
@@ -108,9 +114,10 @@ static int conv_prepare(px_ctx *ctx, xnn_node *node, xnn_value *values, int kind
   if (x->num_dims != 4 || y->num_dims != 4)
     return px_fail(ctx, "input and output must be 4-D (NHWC), got %u and %u dims",
                    x->num_dims, y->num_dims);
-  if (x->datatype != XNN_DT_FP32 || y->datatype != XNN_DT_FP32 || f->datatype != XNN_DT_FP32 ||
+  const bool half_filter = f->datatype == XNN_DT_FP16 || f->datatype == XNN_DT_BF16;
+  if (x->datatype != XNN_DT_FP32 || y->datatype != XNN_DT_FP32 || (f->datatype != XNN_DT_FP32 && !half_filter) ||
       (b && b->datatype != XNN_DT_FP32))
-    return px_fail(ctx, "only fp32 input, filter, bias and output are supported");
+    return px_fail(ctx, "only fp32 input, filter, bias and output (or an fp16 / bf16 filter) are supported");
   int64_t fd[4] = {p.Cout, p.KH, p.KW, p.Cin_g};
   if (kind == CONV_DEPTHWISE) fd[0] = 1, fd[3] = p.Cout;
   if (f->num_dims != 4 || f->max_dims[0] != fd[0] || f->max_dims[1] != fd[1] ||
@@ -120,8 +127,10 @@ static int conv_prepare(px_ctx *ctx, xnn_node *node, xnn_value *values, int kind
                    (long long)fd[2], (long long)fd[3], (long long)p.G, (long long)p.Cin_g,
                    (long long)p.Cout_g);
   int64_t fn = fd[0] * fd[1] * fd[2] * fd[3];
-  if (!f->constant || f->constant_size < (size_t)fn * sizeof(float))
-    return px_fail(ctx, "the filter must be a constant of %lld floats", (long long)fn);
+  const size_t fes = half_filter ? 2 : sizeof(float);
+  if (!f->constant || f->constant_size < (size_t)fn * fes)
+    return px_fail(ctx, "the filter must be a constant of %lld %s values", (long long)fn,
+                   xnn_datatype_name(f->datatype));
   int64_t bn = 1;
   if (b)
     for (uint32_t k = 0; k < b->num_dims; k++) bn *= b->max_dims[k];
@@ -143,7 +152,18 @@ static int conv_prepare(px_ctx *ctx, xnn_node *node, xnn_value *values, int kind
                    (long long)p.pb, (long long)p.pl, (long long)x->max_dims[1],
                    (long long)x->max_dims[2]);
   /* ---- pack ---- */
-  const float *fw = f->constant;
+  /* An fp16 / bf16 filter is widened into a temporary float32 copy, packed
+   * like a float32 one, and its file pages handed back. */
+  float *wide = NULL;
+  if (half_filter) {
+    if (!(wide = malloc(sizeof(float) * (size_t)fn + 1)))
+      return px_fail(ctx, "out of memory widening a %lld-element filter", (long long)fn);
+    if (f->datatype == XNN_DT_FP16)
+      px_f16_to_f32(wide, f->constant, fn);
+    else
+      px_bf16_to_f32(wide, f->constant, fn);
+  }
+  const float *fw = half_filter ? wide : f->constant;
   size_t wfloats;
   p.direct = false;
   if (kind == CONV_PLAIN) {
@@ -160,10 +180,15 @@ static int conv_prepare(px_ctx *ctx, xnn_node *node, xnn_value *values, int kind
   wfloats = p.wg * (size_t)p.G;
   size_t head = (sizeof(conv_plan) + 63) / 64 * 64, bias_b = ((size_t)p.Cout * 4 + 63) / 64 * 64;
   size_t total = head + bias_b + (wfloats * 4 + 63) / 64 * 64;
-  if (wfloats > ((size_t)1 << 40) / 4)
+  if (wfloats > ((size_t)1 << 40) / 4) {
+    free(wide);
     return px_fail(ctx, "packed weights of %zu floats are too large", wfloats);
+  }
   char *mem = aligned_alloc(64, total);
-  if (!mem) return px_fail(ctx, "out of memory packing %zu bytes of weights", total);
+  if (!mem) {
+    free(wide);
+    return px_fail(ctx, "out of memory packing %zu bytes of weights", total);
+  }
   conv_plan *plan = (conv_plan *)mem;
   *plan = p;
   plan->bias = (float *)(mem + head);
@@ -183,6 +208,7 @@ static int conv_prepare(px_ctx *ctx, xnn_node *node, xnn_value *values, int kind
     float *tmp = malloc(sizeof(float) * (size_t)(N * p.Cin_g));
     if (!tmp) {
       free(mem);
+      free(wide);
       return px_fail(ctx, "out of memory packing weights");
     }
     for (int64_t g = 0; g < p.G; g++) {
@@ -196,6 +222,10 @@ static int conv_prepare(px_ctx *ctx, xnn_node *node, xnn_value *values, int kind
     free(tmp);
   } else {
     memcpy(plan->w, fw, (size_t)fn * sizeof(float));
+  }
+  if (half_filter) {
+    free(wide);
+    xnn_drop_constant_pages(f->constant, f->constant_size);
   }
   free(node->packed);
   node->packed = plan;

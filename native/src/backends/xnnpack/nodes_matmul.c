@@ -11,6 +11,12 @@
  * (the engine's epilogue). The packed copy costs about the constant's own
  * size again: K x ceil(N / 16) * 16 floats per matrix (AVX2; 8-wide panels
  * elsewhere), the program's bytes being kept as they are.
+ *
+ * An fp16 / bf16 constant filter or B operand (kept in its type,
+ * xnn_graph.h) is packed 16-bit instead (px_gemm_h16_prepack_b: the same
+ * bytes as in the file, whose pages are then handed back) and widened to
+ * float32 one block at a time while the product runs: it is never resident
+ * as float32.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -65,13 +71,32 @@ static int pack_constant(px_ctx *ctx, xnn_node *node, int64_t count, int64_t N, 
   return 0;
 }
 
+static bool half_type(int datatype) { return datatype == XNN_DT_FP16 || datatype == XNN_DT_BF16; }
+
+/* pack_constant for an fp16 / bf16 B: 16-bit panels. */
+static int pack_constant_h16(px_ctx *ctx, xnn_node *node, int64_t count, int64_t N, int64_t K,
+                             const uint16_t *B, int64_t stride, int64_t rsb, int64_t csb) {
+  size_t one = px_gemm_h16_prepack_size(N, K);
+  if (count <= 0 || N <= 0 || K <= 0) return 0;
+  if ((size_t)count > SIZE_MAX / one) return px_fail(ctx, "packed weights are too large");
+  uint16_t *pb = malloc(one * (size_t)count);
+  if (!pb) return px_fail(ctx, "out of memory packing %zu bytes of weights", one * (size_t)count);
+  for (int64_t i = 0; i < count; i++)
+    px_gemm_h16_prepack_b(N, K, B + i * stride, rsb, csb, pb + (size_t)i * (one / sizeof(uint16_t)));
+  free(node->packed);
+  node->packed = pb;
+  node->packed_size = one * (size_t)count;
+  return 0;
+}
+
 int xnn_prepare_fully_connected(px_ctx *ctx, xnn_node *node, xnn_value *values) {
   const xnn_value *w = &values[node->in[1]];
   if (!w->constant || w->num_dims != 2) return 0; /* a run-time filter: packed per call */
   int64_t oc, ic;
   fc_dims(node, w, &oc, &ic);
   bool tr = node->flags & XNN_FLAG_TRANSPOSE_WEIGHTS;
-  int rc = pack_constant(ctx, node, 1, oc, ic, w->data, 0, tr ? oc : 1, tr ? 1 : ic);
+  int rc = half_type(w->datatype) ? pack_constant_h16(ctx, node, 1, oc, ic, w->data, 0, tr ? oc : 1, tr ? 1 : ic)
+                                  : pack_constant(ctx, node, 1, oc, ic, w->data, 0, tr ? oc : 1, tr ? 1 : ic);
   /* The run reads only the packed copy: hand the file's pages of the filter
    * back, so a program (or its .ptd) is not resident twice. */
   if (!rc) xnn_drop_constant_pages(w->data, w->constant_size);
@@ -89,6 +114,9 @@ int xnn_exec_fully_connected(px_ctx *ctx, const xnn_node *node, xnn_value *value
   if (node->packed) {
     px_gemm_epilogue ep = {node->in[2] != XNN_INVALID_ID ? values[node->in[2]].data : NULL,
                            node->output_min, node->output_max, false};
+    if (half_type(w->datatype))
+      return px_gemm_h16_prepacked_ep(ctx, NULL, m, oc, ic, x->data, ic, 1, node->packed,
+                                      w->datatype == XNN_DT_BF16, 0.0f, y, oc, &ep);
     return px_gemm_f32_prepacked_ep(ctx, NULL, m, oc, ic, x->data, ic, 1, NULL, NULL, node->packed, 0.0f, y,
                                     oc, &ep);
   }
@@ -126,6 +154,11 @@ int xnn_prepare_batch_matrix_multiply(px_ctx *ctx, xnn_node *node, xnn_value *va
   if (!b->constant || r < 2) return 0;
   int64_t K = b->dims[r - 2], N = b->dims[r - 1], batch = 1;
   for (uint32_t k = 0; k + 2 < r; k++) batch *= b->dims[k];
+  if (half_type(b->datatype)) {
+    int rc = pack_constant_h16(ctx, node, batch, N, K, b->data, K * N, N, 1);
+    if (!rc) xnn_drop_constant_pages(b->data, b->constant_size);
+    return rc;
+  }
   return pack_constant(ctx, node, batch, N, K, b->data, K * N, N, 1);
 }
 
@@ -141,6 +174,16 @@ int xnn_exec_batch_matrix_multiply(px_ctx *ctx, const xnn_node *node, xnn_value 
   if (!work) return PYEXEC_ERR_EXECUTION;
   const float *pa = a->data, *pb = b->data;
   float *po = o->data;
+  if (node->packed && half_type(b->datatype)) {
+    const uint16_t *packed = node->packed;
+    const int64_t one = (int64_t)(px_gemm_h16_prepack_size(N, K) / sizeof(uint16_t));
+    for (int64_t i = 0; i < batch; i++) {
+      int rc = px_gemm_h16_prepacked_ep(ctx, work, M, N, K, pa + i * M * K, K, 1, packed + i * one,
+                                        b->datatype == XNN_DT_BF16, 0.0f, po + i * M * N, N, NULL);
+      if (rc) return rc;
+    }
+    return 0;
+  }
   if (node->packed) {
     const float *packed = node->packed;
     const int64_t one = (int64_t)(px_gemm_f32_prepack_size(N, K) / sizeof(float));

@@ -13,6 +13,7 @@
 
 #include "backends/xnnpack/nodes.h"
 #include "core/error.h"
+#include "kernels/convert16.h"
 #include "loader/fb.h"
 #include "loader/program.h"
 
@@ -255,7 +256,7 @@ static const char *quant_kind_name(int kind) {
  * plain ones), -1 for datatypes pyexec does not run. */
 static int kind_for(int dt) {
   switch (dt) {
-    case XNN_DT_FP32: case XNN_DT_FP16: case XNN_DT_INT32: return XNN_Q_NONE;
+    case XNN_DT_FP32: case XNN_DT_FP16: case XNN_DT_BF16: case XNN_DT_INT32: return XNN_Q_NONE;
     case XNN_DT_QINT8: case XNN_DT_QUINT8: case XNN_DT_QINT32: return XNN_Q_PER_TENSOR;
     case XNN_DT_QCINT8: case XNN_DT_QCINT32: case XNN_DT_QCINT4: return XNN_Q_PER_CHANNEL;
     case XNN_DT_QBINT4: return XNN_Q_PER_CHANNEL_GROUP;
@@ -424,6 +425,12 @@ static pyexec_status parse_value(parse_state *s, uint32_t vi, const px_fb_table 
   pyexec_status qst = check_quant(s, vi, v);
   if (qst) return qst;
   if (dt == XNN_DT_QDINT8) v->capacity = xnn_qd8_capacity(v); /* int8 data, then per-row parameters */
+  if ((dt == XNN_DT_FP16 || dt == XNN_DT_BF16) && !v->constant_idx) {
+    /* float32 storage holding values rounded to dt (xnn_graph.h) */
+    v->half = dt;
+    v->datatype = XNN_DT_FP32;
+    v->capacity = (size_t)numel * sizeof(float);
+  }
   if (v->constant_idx && !s->used) {
     pyexec_status st = resolve_constant(s, vi, v, v->capacity);
     if (st) return st;
@@ -590,6 +597,53 @@ static pyexec_status resolve_id(parse_state *s, uint32_t ni, const xnn_node *nd,
   return PYEXEC_OK;
 }
 
+/* Whether input k of nd reads an fp16 / bf16 constant in its own type: the
+ * filter of FullyConnected and the convolutions, BatchMatrixMultiply's B. */
+static bool keeps_half_constant(const xnn_node *nd, uint32_t k) {
+  if (k != 1) return false;
+  switch (nd->type) {
+    case XNN_NODE_fully_connected: case XNN_NODE_batch_matrix_multiply: case XNN_NODE_conv2d:
+    case XNN_NODE_depthwise_conv2d: case XNN_NODE_conv_transpose2d:
+      return true;
+    default: return false;
+  }
+}
+
+static bool half_constant(const xnn_value *v) {
+  return v->constant_idx && (v->datatype == XNN_DT_FP16 || v->datatype == XNN_DT_BF16) &&
+         v->quant.kind == XNN_Q_NONE;
+}
+
+/* An fp16 / bf16 constant a node reads as float32: widened once into an
+ * owned, aligned float32 copy (describing reads no constant: only its
+ * datatype changes). */
+static pyexec_status widen_constant(parse_state *s, uint32_t id) {
+  xnn_value *v = &s->g->values[id];
+  size_t n = v->capacity / 2;
+  if (!s->used) {
+    float *c = aligned_alloc(16, (n * sizeof(float) + 15) / 16 * 16 + 16);
+    void **grown = realloc(s->g->owned, sizeof(void *) * (s->g->nowned + 1));
+    if (!c || !grown) {
+      free(c);
+      if (grown) s->g->owned = grown;
+      return px_error(PYEXEC_ERR_OUT_OF_MEMORY, "out of memory: XNNPACK constant %u widened to float32", id);
+    }
+    s->g->owned = grown;
+    s->g->owned[s->g->nowned++] = c;
+    if (v->datatype == XNN_DT_FP16)
+      px_f16_to_f32(c, v->constant, (int64_t)n);
+    else
+      px_bf16_to_f32(c, v->constant, (int64_t)n);
+    v->constant = c;
+    v->data = c;
+    v->constant_size = n * sizeof(float);
+  }
+  v->half = v->datatype;
+  v->datatype = XNN_DT_FP32;
+  v->capacity = n * sizeof(float);
+  return PYEXEC_OK;
+}
+
 static pyexec_status check_node(parse_state *s, uint32_t ni, xnn_node *nd) {
   const char *name = xnn_node_type_name(nd->type);
   xnn_value *vals = s->g->values;
@@ -605,9 +659,15 @@ static pyexec_status check_node(parse_state *s, uint32_t ni, xnn_node *nd) {
     if (o->flags & XNN_VALUE_EXTERNAL_INPUT)
       return BAD("node %u (%s): output value %u is an external input", ni, name, nd->out[k]);
   }
+  /* fp16 / bf16 constants read as float32 are widened (xnn_graph.h). */
+  for (uint32_t k = 0; k < nd->nin; k++)
+    if (nd->in[k] != XNN_INVALID_ID && half_constant(&vals[nd->in[k]]) && !keeps_half_constant(nd, k) &&
+        (st = widen_constant(s, nd->in[k])))
+      return st;
   /* Datatypes: a node with a quantized value runs when nodes_quant.c says
-   * so; otherwise float32 throughout, but for ArgMaxPooling2d's indices
-   * (int32) and Convert (fp32 <-> fp16). */
+   * so; otherwise float32 throughout (fp16 / bf16 values read as float32),
+   * but for ArgMaxPooling2d's indices (int32) and the fp16 / bf16 constants
+   * kept in their type. */
   bool quantized = false;
   for (uint32_t k = 0; k < nd->nin + nd->nout; k++) {
     uint32_t id = k < nd->nin ? nd->in[k] : nd->out[k - nd->nin];
@@ -627,8 +687,9 @@ static pyexec_status check_node(parse_state *s, uint32_t ni, xnn_node *nd) {
     int want = XNN_DT_FP32;
     if (nd->type == XNN_NODE_argmax_pooling2d && k == 2) want = XNN_DT_INT32;
     int dt = vals[id].datatype;
-    bool ok = dt == want || (nd->type == XNN_NODE_convert && (dt == XNN_DT_FP32 || dt == XNN_DT_FP16));
+    bool ok = dt == want || (k < nd->nin && keeps_half_constant(nd, k) && half_constant(&vals[id]));
     ok = ok && vals[id].quant.kind == XNN_Q_NONE;
+    dt = xnn_file_datatype(&vals[id]);
     if (!ok && s->unsupported) {
       s->unsupported[nd->type] = true;
     } else if (!ok) {

@@ -14,9 +14,35 @@
  *     least numel elements of their datatype, outputs' data to their upper
  *     bound (XNN_VALUE_CAPACITY bytes);
  *   - the datatype of every value a node reads or writes is fp32, except
- *     ArgMaxPooling2d's index output (int32) and Convert's fp16 side, or,
- *     for a node with a quantized value, a combination nodes_quant.c
- *     accepts (xnn_quant_check) and runs (xnn_node_ops_for_node).
+ *     ArgMaxPooling2d's index output (int32), the fp16 / bf16 constants
+ *     below, or, for a node with a quantized value, a combination
+ *     nodes_quant.c accepts (xnn_quant_check) and runs
+ *     (xnn_node_ops_for_node).
+ *
+ * fp16 and bf16 values (XNNPACK's numerics on x86: float32 arithmetic,
+ * outputs rounded to the value's type, to nearest even, where XNNPACK rounds
+ * them):
+ *   - every one that is not a constant lives in float32 storage (4 bytes an
+ *     element): payload.c sets its datatype to fp32 and records the file's
+ *     in `half`. Node functions see float32 and run unchanged, the quantized
+ *     ones included (fp16 -> qdint8 Convert, qdint8 FullyConnected -> fp16).
+ *     After a node the backend rounds its half outputs in place where
+ *     XNNPACK on x86 does (backend.c, plan_rounding): after every fp16 node
+ *     but those downstream of a quantized input (XNNPACK runs them in
+ *     float32), after the bf16 FullyConnected and BatchMatrixMultiply only
+ *     (its other bf16 nodes run in float32), never after a node that only
+ *     moves elements of inputs already rounded. At bind an fp16 / bf16
+ *     input tensor is widened into its storage; at the end the storage is
+ *     rounded into the output tensor;
+ *   - a constant stays in its type where its node reads it so: the filter
+ *     (in[1]) of FullyConnected and of the three convolutions, and
+ *     BatchMatrixMultiply's B (in[1]). FullyConnected and
+ *     BatchMatrixMultiply pack it 16-bit and widen a block at a time while
+ *     multiplying; the convolutions widen it at prepare into their float32
+ *     panels (twice the file's bytes for the filter, the file's pages handed
+ *     back). Every other fp16 / bf16 constant (biases, slopes, elementwise
+ *     operands) is widened once at load into an owned float32 copy
+ *     (datatype fp32, `half` set).
  *
  * Layout conventions (reference Part A, A8):
  *   - spatial values (conv, pooling, resize, prelu) are NHWC; the exporter
@@ -146,7 +172,12 @@ typedef struct xnn_value {
   const void *constant;      /* the constant's bytes, or NULL */
   size_t constant_size;
   xnn_quant quant;
+  int16_t half;              /* XNN_DT_FP16 / XNN_DT_BF16: the file's datatype of a value kept
+                                in float32 storage, rounded to it (datatype reads fp32); 0 else */
 } xnn_value;
+
+/* The datatype the file gives v (for messages, binding and describe). */
+static inline int xnn_file_datatype(const xnn_value *v) { return v->half ? v->half : v->datatype; }
 
 /* One node. Ids (indices into the value table):
  *   1x1 nodes (unary, Softmax, Copy, Convert, GlobalAvgPooling2d, Clamp,

@@ -116,4 +116,19 @@ bool px_gemm_f32_conv_available(void);
 int px_gemm_f32_conv(px_ctx *ctx, void *work, const px_gemm_conv *cv, int64_t M, int64_t N,
                      const float *pb, float *C, int64_t ldc, const px_gemm_epilogue *ep);
 
+/* B in float16 or bfloat16, kept 16-bit (gemm_h16.c): a K x N matrix (element
+ * (k, j) at B[k * rsb + j * csb]) is packed once by px_gemm_h16_prepack_b into
+ * px_gemm_h16_prepack_size(N, K) bytes, panels of px_gemm_f32_panel_width()
+ * columns over the whole depth (columns past N zero); px_gemm_h16_prepacked_ep
+ * multiplies C = A @ B + beta * C (then ep, as px_gemm_f32_packed_ep),
+ * widening each block of B to float32 in the engine's packing buffer as the
+ * product reaches it, so that B is never resident as float32. bf16 selects
+ * bfloat16 bits, else float16. work: as px_gemm_f32's. */
+size_t px_gemm_h16_prepack_size(int64_t N, int64_t K);
+void px_gemm_h16_prepack_b(int64_t N, int64_t K, const uint16_t *B, int64_t rsb, int64_t csb,
+                           uint16_t *pb);
+int px_gemm_h16_prepacked_ep(px_ctx *ctx, void *work, int64_t M, int64_t N, int64_t K,
+                             const float *A, int64_t rsa, int64_t csa, const uint16_t *pb, bool bf16,
+                             float beta, float *C, int64_t ldc, const px_gemm_epilogue *ep);
+
 #endif /* PX_GEMM_H */
