@@ -168,10 +168,10 @@ class Outputs:
                 arrays = last.arrays
                 if last.from_numpy is not None:  # a numpy copy wrapped by torch: ~3x cheaper than clone()
                     from_numpy = last.from_numpy
-                    return [from_numpy(a.copy()) for a in arrays]
+                    return [from_numpy(a.copy("K")) for a in arrays]
                 if kind == "torch":
-                    return [to_torch(a.copy(), code) for a, code in zip(arrays, last.codes or ())]
-                return [a.copy() for a in arrays]
+                    return [to_torch(a.copy("K"), code) for a, code in zip(arrays, last.codes or ())]
+                return [a.copy("K") for a in arrays]
         return self.build(changed, clone, kind, caller, self.views, True)
 
     def described(self, clone: bool, kind: str, caller: list[Any]) -> list[Any]:
@@ -226,10 +226,10 @@ class Outputs:
                 array = numpy_view(int(ffi.cast("uintptr_t", t.data)), code, shape, self.owner, self.order[i])
                 view = views[i] = OutputView(t.data, shape, array, code)
             if kind == "torch":
-                result.append(to_torch(view.array.copy(), view.code) if clone else view.torch())
+                result.append(to_torch(view.array.copy("K"), view.code) if clone else view.torch())
             else:
                 check_numpy_code(view.code, f"output {i}")
-                result.append(view.array.copy() if clone else view.array)
+                result.append(view.array.copy("K") if clone else view.array)
         if keep:
             self.last = self._last(kind, clone, result, plain, views_only, caller)
         return result

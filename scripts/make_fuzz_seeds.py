@@ -2,8 +2,9 @@
 reference models of tests/support/models.py (planned and unplanned IO), a few of
 the model zoo, and XNNPACK-lowered programs (a delegate payload to mutate:
 an MLP with softmax and concatenation, in float32, fp16 and bf16, a partly
-delegated convolution network, and quantized transposed / grouped / dynamic
-convolutions and quint8 values with a requantizing Convert), as real ExecuTorch programs. They go to native/build/fuzz/seeds
+delegated convolution network, quantized transposed / grouped / dynamic
+convolutions and quint8 values with a requantizing Convert, a delegate call
+taking SymInts and one taking channels-last tensors), as real ExecuTorch programs. They go to native/build/fuzz/seeds
 (under build/, never committed); the committed fixtures in native/tests/data
 are seeds too. Run from anywhere, in the test venv (needs torch and
 executorch):
@@ -93,6 +94,28 @@ def quantized_xnnpack_programs() -> dict[str, bytes]:
     }
 
 
+def xnnpack_argument_programs() -> dict[str, bytes]:
+    """Delegate calls with more than plain row-major tensors (see
+    tests/delegates/test_xnnpack_args.py): a linear layer lowered with
+    to_edge + to_backend, whose call takes the SymInts of two dynamic batch
+    dims before its tensors, and a convolution reading and writing
+    channels-last tensors."""
+    import torch
+    from delegates.test_xnnpack_args import export_to_backend
+    from support.xnnpack import export_xnnpack
+    from torch.export import Dim
+
+    torch.manual_seed(0)
+    linear = torch.nn.Sequential(torch.nn.Linear(8, 4), torch.nn.ReLU()).eval()
+    shapes = ({0: Dim("b0", min=1, max=3), 1: Dim("b1", min=1, max=3)},)
+    conv = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3, padding=1), torch.nn.ReLU()).eval()
+    x = torch.randn(1, 3, 6, 6).to(memory_format=torch.channels_last)
+    return {
+        "xnnpack_sym_linear": export_to_backend(linear, (torch.randn(2, 2, 8),), shapes),
+        "xnnpack_channels_last": export_xnnpack(conv, (x,)),
+    }
+
+
 def pack(pte: bytes, ptd: bytes) -> bytes:
     """A program and its data file as one input of the fuzz harness."""
     return b"PXPD" + struct.pack("<I", len(pte)) + pte + ptd
@@ -159,6 +182,7 @@ def main() -> None:
         options = {"enable_bf16": True} if name.endswith("_bf16") else None
         programs[name] = export_xnnpack(module, inputs, partitioner_options=options)
     programs.update(quantized_xnnpack_programs())
+    programs.update(xnnpack_argument_programs())
     demo = ROOT / "pyexec" / "demo" / "decoder.pte"
     if demo.exists():
         programs["demo_decoder"] = demo.read_bytes()

@@ -15,8 +15,22 @@
  *            thread's error message set (core/error.h), InvalidProgram for a
  *            malformed payload, Unsupported for something well-formed this
  *            library does not run.
- *   execute  per DelegateCall: the handle and the call's arguments (the
- *            method's values the instruction lists, inputs then outputs).
+ *   check_call (optional) once per DelegateCall instruction, when the
+ *            method is built: the handle and the call's arguments as the
+ *            program declares them (tensors at their upper-bound sizes). It
+ *            refuses an argument the delegate cannot take (a non-tensor
+ *            where it reads a tensor, a dtype, rank or dim_order it does not
+ *            run) with InvalidProgram or Unsupported and the message set
+ *            naming the argument; the builder prefixes the instruction.
+ *   execute  per DelegateCall: the handle and the call's arguments: every
+ *            value the instruction lists, in order, whatever its type.
+ *            ExecuTorch hands a delegate ints, SymInts, bools, lists and
+ *            None among its tensors; a backend reads the arguments it uses
+ *            and ignores the others. A tensor argument may have any
+ *            dim_order (its data lie in memory in that order). A MoveCall
+ *            may put another tensor (other sizes, dtype or dim_order, never
+ *            another value type) behind an argument between calls, so
+ *            execute checks again what check_call checked of a tensor.
  *            Returns 0, or the result of px_fail(ctx, ...) with the message
  *            in ctx (the executor prefixes the method and instruction).
  *            Output tensors are resized with px_resize (their bound is the
@@ -58,10 +72,12 @@ typedef struct px_backend {
   const char *id; /* as the program spells it: "XnnpackBackend" */
   pyexec_status (*init)(px_ctx *ctx, const uint8_t *payload, size_t size, const px_compile_spec *specs,
                         size_t nspecs, const px_named_data *named, void **handle);
+  /* Optional (may be NULL): see check_call above. */
+  pyexec_status (*check_call)(const void *handle, px_value *const *args, size_t nargs);
   int (*execute)(px_ctx *ctx, void *handle, px_value *const *args, size_t nargs);
   void (*destroy)(void *handle);
-  /* True when the delegate writes argument `arg` (an output); the builder
-   * uses it to know which values the call writes. */
+  /* True when the delegate writes argument `arg` (an output tensor); the
+   * builder uses it to know which values the call writes. */
   bool (*writes_arg)(const void *handle, size_t arg);
   /* Optional (may be NULL): describes a payload without initialising it
    * (so also one init refuses): the node types it uses, one name per line,

@@ -41,6 +41,23 @@ const char *px_dtype_name(int dtype) {
   }
 }
 
+const char *px_value_type_name(int tag) {
+  switch (tag) {
+    case PX_V_NONE: return "None";
+    case PX_V_INT: return "int";
+    case PX_V_BOOL: return "bool";
+    case PX_V_DOUBLE: return "double";
+    case PX_V_TENSOR: return "tensor";
+    case PX_V_STRING: return "string";
+    case PX_V_INT_LIST: return "int list";
+    case PX_V_DOUBLE_LIST: return "double list";
+    case PX_V_BOOL_LIST: return "bool list";
+    case PX_V_TENSOR_LIST: return "tensor list";
+    case PX_V_OPT_TENSOR_LIST: return "optional tensor list";
+    default: return "unknown";
+  }
+}
+
 void px_strides_from_dim_order(int dim, const int64_t *sizes,
                                const uint8_t *dim_order, int64_t *strides) {
   int64_t s = 1;

@@ -97,6 +97,8 @@ typedef struct px_value {
 /* Bytes per element; 0 for an unsupported dtype. */
 size_t px_elsize(int dtype);
 const char *px_dtype_name(int dtype);
+/* A value tag's name ("int", "tensor", "int list"); "unknown" if none. */
+const char *px_value_type_name(int tag);
 bool px_dtype_supported(int dtype);
 static inline bool px_is_floating(int dtype) {
   return dtype == PX_F16 || dtype == PX_F32 || dtype == PX_F64 ||

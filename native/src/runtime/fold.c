@@ -55,7 +55,7 @@ static void note_uses(pyexec_method *m, value_use *use) {
           use[in->b].other_use = true;
           break;
         case INSTR_JUMP_FALSE: use[in->a].other_use = true; break;
-        case INSTR_DELEGATE: /* a backend reads and writes its arguments row-major */
+        case INSTR_DELEGATE: /* a backend reads and writes its arguments' memory as it lies */
           for (uint32_t j = 0; j < in->nargs; j++) {
             use[in->args[j] - m->values].other_use = true;
             use[in->args[j] - m->values].writers++;

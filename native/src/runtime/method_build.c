@@ -256,23 +256,6 @@ static bool sig_accepts(char c, const px_value *v) {
   }
 }
 
-static const char *tag_name(int tag) {
-  switch (tag) {
-    case PX_V_NONE: return "None";
-    case PX_V_INT: return "int";
-    case PX_V_BOOL: return "bool";
-    case PX_V_DOUBLE: return "double";
-    case PX_V_TENSOR: return "tensor";
-    case PX_V_STRING: return "string";
-    case PX_V_INT_LIST: return "int list";
-    case PX_V_DOUBLE_LIST: return "double list";
-    case PX_V_BOOL_LIST: return "bool list";
-    case PX_V_TENSOR_LIST: return "tensor list";
-    case PX_V_OPT_TENSOR_LIST: return "optional tensor list";
-    default: return "unknown";
-  }
-}
-
 static void mark_written(pyexec_method *m, px_value *v) {
   m->written[v - m->values] = true;
   if (v->tag == PX_V_TENSOR_LIST || v->tag == PX_V_OPT_TENSOR_LIST)
@@ -380,20 +363,28 @@ static pyexec_status build_delegate_call(pyexec_method *m, const px_fb_table *ar
   ins->op = del->id;
   ins->nargs = a.count;
   ALLOC_OR_FAIL(ins->args, a.count + 1, "instruction arguments");
+  /* Every argument goes to the backend, whatever its type (ExecuTorch
+   * passes ints, SymInts, bools, lists and None among the tensors); the
+   * backend's check_call refuses those it cannot take. */
   for (uint32_t j = 0; j < a.count; j++) {
     int32_t v = px_fb_vec_i32(&a, j);
     pyexec_status st = check_value_index(m, v, c, i, "argument");
     if (st) return st;
-    px_value *val = &m->values[v];
-    ins->args[j] = val;
-    if (val->tag != PX_V_TENSOR)
-      return BAD("chain %u instruction %u: delegate %s argument %u is %s, not a tensor", c, i, del->id, j,
-                 tag_name(val->tag));
-    if (!val->u.t->contiguous)
-      return px_unsupported("chain %u instruction %u: delegate %s argument %u is not contiguous", c, i,
-                            del->id, j);
-    if (del->backend->writes_arg(del->handle, j)) mark_written(m, val);
+    ins->args[j] = &m->values[v];
   }
+  if (del->backend->check_call) {
+    pyexec_status st = del->backend->check_call(del->handle, ins->args, a.count);
+    if (st) {
+      size_t cap;
+      char *buf = px_error_buffer(&cap);
+      char tmp[1024];
+      snprintf(tmp, sizeof tmp, "%s", buf);
+      snprintf(buf, cap, "chain %u instruction %u: delegate %s: %s", c, i, del->id, tmp);
+      return st;
+    }
+  }
+  for (uint32_t j = 0; j < a.count; j++)
+    if (del->backend->writes_arg(del->handle, j)) mark_written(m, ins->args[j]);
   return PYEXEC_OK;
 }
 
@@ -445,14 +436,14 @@ static pyexec_status build_kernel_call(pyexec_method *m, const px_fb_table *args
     px_value *v = ins->args[j];
     if (!sig_accepts(*s, v))
       return BAD("chain %u instruction %u: %s argument %u is %s, which the kernel does not accept ('%c')", c,
-                 i, ins->op, j, tag_name(v->tag), *s);
+                 i, ins->op, j, px_value_type_name(v->tag), *s);
     /* A scalar kernel ('*' return) stores a new int, double or bool, tag
      * included, into its return value: only a scalar slot may receive it,
      * or a tensor or list value would turn into a number under the kernels
      * checked against its kind here. */
     if (returns && *s == '*' && v->tag != PX_V_INT && v->tag != PX_V_DOUBLE && v->tag != PX_V_BOOL)
       return BAD("chain %u instruction %u: %s returns a scalar into value %d, a %s", c, i, ins->op,
-                 (int)(v - m->values), tag_name(v->tag));
+                 (int)(v - m->values), px_value_type_name(v->tag));
     if (returns) mark_written(m, v);
     if (!any_layout && v->tag == PX_V_TENSOR && !v->u.t->contiguous) ins->relayout = true;
     j++;
@@ -501,8 +492,8 @@ static pyexec_status build_chains(pyexec_method *m) {
               (st = check_value_index(m, ins->b, c, i, "move target")))
             return st;
           if (m->values[ins->a].tag != m->values[ins->b].tag)
-            return BAD("chain %u instruction %u: move from a %s to a %s", c, i, tag_name(m->values[ins->a].tag),
-                       tag_name(m->values[ins->b].tag));
+            return BAD("chain %u instruction %u: move from a %s to a %s", c, i,
+                       px_value_type_name(m->values[ins->a].tag), px_value_type_name(m->values[ins->b].tag));
           m->written[ins->b] = true;
           break;
         case INSTR_JUMP_FALSE:
@@ -510,7 +501,8 @@ static pyexec_status build_chains(pyexec_method *m) {
             return BAD("chain %u instruction %u is malformed", c, i);
           if ((st = check_value_index(m, ins->a, c, i, "condition"))) return st;
           if (m->values[ins->a].tag != PX_V_BOOL && m->values[ins->a].tag != PX_V_TENSOR)
-            return BAD("chain %u instruction %u: jump condition is a %s", c, i, tag_name(m->values[ins->a].tag));
+            return BAD("chain %u instruction %u: jump condition is a %s", c, i,
+                       px_value_type_name(m->values[ins->a].tag));
           if (ins->b < 0 || (uint32_t)ins->b > instrs.count)
             return BAD("chain %u instruction %u: jump destination %d is out of range", c, i, ins->b);
           break;

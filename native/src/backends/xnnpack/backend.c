@@ -1,8 +1,10 @@
 /*
  * backend.c - XnnpackBackend on pyexec's own kernels: init parses and
  * checks the payload (payload.c), gives every intermediate value storage at
- * its upper-bound size once and runs the nodes' prepare hooks; execute binds
- * the external values to the call's arguments by external_id, propagates
+ * its upper-bound size once and runs the nodes' prepare hooks; check_call,
+ * per DelegateCall at load, checks the arguments the external values take;
+ * execute binds the external values to the call's arguments by external_id
+ * (the other arguments, ints, SymInts and the like, are ignored), propagates
  * shapes through every node, resizes the outputs, runs the nodes in order
  * and widens int32 indices into int64 outputs. fp16 / bf16 values are
  * float32 storage (xnn_graph.h): their inputs are widened into it at bind,
@@ -202,38 +204,110 @@ static bool dtype_matches(int datatype, int dtype, bool output) {
     case XNN_DT_FP16: return dtype == PX_F16;
     case XNN_DT_BF16: return dtype == PX_BF16;
     case XNN_DT_INT32: return dtype == PX_I32 || (output && dtype == PX_I64);
+    /* A quantized external is the plain integer tensor ExecuTorch passes;
+     * the scale and zero point are the graph's. */
     case XNN_DT_QINT8: return dtype == PX_I8;
     case XNN_DT_QUINT8: return dtype == PX_U8;
+    case XNN_DT_QINT32: return dtype == PX_I32;
     default: return false;
   }
 }
 
+/* The dims external value `v` takes from tensor `t` of sizes `sizes` (its
+ * current sizes, or its upper bound at load): the tensor's dims in memory
+ * order, sizes[dim_order[k]] at k, its memory read and written as it lies.
+ * ExecuTorch's XNNExecutor reshapes its externals so: a channels-last
+ * [N, C, H, W] tensor is the NHWC value [N, H, W, C] the exporter wrote. A
+ * 0-d tensor is [1]. */
+static void memory_dims(const px_tensor *t, const int64_t *sizes, int64_t *dims) {
+  if (t->dim == 0) dims[0] = 1;
+  for (int k = 0; k < t->dim; k++) dims[k] = sizes[t->dim_order[k]];
+}
+
+/* Why argument `a` cannot be external value `i` (v), the tensor's dims
+ * being `sizes` (NULL: its upper bound), into msg; false when it can. */
+static bool arg_refused(const xnn_value *v, uint32_t i, const px_value *a, const int64_t *sizes, char *msg,
+                        size_t cap) {
+  bool out = v->flags & XNN_VALUE_EXTERNAL_OUTPUT;
+  const char *role = out ? "output" : "input";
+  if (a->tag != PX_V_TENSOR) {
+    snprintf(msg, cap, "argument %u is %s, not a tensor; the graph's value %u is the external %s tensor %u",
+             v->external_id, px_value_type_name(a->tag), i, role, v->external_id);
+    return true;
+  }
+  const px_tensor *t = a->u.t;
+  if (!sizes) sizes = t->max_sizes;
+  if (!dtype_matches(xnn_file_datatype(v), t->dtype, out)) {
+    snprintf(msg, cap, "argument %u has dtype %s, the graph's value %u is %s", v->external_id,
+             px_dtype_name(t->dtype), i, xnn_datatype_name(xnn_file_datatype(v)));
+    return true;
+  }
+  if ((uint32_t)t->dim != v->num_dims && !(t->dim == 0 && v->num_dims == 1 && v->max_dims[0] == 1)) {
+    snprintf(msg, cap, "argument %u has rank %d, the graph's value %u has rank %u", v->external_id, t->dim, i,
+             v->num_dims);
+    return true;
+  }
+  if (t->contiguous) return false;
+  /* Another dim_order: its dims in memory order must fit the value's. */
+  int64_t dims[XNN_MAX_DIMS];
+  memory_dims(t, sizes, dims);
+  for (uint32_t k = 0; k < v->num_dims; k++) {
+    if (dims[k] <= v->max_dims[k]) continue;
+    char a_sizes[128], a_mem[128], a_order[64], v_dims[128];
+    int64_t order[XNN_MAX_DIMS];
+    uint32_t n = v->num_dims;
+    for (uint32_t d = 0; d < n; d++) order[d] = t->dim_order[d];
+    snprintf(msg, cap,
+             "argument %u (sizes %s, dim_order %s) lies in memory as %s, which the graph's value %u, %s, "
+             "cannot hold: the delegate reads a tensor's memory as it lies",
+             v->external_id, xnn_format_dims(a_sizes, sizeof a_sizes, n, sizes),
+             xnn_format_dims(a_order, sizeof a_order, n, order), xnn_format_dims(a_mem, sizeof a_mem, n, dims), i,
+             xnn_format_dims(v_dims, sizeof v_dims, n, v->max_dims));
+    return true;
+  }
+  return false;
+}
+
+/* Once per DelegateCall, at load: every external value's argument exists and
+ * is a tensor it can take. The arguments with no external id (ints,
+ * SymInts, lists, None, tensors the graph does not read) are ignored, as
+ * ExecuTorch's XNNExecutor ignores them. */
+static pyexec_status xnn_check_call(const void *handle, px_value *const *args, size_t nargs) {
+  const xnn_delegate *d = handle;
+  char msg[768];
+  for (uint32_t i = 0; i < d->g.nvalues; i++) {
+    const xnn_value *v = &d->g.values[i];
+    if (!v->flags) continue;
+    if (v->external_id >= nargs)
+      return px_invalid_program("the graph's value %u is external %u, but the call passes %zu arguments", i,
+                                v->external_id, nargs);
+    if (arg_refused(v, i, args[v->external_id], NULL, msg, sizeof msg)) return px_invalid_program("%s", msg);
+  }
+  return PYEXEC_OK;
+}
+
 /* Points every external value at its argument; inputs take their current
- * dims from the tensor (at most the value's upper bound). */
+ * dims from the tensor in memory order (at most the value's upper bound).
+ * What xnn_check_call checked of the tensors is checked again: a MoveCall
+ * may have put another tensor behind an argument. */
 static int bind(px_ctx *ctx, xnn_delegate *d, px_value *const *args, size_t nargs) {
+  char msg[768];
   for (uint32_t i = 0; i < d->g.nvalues; i++) {
     xnn_value *v = &d->g.values[i];
     if (!v->flags) continue;
     bool out = v->flags & XNN_VALUE_EXTERNAL_OUTPUT;
     if (v->external_id >= nargs)
       return px_fail(ctx, "value %u is external %u, but the call passes %zu arguments", i, v->external_id, nargs);
-    px_tensor *t = args[v->external_id]->u.t;
-    if (!dtype_matches(xnn_file_datatype(v), t->dtype, out))
-      return px_fail(ctx, "argument %u has dtype %s, the graph's value %u is %s", v->external_id,
-                     px_dtype_name(t->dtype), i, xnn_datatype_name(xnn_file_datatype(v)));
-    if ((uint32_t)t->dim != v->num_dims && !(t->dim == 0 && v->num_dims == 1 && v->max_dims[0] == 1))
-      return px_fail(ctx, "argument %u has rank %d, the graph's value %u has rank %u", v->external_id, t->dim, i,
-                     v->num_dims);
+    const px_value *a = args[v->external_id];
+    if (arg_refused(v, i, a, a->tag == PX_V_TENSOR ? a->u.t->sizes : NULL, msg, sizeof msg))
+      return px_fail(ctx, "%s", msg);
+    px_tensor *t = a->u.t;
     if (!v->half) v->data = t->data; /* fp16 / bf16: the value keeps its float32 storage */
     if (out) {
       if (!v->half) v->capacity = t->capacity;
       continue;
     }
-    if (t->dim == 0) {
-      v->dims[0] = 1;
-    } else {
-      for (uint32_t k = 0; k < v->num_dims; k++) v->dims[k] = t->sizes[k];
-    }
+    memory_dims(t, t->sizes, v->dims);
     size_t need = (size_t)xnn_numel(v) * xnn_datatype_size(v->datatype);
     uint64_t bound = 1;
     for (uint32_t k = 0; k < v->num_dims; k++) bound *= (uint64_t)v->max_dims[k];
@@ -260,7 +334,10 @@ static int resize_outputs(px_ctx *ctx, xnn_delegate *d, px_value *const *args) {
       if (xnn_numel(v) != 1) return px_fail(ctx, "a 0-d output receives %lld elements", (long long)xnn_numel(v));
       continue;
     }
-    if (px_resize(ctx, t, t->dim, v->dims)) return PYEXEC_ERR_EXECUTION;
+    /* The value's dims are the tensor's in memory order (memory_dims). */
+    int64_t sizes[XNN_MAX_DIMS];
+    for (int k = 0; k < t->dim; k++) sizes[t->dim_order[k]] = v->dims[k];
+    if (px_resize(ctx, t, t->dim, sizes)) return PYEXEC_ERR_EXECUTION;
     if (!v->half) v->data = t->data;
   }
   return 0;
@@ -366,6 +443,7 @@ static bool xnn_writes_arg(const void *handle, size_t arg) {
 const px_backend px_backend_xnnpack = {
     .id = "XnnpackBackend",
     .init = xnn_init,
+    .check_call = xnn_check_call,
     .execute = xnn_execute,
     .destroy = xnn_destroy,
     .writes_arg = xnn_writes_arg,

@@ -1,6 +1,7 @@
 /*
  * nodes_matmul.c - the XNNPACK graph's products on the GEMM engine:
- * FullyConnected (leading dims kept, optional bias, filter [OC, IC] or, with
+ * FullyConnected (leading dims kept, optional bias of OC entries: [OC] or
+ * [1, OC], filter [OC, IC] or, with
  * XNN_FLAG_TRANSPOSE_WEIGHTS, [IC, OC]; then the output clamp) and
  * BatchMatrixMultiply ([..., M, K] @ [..., K, N], equal batch dims).
  *
@@ -45,9 +46,13 @@ int xnn_shape_fully_connected(px_ctx *ctx, const xnn_node *node, xnn_value *valu
   if (x->dims[x->num_dims - 1] != ic)
     return px_fail(ctx, "input has %lld features, the filter takes %lld", (long long)x->dims[x->num_dims - 1],
                    (long long)ic);
-  if (node->in[2] != XNN_INVALID_ID && values[node->in[2]].dims[0] != oc)
-    return px_fail(ctx, "bias has %lld entries for %lld outputs", (long long)values[node->in[2]].dims[0],
-                   (long long)oc);
+  /* The bias is one entry per output whatever its rank ([OC], [1, OC]). */
+  if (node->in[2] != XNN_INVALID_ID && xnn_numel(&values[node->in[2]]) != oc) {
+    char bd[128];
+    const xnn_value *b = &values[node->in[2]];
+    return px_fail(ctx, "bias value %u of dims %s has %lld entries for %lld outputs", node->in[2],
+                   xnn_format_dims(bd, sizeof bd, b->num_dims, b->dims), (long long)xnn_numel(b), (long long)oc);
+  }
   int64_t d[XNN_MAX_DIMS];
   memcpy(d, x->dims, sizeof(int64_t) * x->num_dims);
   d[x->num_dims - 1] = oc;

@@ -740,13 +740,28 @@ static pyexec_status check_node(parse_state *s, uint32_t ni, xnn_node *nd) {
           return BAD("node %u (%s): input %u has rank %u, the output %u", ni, name, k, vals[nd->in[k]].num_dims,
                      out0->num_dims);
       break;
-    case L_FC:
-      if (vals[nd->in[1]].num_dims != 2) return BAD("node %u (FullyConnected): filter is not 2-D", ni);
-      if (nd->in[2] != XNN_INVALID_ID && vals[nd->in[2]].num_dims != 1)
-        return BAD("node %u (FullyConnected): bias is not 1-D", ni);
+    case L_FC: {
+      const xnn_value *w = &vals[nd->in[1]];
+      if (w->num_dims != 2) return BAD("node %u (FullyConnected): filter is not 2-D", ni);
+      /* XNNPACK reads the bias as one entry per output whatever its rank:
+       * [OC], or [1, OC] (addmm's bias). */
+      if (nd->in[2] != XNN_INVALID_ID) {
+        const xnn_value *b = &vals[nd->in[2]];
+        int64_t oc = w->max_dims[nd->flags & XNN_FLAG_TRANSPOSE_WEIGHTS ? 1 : 0], entries = 1;
+        for (uint32_t k = 0; k < b->num_dims; k++) entries *= b->max_dims[k];
+        if (entries != oc) {
+          char bd[128], wd[64];
+          return BAD("node %u (FullyConnected): bias value %u has dims %s (%lld entries), but the filter, "
+                     "value %u of dims %s, has %lld outputs: the bias must hold one entry per output",
+                     ni, nd->in[2], xnn_format_dims(bd, sizeof bd, b->num_dims, b->max_dims),
+                     (long long)entries, nd->in[1], xnn_format_dims(wd, sizeof wd, w->num_dims, w->max_dims),
+                     (long long)oc);
+        }
+      }
       if (in0->num_dims != out0->num_dims)
         return BAD("node %u (FullyConnected): input rank %u, output rank %u", ni, in0->num_dims, out0->num_dims);
       break;
+    }
     case L_CONV:
     case L_POOL:
     case L_ARGMAX:

@@ -1,6 +1,6 @@
 /*
  * plan.c - what the XNNPACK graph's parts share: type and datatype names,
- * element sizes, the checked setting of a value's current dims, and the
+ * dims as text, element sizes, the checked setting of a value's current dims, and the
  * table of node functions by type code.
  */
 #include <stdio.h>
@@ -26,6 +26,14 @@ static const char *const dt_names[] = {"invalid", "fp32",   "fp16",   "qint8", "
 
 const char *xnn_datatype_name(int datatype) {
   return datatype >= 0 && datatype <= XNN_DT_BF16 ? dt_names[datatype] : "?";
+}
+
+const char *xnn_format_dims(char *buf, size_t cap, uint32_t n, const int64_t *dims) {
+  size_t k = (size_t)snprintf(buf, cap, "[");
+  for (uint32_t i = 0; i < n && k < cap; i++)
+    k += (size_t)snprintf(buf + k, cap - k, "%s%lld", i ? ", " : "", (long long)dims[i]);
+  if (k < cap) snprintf(buf + k, cap - k, "]");
+  return buf;
 }
 
 size_t xnn_datatype_size(int datatype) {

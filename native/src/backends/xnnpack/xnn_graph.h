@@ -46,14 +46,17 @@
  *
  * Layout conventions (reference Part A, A8):
  *   - spatial values (conv, pooling, resize, prelu) are NHWC; the exporter
- *     inserts StaticTranspose nodes around them; delegate inputs and outputs
- *     stay in the program's (NCHW, contiguous) layout;
+ *     inserts StaticTranspose nodes around them where a delegate input or
+ *     output is NCHW (contiguous). An external value holds its tensor's dims
+ *     in memory order (sizes[dim_order[k]] at k) and reads or writes the
+ *     tensor's memory as it lies, as ExecuTorch's XNNExecutor does: a
+ *     channels-last argument is an NHWC value with no transpose;
  *   - constants are row-major bytes as written by the exporter:
  *       FullyConnected filter  [OC, IC] (flags bit 0: [IC, OC])
  *       Conv2d filter          [OC, KH, KW, IC/groups]          (OHWI)
  *       DepthwiseConv2d filter [1, KH, KW, C*M]
  *       ConvTranspose2d filter [OC, KH, KW, IC/groups]
- *       bias                   [OC]
+ *       bias                   [OC] (FullyConnected: any dims of OC entries, [1, OC])
  *     A constant's bytes live in the program (named data, the payload's
  *     constant region or the legacy constant_buffer) for the delegate's
  *     lifetime; value->data points at them, read-only, possibly unaligned
@@ -129,6 +132,8 @@ enum { XNN_NODE_TYPES(XNN_NODE_ENUM_) XNN_NODE_MAX = 47 };
 const char *xnn_node_type_name(int type);
 /* The schema's name for a datatype ("fp32", "qint8"); "?" if none. */
 const char *xnn_datatype_name(int datatype);
+/* dims[0..n) as "[1, 3, 4, 4]" into buf (snprintf rules, cap > 0); returns buf. */
+const char *xnn_format_dims(char *buf, size_t cap, uint32_t n, const int64_t *dims);
 
 /* Quantization parameters of an XNNQuantizedTensorValue, checked at load
  * (payload.c): every scale finite and > 0, zero points in the datatype's
