@@ -238,8 +238,8 @@ CASES: dict[str, tuple[Callable[[], bytes], tuple[str, ...], str]] = {
     "delegate_location": (delegate_location, INVALID, "location 9 is unknown"),
     "half_constant_dim": (half_constant_dim, INVALID, "its dims need"),
     "half_constant_as_fp32": (half_constant_as_fp32, INVALID, "its dims need"),
-    "half_input_as_bf16": (half_input_as_bf16, EXECUTION, "dtype float16, the graph's value"),
-    "half_output_as_fp32": (half_output_as_fp32, EXECUTION, "dtype bfloat16, the graph's value"),
+    "half_input_as_bf16": (half_input_as_bf16, INVALID, "dtype float16, the graph's value"),
+    "half_output_as_fp32": (half_output_as_fp32, INVALID, "dtype bfloat16, the graph's value"),
     "half_value_as_pfp32": (half_value_as_pfp32, UNSUPPORTED, "pfp32"),
     "half_datatype_unknown": (half_datatype_unknown, INVALID, "datatype 15 is unknown"),
 }
