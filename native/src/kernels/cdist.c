@@ -1,11 +1,12 @@
 /*
  * cdist.c - _cdist_forward: the p-norm distance between every row of one
- * matrix and every row of another (batched). Distances within one matrix
- * (pdist) are pdist.c.
+ * matrix and every row of another (batched); float16 / bfloat16 as
+ * ExecuTorch computes them (common.h's px_dist16). Distances within one
+ * matrix (pdist) are pdist.c.
  */
 #include <math.h>
 
-#include "kernels/kernel.h"
+#include "kernels/common.h"
 
 /* aten::_cdist_forward.out(Tensor x1, Tensor x2, float p, int? compute_mode, *,
  *                          Tensor(a!) out) */
@@ -17,8 +18,8 @@ static int k_cdist(px_ctx *ctx, px_value *const *args) {
     return px_fail(ctx, "x1 and x2 need at least 2 dims, got %d and %d", x1->dim, x2->dim);
   if ((rc = px_require_same_dtype(ctx, x1, "x1", x2, "x2"))) return rc;
   if ((rc = px_require_same_dtype(ctx, out, "out", x1, "x1"))) return rc;
-  if (x1->dtype != PX_F32 && x1->dtype != PX_F64)
-    return px_fail(ctx, "cdist supports float32 and float64, got %s", px_dtype_name(x1->dtype));
+  if (!px_is_floating(x1->dtype))
+    return px_fail(ctx, "cdist supports floating dtypes only, got %s", px_dtype_name(x1->dtype));
   if (!(p >= 0)) return px_fail(ctx, "p must be non-negative, got %g", p);
   int64_t D = x1->sizes[x1->dim - 1];
   if (x2->sizes[x2->dim - 1] != D)
@@ -57,7 +58,9 @@ static int k_cdist(px_ctx *ctx, px_value *const *args) {
       for (int64_t j = 0; j < R; j++) {
         double acc = 0.0;
         int64_t k1 = o1 + i * D, k2 = o2 + j * D, ko = bi * P * R + i * R + j;
-        if (x1->dtype == PX_F32) {
+        if (px_is16(x1->dtype)) {
+          px_st16(out->data, x1->dtype, ko, px_dist16(x1->data, k1, x2->data, k2, D, x1->dtype, mode, p));
+        } else if (x1->dtype == PX_F32) {
           const float *u = (const float *)x1->data + k1, *v = (const float *)x2->data + k2;
           float s = 0.0f;
           switch (mode) {

@@ -4,8 +4,10 @@
  *
  * float32 convolution goes through the shared GEMM (gemm.h): im2col into
  * scratch (or the input itself for 1x1 / stride 1 / no padding), direct loops
- * for depthwise, GEMM + col2im for transposed. Other dtypes use plain loops on
- * operands widened to double (floating) or 64-bit wrap-around integers.
+ * for depthwise, GEMM + col2im for transposed. float16 / bfloat16 run the
+ * same on float32 copies of their operands, rounded once at the end. Other
+ * dtypes use plain loops on operands widened to double (floating) or 64-bit
+ * wrap-around integers.
  * 1-D operators arrive as 2-D ones with a height of 1 (the exporter inserts
  * the unsqueeze), and 1-D convolution is run as 2-D with a 1-row kernel.
  * 3-D convolution (5-D input, NCDHW) has its own im2col / col2im around the
@@ -811,6 +813,22 @@ static int convolution(px_ctx *ctx, px_value *const *args, px_tensor *out, const
     }
     rc = conv_f32(ctx, &g, transposed, in->data, w->data, bias ? bias->data : NULL, ep, dst);
     if (!rc && dst != out->data) memcpy(out->data, dst, out->nbytes);
+    return rc;
+  }
+  if (in->dtype == PX_F16 || in->dtype == PX_BF16) {
+    /* float16 / bfloat16: float32 copies through the float32 path, the
+     * result rounded once (torch's float accumulation; ExecuTorch's
+     * portable loops add in the 16-bit type, a rounding per term) */
+    float *fi = px_scratch(ctx, sizeof(float) * (size_t)(in->numel + 1));
+    float *fw = px_scratch(ctx, sizeof(float) * (size_t)(w->numel + 1));
+    float *fb = bias ? px_scratch(ctx, sizeof(float) * (size_t)(bias->numel + 1)) : NULL;
+    float *fo = px_scratch(ctx, sizeof(float) * (size_t)out->numel);
+    if (!fi || !fw || (bias && !fb) || !fo) return PYEXEC_ERR_EXECUTION;
+    px_convert(fi, PX_F32, in->data, in->dtype, in->numel);
+    px_convert(fw, PX_F32, w->data, w->dtype, w->numel);
+    if (bias) px_convert(fb, PX_F32, bias->data, bias->dtype, bias->numel);
+    rc = conv_f32(ctx, &g, transposed, fi, fw, fb, ep, fo);
+    if (!rc) px_convert(out->data, out->dtype, fo, PX_F32, out->numel);
     return rc;
   }
   bool fl = px_is_floating(in->dtype);

@@ -3,7 +3,8 @@
  * r3d_18): plain and transposed, grouped, any stride / padding / dilation,
  * every dtype. float32 goes through the GEMM engine (an explicit im2col
  * matrix, or the input itself for 1x1x1 stride-1 convolutions; col2im for
- * transposed ones); other dtypes through plain loops on widened copies.
+ * transposed ones), float16 / bfloat16 on float32 copies of their operands;
+ * other dtypes through plain loops on widened copies.
  * conv.c checks the arguments and hands 5-D inputs here.
  */
 #include <math.h>
@@ -219,6 +220,19 @@ int px_convolution3d(px_ctx *ctx, px_tensor *in, px_tensor *w, px_tensor *bias, 
   }
   if (in->dtype == PX_F32)
     return conv3_f32(ctx, &g, transposed, in->data, w->data, bias ? bias->data : NULL, out->data);
+  if (in->dtype == PX_F16 || in->dtype == PX_BF16) { /* float32 copies, rounded once (as conv.c) */
+    float *fi = px_scratch(ctx, sizeof(float) * (size_t)(in->numel + 1));
+    float *fw = px_scratch(ctx, sizeof(float) * (size_t)(w->numel + 1));
+    float *fb = bias ? px_scratch(ctx, sizeof(float) * (size_t)(bias->numel + 1)) : NULL;
+    float *fo = px_scratch(ctx, sizeof(float) * (size_t)out->numel);
+    if (!fi || !fw || (bias && !fb) || !fo) return PYEXEC_ERR_EXECUTION;
+    px_convert(fi, PX_F32, in->data, in->dtype, in->numel);
+    px_convert(fw, PX_F32, w->data, w->dtype, w->numel);
+    if (bias) px_convert(fb, PX_F32, bias->data, bias->dtype, bias->numel);
+    rc = conv3_f32(ctx, &g, transposed, fi, fw, fb, fo);
+    if (!rc) px_convert(out->data, out->dtype, fo, PX_F32, out->numel);
+    return rc;
+  }
   bool fl = px_is_floating(in->dtype);
   int wide = fl ? PX_F64 : PX_I64;
   void *xi = px_scratch(ctx, 8 * (size_t)(in->numel + 1));

@@ -1,18 +1,19 @@
 /*
  * grid_sampler.c - grid_sampler_2d: bilinear, nearest and bicubic sampling
  * of an image at the points of a grid, with zeros / border / reflection
- * padding; typed loops for float32 and float64, float16 / bfloat16 computed
- * in float.
+ * padding; typed loops for float32 and float64, float16 / bfloat16 as
+ * ExecuTorch computes them (below).
  */
 #include <math.h>
 
 #include "kernels/common.h"
 
 /* Grid coordinates follow torch's vectorised CPU kernel: unnormalise, then
- * clip (NaN -> 0) or reflect-and-clip. float16 / bfloat16 are computed as
- * torch's vectorised half types do: every operation in float, rounded back
- * to the storage type (the R macro). Locations far outside any tensor map to
- * an out-of-bounds index. */
+ * clip (NaN -> 0) or reflect-and-clip. float16 / bfloat16 follow
+ * ExecuTorch's kernel: bilinear sampling (its coordinates and weights
+ * included) in float, rounded once; nearest and bicubic in the 16-bit type,
+ * every operation in float rounded back to it (the R macro). Locations far
+ * outside any tensor map to an out-of-bounds index. */
 static inline int64_t gs_index(double v) {
   return (v > -1e15 && v < 1e15) ? (int64_t)v : -2;
 }
@@ -72,7 +73,11 @@ GS_HELPERS(float, f16, R_HALF)
 GS_HELPERS(float, bf16, R_BF16)
 
 /* Bicubic convolution coefficients (A = -0.75) for fraction t. */
-#define GS_CUBIC(CT, R, c, t)                                                   \
+/* X3 is the argument of the last coefficient: torch's vectorised kernel
+ * takes 2 - t; ExecuTorch (float16 / bfloat16 here) (1 - t) + 1. */
+#define GS_X3_TORCH(R, t) R(2 - (t))
+#define GS_X3_ET(R, t) R(R(1 - (t)) + 1)
+#define GS_CUBIC(CT, R, X3, c, t)                                               \
   do {                                                                          \
     const CT A_ = (CT)-0.75;                                                    \
     CT x_ = R((t) + 1);                                                         \
@@ -81,7 +86,7 @@ GS_HELPERS(float, bf16, R_BF16)
     (c)[1] = R(R(R(R(R((A_ + 2) * x_) - (A_ + 3)) * x_) * x_) + 1);             \
     x_ = R(1 - (t));                                                            \
     (c)[2] = R(R(R(R(R((A_ + 2) * x_) - (A_ + 3)) * x_) * x_) + 1);             \
-    x_ = R(2 - (t));                                                            \
+    x_ = X3(R, t);                                                              \
     (c)[3] = R(R(R(R(R(R(A_ * x_) - 5 * A_) * x_) + 8 * A_) * x_) - 4 * A_);    \
   } while (0)
 
@@ -89,7 +94,10 @@ GS_HELPERS(float, bf16, R_BF16)
 #define GS_DOT4(R, a, b) \
   R(R(R(R((a)[0] * (b)[0]) + R((a)[1] * (b)[1])) + R((a)[2] * (b)[2])) + R((a)[3] * (b)[3]))
 
-#define GS_DEFINE(NAME, ST, CT, SFX, R, LD, SV)                                             \
+/* SFX / R: the coordinate helpers and rounding of nearest and bicubic;
+ * BSFX / BR those of bilinear (float16 / bfloat16: bilinear in float, as
+ * ExecuTorch's kernel accumulates it; the others in the 16-bit type). */
+#define GS_DEFINE(NAME, ST, CT, SFX, R, BSFX, BR, X3, LD, SV)                               \
   static void NAME(const px_tensor *in, const px_tensor *grid, px_tensor *out, int mode,   \
                    int pad, bool ac) {                                                     \
     const ST *ip = in->data, *gp = grid->data;                                             \
@@ -97,19 +105,22 @@ GS_HELPERS(float, bf16, R_BF16)
     int64_t N = in->sizes[0], C = in->sizes[1], H = in->sizes[2], W = in->sizes[3];        \
     int64_t OH = grid->sizes[1], OW = grid->sizes[2], HW = H * W, OHW = OH * OW;           \
     gs_loc_##SFX lw, lh;                                                                   \
+    gs_loc_##BSFX bw, bh;                                                                  \
     gs_loc_init_##SFX(&lw, W, ac, pad);                                                    \
     gs_loc_init_##SFX(&lh, H, ac, pad);                                                    \
+    gs_loc_init_##BSFX(&bw, W, ac, pad);                                                   \
+    gs_loc_init_##BSFX(&bh, H, ac, pad);                                                   \
     for (int64_t n = 0; n < N; n++)                                                        \
       for (int64_t s = 0; s < OHW; s++) {                                                  \
         CT gx = LD(gp, (n * OHW + s) * 2), gy = LD(gp, (n * OHW + s) * 2 + 1);             \
         const ST *pl = ip + n * C * HW;                                                    \
         int64_t o = n * C * OHW + s;                                                       \
         if (mode == 0) { /* bilinear */                                                    \
-          CT x = gs_coord_##SFX(&lw, gs_unnorm_##SFX(&lw, gx));                            \
-          CT y = gs_coord_##SFX(&lh, gs_unnorm_##SFX(&lh, gy));                            \
+          CT x = gs_coord_##BSFX(&bw, gs_unnorm_##BSFX(&bw, gx));                          \
+          CT y = gs_coord_##BSFX(&bh, gs_unnorm_##BSFX(&bh, gy));                          \
           CT xw = (CT)floor((double)x), yn = (CT)floor((double)y);                         \
-          CT w = R(x - xw), e = R(1 - w), nn = R(y - yn), so = R(1 - nn);                  \
-          CT wt[4] = {R(so * e), R(so * w), R(nn * e), R(nn * w)}; /* nw ne sw se */       \
+          CT w = BR(x - xw), e = BR(1 - w), nn = BR(y - yn), so = BR(1 - nn);              \
+          CT wt[4] = {BR(so * e), BR(so * w), BR(nn * e), BR(nn * w)}; /* nw ne sw se */   \
           int64_t ix = gs_index((double)xw), iy = gs_index((double)yn);                   \
           bool mw = ix >= 0 && ix < W, me = ix + 1 >= 0 && ix + 1 < W;                     \
           bool mn = iy >= 0 && iy < H, ms = iy + 1 >= 0 && iy + 1 < H;                     \
@@ -117,7 +128,7 @@ GS_HELPERS(float, bf16, R_BF16)
           for (int64_t c = 0; c < C; c++, pl += HW, o += OHW) {                            \
             CT v[4] = {mn && mw ? LD(pl, onw) : 0, mn && me ? LD(pl, onw + 1) : 0,         \
                        ms && mw ? LD(pl, onw + W) : 0, ms && me ? LD(pl, onw + W + 1) : 0}; \
-            SV(op, o, GS_DOT4(R, v, wt));                                                  \
+            SV(op, o, GS_DOT4(BR, v, wt));                                                 \
           }                                                                                \
         } else if (mode == 1) { /* nearest */                                              \
           CT x = gs_coord_##SFX(&lw, gs_unnorm_##SFX(&lw, gx));                            \
@@ -132,8 +143,8 @@ GS_HELPERS(float, bf16, R_BF16)
           CT x = gs_unnorm_##SFX(&lw, gx), y = gs_unnorm_##SFX(&lh, gy);                   \
           CT x0 = (CT)floor((double)x), y0 = (CT)floor((double)y);                         \
           CT cx[4], cy[4];                                                                 \
-          GS_CUBIC(CT, R, cx, R(x - x0));                                                  \
-          GS_CUBIC(CT, R, cy, R(y - y0));                                                  \
+          GS_CUBIC(CT, R, X3, cx, R(x - x0));                                              \
+          GS_CUBIC(CT, R, X3, cy, R(y - y0));                                              \
           int64_t ixs[4], iys[4];                                                          \
           bool mx[4], my[4];                                                               \
           for (int k = 0; k < 4; k++) {                                                    \
@@ -156,10 +167,10 @@ GS_HELPERS(float, bf16, R_BF16)
       }                                                                                    \
   }
 
-GS_DEFINE(grid_sample_f32, float, float, f32, R_ID, LD_NATIVE, SV_NATIVE)
-GS_DEFINE(grid_sample_f64, double, double, f64, R_ID, LD_NATIVE, SV_NATIVE)
-GS_DEFINE(grid_sample_f16, uint16_t, float, f16, R_HALF, LD_HALF, SV_HALF)
-GS_DEFINE(grid_sample_bf16, uint16_t, float, bf16, R_BF16, LD_BF16, SV_BF16)
+GS_DEFINE(grid_sample_f32, float, float, f32, R_ID, f32, R_ID, GS_X3_TORCH, LD_NATIVE, SV_NATIVE)
+GS_DEFINE(grid_sample_f64, double, double, f64, R_ID, f64, R_ID, GS_X3_TORCH, LD_NATIVE, SV_NATIVE)
+GS_DEFINE(grid_sample_f16, uint16_t, float, f16, R_HALF, f32, R_ID, GS_X3_ET, LD_HALF, SV_HALF)
+GS_DEFINE(grid_sample_bf16, uint16_t, float, bf16, R_BF16, f32, R_ID, GS_X3_ET, LD_BF16, SV_BF16)
 
 /* aten::grid_sampler_2d.out(Tensor input, Tensor grid, int interpolation_mode,
  *   int padding_mode, bool align_corners, *, Tensor(a!) out) */

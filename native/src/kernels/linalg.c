@@ -1,7 +1,8 @@
 /*
  * linalg.c - matrix products for every dtype: mm, bmm and addmm (float32
  * through the GEMM engine in gemm/, which reads operands of any strides, so
- * transposed and channels-last operands are not copied).
+ * transposed and channels-last operands are not copied; float16 / bfloat16
+ * through it on float32 copies, rounded once).
  */
 
 #include "kernels/linalg.h"

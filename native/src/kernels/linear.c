@@ -7,6 +7,43 @@
 #include "kernels/common.h"
 #include "kernels/gemm/gemm.h"
 
+/* The broadcast of bias to out's shape, as a view (strides 0 where it
+ * repeats). */
+static px_tensor bias_view(const px_tensor *b, const px_tensor *out) {
+  px_tensor view = *b;
+  view.dim = out->dim;
+  int lead = out->dim - b->dim;
+  for (int k = 0; k < out->dim; k++) {
+    int bk = k - lead;
+    view.sizes[k] = out->sizes[k];
+    view.strides[k] = (bk >= 0 && b->sizes[bk] != 1) ? b->strides[bk] : 0;
+  }
+  view.numel = out->numel;
+  return view;
+}
+
+/* float16 / bfloat16: float32 copies of input and weight through the GEMM
+ * engine, added to the bias in float32, rounded once. */
+static int linear16(px_ctx *ctx, const px_tensor *in, const px_tensor *w, const px_tensor *b, px_tensor *out,
+                    int64_t M, int64_t NO, int64_t K) {
+  float *fx = px_scratch(ctx, sizeof(float) * (size_t)(M * K + 1));
+  float *fw = px_scratch(ctx, sizeof(float) * (size_t)(NO * K + 1));
+  float *fo = px_scratch(ctx, sizeof(float) * (size_t)(M * NO));
+  if (!fx || !fw || !fo) return PYEXEC_ERR_EXECUTION;
+  px_convert(fx, PX_F32, in->data, in->dtype, M * K);
+  px_convert(fw, PX_F32, w->data, w->dtype, NO * K);
+  int rc;
+  if (b) {
+    px_tensor fot = *out, view = bias_view(b, out);
+    fot.data = fo;
+    fot.dtype = PX_F32;
+    if ((rc = px_copy_strided(ctx, &fot, &view))) return rc;
+  }
+  rc = px_gemm_f32(ctx, NULL, M, NO, K, 1.0f, fx, K, 1, fw, 1, K, b ? 1.0f : 0.0f, fo, NO);
+  if (!rc) px_convert(out->data, out->dtype, fo, PX_F32, M * NO);
+  return rc;
+}
+
 /* aten::linear.out(Tensor input, Tensor weight, Tensor? bias=None, *,
  *   Tensor(a!) out): out = input @ weight.T + bias. */
 static int k_linear(px_ctx *ctx, px_value *const *args) {
@@ -42,16 +79,9 @@ static int k_linear(px_ctx *ctx, px_value *const *args) {
     if (!ok) return fail_shape(ctx, "bias", b, "it does not broadcast to the output's shape");
   }
   if (out->numel == 0) return 0;
+  if (in->dtype == PX_F16 || in->dtype == PX_BF16) return linear16(ctx, in, w, b, out, M, NO, K);
   if (b) { /* out = broadcast bias, then accumulate the product into it */
-    px_tensor view = *b;
-    view.dim = out->dim;
-    int lead = out->dim - b->dim;
-    for (int k = 0; k < out->dim; k++) {
-      int bk = k - lead;
-      view.sizes[k] = out->sizes[k];
-      view.strides[k] = (bk >= 0 && b->sizes[bk] != 1) ? b->strides[bk] : 0;
-    }
-    view.numel = out->numel;
+    px_tensor view = bias_view(b, out);
     if ((rc = px_copy_strided(ctx, out, &view))) return rc;
   }
   if (in->dtype == PX_F32)

@@ -235,6 +235,49 @@ static void apply_channel_affine(const px_tensor *in, px_tensor *out, int64_t N,
   px_parallel_for(N * C, 1, N * C * inner * 8, channel_affine_planes, &J);
 }
 
+/* float16 / bfloat16, when the weight, bias and statistics have the input's
+ * dtype: ExecuTorch's batch norm computes out = (x - mean) * invstd * weight
+ * + bias in the 16-bit type, each operation rounded (common.h's px_r16),
+ * with invstd = 1 / sqrt(var + eps) in double, then rounded. */
+static bool bn16_applies(const px_tensor *in, const px_tensor *const *vecs, int n) {
+  if (!px_is16(in->dtype)) return false;
+  for (int k = 0; k < n; k++)
+    if (vecs[k] && vecs[k]->dtype != in->dtype) return false;
+  return true;
+}
+
+typedef struct bn16_job {
+  const px_tensor *in, *w, *b;
+  px_tensor *out;
+  int64_t C, inner;
+  const float *mean, *invstd;
+} bn16_job;
+
+/* Planes [u0, u1) of N x C (u = n * C + c). */
+static void bn16_planes(void *arg, int64_t u0, int64_t u1, int tid) {
+  (void)tid;
+  const bn16_job *J = arg;
+  const int dt = J->in->dtype;
+  for (int64_t u = u0; u < u1; u++) {
+    int64_t c = u % J->C, o = u * J->inner;
+    float m = J->mean[c], is = J->invstd[c];
+    float wv = J->w ? px_ld16(J->w->data, dt, c) : 1.0f;
+    float bv = J->b ? px_ld16(J->b->data, dt, c) : 0.0f;
+    for (int64_t k = 0; k < J->inner; k++) {
+      float v = px_r16(dt, px_ld16(J->in->data, dt, o + k) - m);
+      v = px_r16(dt, v * is);
+      v = px_r16(dt, v * wv);
+      px_st16(J->out->data, dt, o + k, v + bv);
+    }
+  }
+}
+
+static void bn16_apply(const px_tensor *in, px_tensor *out, const px_tensor *w, const px_tensor *b,
+                       int64_t N, int64_t C, int64_t inner, const float *mean, const float *invstd) {
+  bn16_job J = {in, w, b, out, C, inner, mean, invstd};
+  px_parallel_for(N * C, 1, N * C * inner * 4, bn16_planes, &J);
+}
+
 static int batch_norm_common_checks(px_ctx *ctx, const px_tensor *in, const px_tensor *w,
                                     const px_tensor *b, px_tensor *out, int64_t *C) {
   int rc;
@@ -277,6 +320,19 @@ static int k_batch_norm_no_training(px_ctx *ctx, px_value *const *args) {
       (rc = check_channel_vec(ctx, rv, C, "running_var")))
     return rc;
   if ((rc = empty_stat(ctx, args[8]->u.t)) || (rc = empty_stat(ctx, args[9]->u.t))) return rc;
+  int64_t N = in->sizes[0], inner = px_prod(in->sizes, 2, in->dim);
+  const px_tensor *vecs[4] = {w, b, rm, rv};
+  if (bn16_applies(in, vecs, 4)) {
+    float *mean = px_scratch(ctx, sizeof(float) * (size_t)(2 * C + 1));
+    if (!mean) return PYEXEC_ERR_EXECUTION;
+    float *invstd = mean + C;
+    for (int64_t c = 0; c < C; c++) {
+      mean[c] = px_ld16(rm->data, rm->dtype, c);
+      invstd[c] = px_r16(in->dtype, (float)(1.0 / sqrt((double)px_ld16(rv->data, rv->dtype, c) + eps)));
+    }
+    bn16_apply(in, out, w, b, N, C, inner, mean, invstd);
+    return 0;
+  }
   double *scale = px_scratch(ctx, sizeof(double) * (size_t)(2 * C + 1));
   if (!scale) return PYEXEC_ERR_EXECUTION;
   double *shift = scale + C;
@@ -286,8 +342,45 @@ static int k_batch_norm_no_training(px_ctx *ctx, px_value *const *args) {
     scale[c] = a;
     shift[c] = (b ? px_load_d(b->data, b->dtype, c) : 0.0) - px_load_d(rm->data, rm->dtype, c) * a;
   }
-  int64_t N = in->sizes[0], inner = px_prod(in->sizes, 2, in->dim);
   apply_channel_affine(in, out, N, C, inner, scale, shift);
+  return 0;
+}
+
+/* The batch statistics of a float16 / bfloat16 input as ExecuTorch computes
+ * them: per (n, c) plane the float sums of x and of x * x, each rounded and
+ * added to the channel's running totals in the 16-bit type; then mean =
+ * sum / count, var = sumsq / count - mean * mean (16-bit operations, count
+ * rounded to the type too), invstd = 1 / sqrt(var + eps) in double. */
+static int batch_norm_stats16(px_ctx *ctx, const px_tensor *in, const px_tensor *w, const px_tensor *b,
+                              px_tensor *out, px_tensor *sm, px_tensor *si, int64_t N, int64_t C,
+                              int64_t inner, double eps) {
+  const int dt = in->dtype;
+  float *mean = px_scratch(ctx, sizeof(float) * (size_t)(2 * C + 1));
+  if (!mean) return PYEXEC_ERR_EXECUTION;
+  float *invstd = mean + C;
+  for (int64_t c = 0; c < C; c++) mean[c] = invstd[c] = 0.0f;
+  for (int64_t n = 0; n < N; n++)
+    for (int64_t c = 0; c < C; c++) {
+      int64_t o = (n * C + c) * inner;
+      float s = 0.0f, q = 0.0f;
+      for (int64_t k = 0; k < inner; k++) {
+        float x = px_ld16(in->data, dt, o + k);
+        s += x;
+        q += x * x;
+      }
+      mean[c] = px_r16(dt, mean[c] + px_r16(dt, s));
+      invstd[c] = px_r16(dt, invstd[c] + px_r16(dt, q));
+    }
+  float cnt = px_r16(dt, (float)(N * inner));
+  for (int64_t c = 0; c < C; c++) {
+    float m = px_r16(dt, mean[c] / cnt);
+    float var = px_r16(dt, px_r16(dt, invstd[c] / cnt) - px_r16(dt, m * m));
+    mean[c] = m;
+    invstd[c] = px_r16(dt, (float)(1.0 / sqrt((double)var + eps)));
+    px_st16(sm->data, dt, c, mean[c]);
+    px_st16(si->data, dt, c, invstd[c]);
+  }
+  bn16_apply(in, out, w, b, N, C, inner, mean, invstd);
   return 0;
 }
 
@@ -314,6 +407,8 @@ static int k_batch_norm_no_stats(px_ctx *ctx, px_value *const *args) {
                    si->dim);
   if ((rc = px_resize(ctx, sm, 1, &C)) || (rc = px_resize(ctx, si, 1, &C))) return rc;
   int64_t N = in->sizes[0], inner = px_prod(in->sizes, 2, in->dim), cnt = N * inner;
+  const px_tensor *vecs[4] = {w, b, sm, si};
+  if (bn16_applies(in, vecs, 4)) return batch_norm_stats16(ctx, in, w, b, out, sm, si, N, C, inner, eps);
   double *scale = px_scratch(ctx, sizeof(double) * (size_t)(2 * C + 1));
   if (!scale) return PYEXEC_ERR_EXECUTION;
   double *shift = scale + C;

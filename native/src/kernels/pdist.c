@@ -1,6 +1,7 @@
 /*
  * pdist.c - _pdist_forward: the p-norm distance between every pair of rows
- * of one matrix. The distance between the rows of two matrices (cdist) is
+ * of one matrix (float16 / bfloat16 as ExecuTorch computes them: common.h's
+ * px_dist16). The distance between the rows of two matrices (cdist) is
  * cdist.c.
  */
 #include <math.h>
@@ -56,8 +57,8 @@ static int k_pdist_forward(px_ctx *ctx, px_value *const *args) {
   double p = arg_d(args[1]);
   int rc;
   if (in->dim != 2) return fail_shape(ctx, "self", in, "pdist expects a 2-D tensor");
-  if (in->dtype != PX_F32 && in->dtype != PX_F64)
-    return px_fail(ctx, "self has dtype %s; pdist supports float32 and float64",
+  if (!px_is_floating(in->dtype))
+    return px_fail(ctx, "self has dtype %s; pdist supports floating dtypes only",
                    px_dtype_name(in->dtype));
   if (p != p) return px_fail(ctx, "p must not be NaN");
   if ((rc = px_require_same_dtype(ctx, out, "out", in, "self"))) return rc;
@@ -67,10 +68,17 @@ static int k_pdist_forward(px_ctx *ctx, px_value *const *args) {
   int64_t n = N > 1 ? N * (N - 1) / 2 : 0;
   if ((rc = px_resize(ctx, out, 1, &n))) return rc;
   if (n == 0) return 0;
-  if (in->dtype == PX_F32)
+  if (in->dtype == PX_F32) {
     pdist_f32(in->data, out->data, N, M, p);
-  else
+  } else if (in->dtype == PX_F64) {
     pdist_f64(in->data, out->data, N, M, p);
+  } else {
+    int kind = p == 0.0 ? 0 : p == 1.0 ? 1 : p == 2.0 ? 2 : isinf(p) ? 3 : 4;
+    int64_t o = 0;
+    for (int64_t i = 0; i < N; i++)
+      for (int64_t j = i + 1; j < N; j++)
+        px_st16(out->data, in->dtype, o++, px_dist16(in->data, i * M, in->data, j * M, M, in->dtype, kind, p));
+  }
   return 0;
 }
 

@@ -1,7 +1,8 @@
 /*
  * softmax.c - _softmax and _log_softmax along one dim: contiguous float32
  * rows with a vectorised exp (16-byte vectors, and AVX2 chosen at run time),
- * everything else in double through px_load_d / px_store_d.
+ * float16 / bfloat16 log_softmax along the last dim as ExecuTorch rounds
+ * it, everything else in double through px_load_d / px_store_d.
  */
 #include <math.h>
 
@@ -156,6 +157,23 @@ static void softmax_strided(const px_tensor *in, px_tensor *out, int64_t n, int6
   }
 }
 
+/* log_softmax of a contiguous float16 / bfloat16 row into its own dtype, as
+ * ExecuTorch's kernel (ATen's vectorised one) computes it: the sum of
+ * exp(x - max) in float rounded to the 16-bit type, its log rounded too,
+ * then (x - max) - log(sum) in float, rounded once. */
+static void log_softmax16_row(const px_tensor *in, px_tensor *out, int64_t n, int64_t base) {
+  const int dt = in->dtype;
+  float m = px_ld16(in->data, dt, base);
+  for (int64_t k = 1; k < n; k++) {
+    float v = px_ld16(in->data, dt, base + k);
+    if (v > m || v != v) m = v;
+  }
+  float s = 0.0f;
+  for (int64_t k = 0; k < n; k++) s += expf(px_ld16(in->data, dt, base + k) - m);
+  float l = px_r16(dt, logf(px_r16(dt, s)));
+  for (int64_t k = 0; k < n; k++) px_st16(out->data, dt, base + k, (px_ld16(in->data, dt, base + k) - m) - l);
+}
+
 typedef struct softmax_job {
   const px_tensor *in;
   px_tensor *out;
@@ -180,6 +198,8 @@ static void softmax_rows(void *arg, int64_t r0, int64_t r1, int tid) {
       for (int64_t k = 0; k < n; k++) row[k] = x[base + k * inner];
       softmax_row_f32(n, row, row, J->log);
       for (int64_t k = 0; k < n; k++) y[base + k * inner] = row[k];
+    } else if (J->log && inner == 1 && px_is16(J->in->dtype) && J->out->dtype == J->in->dtype) {
+      log_softmax16_row(J->in, J->out, n, base);
     } else {
       softmax_strided(J->in, J->out, n, inner, base, J->log);
     }

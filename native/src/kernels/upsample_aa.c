@@ -1,8 +1,9 @@
 /*
  * upsample_aa.c - _upsample_bilinear2d_aa: antialiased bilinear resizing, as
  * separable horizontal and vertical passes with precomputed weights (uint8
- * in fixed point, as torch does). Plain bilinear and nearest upsampling are
- * upsample.c.
+ * in fixed point, as torch does); float16 / bfloat16, which torch's CPU
+ * kernel does not take, as ExecuTorch's kernel computes them. Plain
+ * bilinear and nearest upsampling are upsample.c.
  */
 #include <math.h>
 #include <string.h>
@@ -172,6 +173,84 @@ static void aa_v_u8(const uint8_t *src, uint8_t *dst, int64_t planes, int64_t in
     }
 }
 
+/* ---- float16 / bfloat16, as ExecuTorch computes them ---------------------
+ * ExecuTorch's kernel is not separable: each output sums input(ih, iw) *
+ * h_weight * w_weight over its window in float, adding each term to a
+ * 16-bit accumulator (both rounded to the type), with float weights
+ * normalised per axis. */
+
+typedef struct aa16_axis {
+  int64_t xmin, xmax, fallback;
+  float center, invscale, total;
+} aa16_axis;
+
+static inline float aa16_filter(float x) {
+  x = x < 0 ? -x : x;
+  return x < 1.0f ? 1.0f - x : 0.0f;
+}
+
+static aa16_axis aa16_params(int64_t i, float scale, int64_t in) {
+  aa16_axis a;
+  a.center = scale * ((float)i + 0.5f);
+  float support = scale >= 1.0f ? 1.0f * scale : 1.0f;
+  a.invscale = scale >= 1.0f ? 1.0f / scale : 1.0f;
+  int64_t lo = (int64_t)(a.center - support + 0.5f), hi = (int64_t)(a.center + support + 0.5f);
+  a.xmin = lo > 0 ? lo : 0;
+  a.xmax = hi < in ? hi : in;
+  a.fallback = -1;
+  a.total = 0.0f;
+  for (int64_t x = a.xmin; x < a.xmax; x++) a.total += aa16_filter(((float)x - a.center + 0.5f) * a.invscale);
+  if (a.xmax <= a.xmin || !(a.total > 0.0f)) {
+    int64_t c = (int64_t)a.center;
+    if (c > in - 1) c = in - 1;
+    if (c < 0) c = 0;
+    a.xmin = a.fallback = c;
+    a.xmax = c + 1;
+    a.total = 1.0f;
+  }
+  return a;
+}
+
+static inline float aa16_weight(const aa16_axis *a, int64_t i) {
+  if (a->fallback >= 0) return i == a->fallback ? 1.0f : 0.0f;
+  return aa16_filter(((float)i - a->center + 0.5f) * a->invscale) / a->total;
+}
+
+/* ExecuTorch's scale of one axis: (in - 1) / (out - 1) with align_corners,
+ * else 1 / the given scale factor, or 1 / (out / in) without one. */
+static float aa16_scale(int64_t in, int64_t out, bool ac, const px_value *sv, bool both_given) {
+  if (ac) return out > 1 ? (float)((double)(in - 1) / (double)(out - 1)) : 0.0f;
+  double f = both_given ? arg_d(sv) : (double)out / (double)in;
+  return f > 0 ? (float)(1.0 / f) : (float)((double)in / (double)out);
+}
+
+static void aa16_run(const px_tensor *in, px_tensor *out, bool ac, const px_value *sh, const px_value *sw) {
+  const int dt = in->dtype;
+  int64_t N = in->sizes[0], C = in->sizes[1], H = in->sizes[2], W = in->sizes[3];
+  int64_t OH = out->sizes[2], OW = out->sizes[3];
+  bool given = sh->tag != PX_V_NONE && sw->tag != PX_V_NONE;
+  float scale_h = aa16_scale(H, OH, ac, sh, given), scale_w = aa16_scale(W, OW, ac, sw, given);
+  for (int64_t n = 0; n < N; n++)
+    for (int64_t oh = 0; oh < OH; oh++) {
+      aa16_axis ah = aa16_params(oh, scale_h, H);
+      for (int64_t ow = 0; ow < OW; ow++) {
+        aa16_axis aw = aa16_params(ow, scale_w, W);
+        for (int64_t c = 0; c < C; c++) {
+          int64_t ip = (n * C + c) * H * W;
+          float v = 0.0f;
+          for (int64_t ih = ah.xmin; ih < ah.xmax; ih++) {
+            float hw = aa16_weight(&ah, ih);
+            for (int64_t iw = aw.xmin; iw < aw.xmax; iw++) {
+              float term = px_ld16(in->data, dt, ip + ih * W + iw) * hw * aa16_weight(&aw, iw);
+              v = px_r16(dt, v + px_r16(dt, term));
+            }
+          }
+          px_st16(out->data, dt, ((n * C + c) * OH + oh) * OW + ow, v);
+        }
+      }
+    }
+}
+
 /* aten::_upsample_bilinear2d_aa.out(Tensor self, SymInt[2] output_size,
  *   bool align_corners, float? scales_h=None, float? scales_w=None, *,
  *   Tensor(a!) out) */
@@ -183,8 +262,8 @@ static int k_upsample_bilinear2d_aa(px_ctx *ctx, px_value *const *args) {
   if (args[1]->u.il.n != 2)
     return px_fail(ctx, "output_size must have 2 values, got %u", args[1]->u.il.n);
   if (in->dim != 4) return fail_shape(ctx, "self", in, "expected a 4-D (N, C, H, W) tensor");
-  if (in->dtype != PX_F32 && in->dtype != PX_F64 && in->dtype != PX_U8)
-    return px_fail(ctx, "self has dtype %s; supported: float32, float64, uint8",
+  if (in->dtype != PX_F32 && in->dtype != PX_F64 && in->dtype != PX_U8 && !px_is16(in->dtype))
+    return px_fail(ctx, "self has dtype %s; supported: float32, float64, float16, bfloat16, uint8",
                    px_dtype_name(in->dtype));
   if ((rc = px_require_same_dtype(ctx, out, "out", in, "self"))) return rc;
   if ((rc = px_require_contiguous(ctx, in, "self")) ||
@@ -200,6 +279,10 @@ static int k_upsample_bilinear2d_aa(px_ctx *ctx, px_value *const *args) {
   int64_t osz[4] = {N, C, OH, OW};
   if ((rc = px_resize(ctx, out, 4, osz))) return rc;
   if (out->numel == 0) return 0;
+  if (px_is16(in->dtype)) {
+    aa16_run(in, out, ac, args[3], args[4]);
+    return 0;
+  }
   if (OH == H && OW == W) {
     memcpy(out->data, in->data, out->nbytes);
     return 0;

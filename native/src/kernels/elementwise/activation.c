@@ -107,6 +107,9 @@ static int k_gelu_out(px_ctx *ctx, px_value *const *args) {
 static int k_leaky_relu_out(px_ctx *ctx, px_value *const *args) {
   eparam p = {0};
   p.d[0] = px_scalar_d(args[1]);
+  /* ExecuTorch casts the slope to a float16 / bfloat16 input's own type */
+  int dt = ARGT(0)->dtype;
+  if (dt == PX_F16 || dt == PX_BF16) p.d[0] = r16((float)p.d[0], dt);
   return px_ew_un(ctx, &t_leaky_relu, FL_FLOAT, ARGT(0), ARGT(2), &p);
 }
 
@@ -131,6 +134,12 @@ static int k_logit_out(px_ctx *ctx, px_value *const *args) {
 /* glu: the first half along dim times the sigmoid of the second half. */
 BIN_F(glu, , x / ((T)1 + EXPV(-y)))
 OPS_F(glu)
+/* float16 / bfloat16 (P->i[0] = the dtype) as ExecuTorch computes them:
+ * a * (1 / (1 + exp(-b))) with every operation rounded to the 16-bit type
+ * and libm's expf (what c10's std::exp of a Half calls). */
+BIN(glu16_f32, float, uint32_t, float, const int64_t dt16 = P->i[0],
+    r16(x * r16(1.0f / r16(1.0f + r16(expf(-y), dt16), dt16), dt16), dt16))
+OPS(t_glu16, glu16_f32, glu_f64, NULL, NULL, NULL)
 
 static int k_glu_out(px_ctx *ctx, px_value *const *args) {
   eparam p = {0};
@@ -149,7 +158,9 @@ static int k_glu_out(px_ctx *ctx, px_value *const *args) {
   vb.data = (char *)self->data + (size_t)(va.sizes[d] * self->strides[d]) * px_elsize(self->dtype);
   if (px_resize(ctx, out, va.dim, va.sizes)) return PYEXEC_ERR_EXECUTION;
   const px_tensor *ins[2] = {&va, &vb};
-  return px_ew_apply(ctx, &t_glu, FL_FLOAT, self->dtype, 2, ins, out, &p);
+  bool is16 = self->dtype == PX_F16 || self->dtype == PX_BF16;
+  p.i[0] = self->dtype;
+  return px_ew_apply(ctx, is16 ? &t_glu16 : &t_glu, FL_FLOAT, self->dtype, 2, ins, out, &p);
 }
 
 const px_kernel_def px_kernels_activation[] = {

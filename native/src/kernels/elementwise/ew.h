@@ -252,6 +252,7 @@ static FORCE_INLINE float vtanhf(float x) {
   p = p * z + 1.33314422036e-1f;
   p = p * z - 3.33332819422e-1f;
   float small = x + x * z * p;
+  small = f_from_bits(f_bits(small) | (f_bits(x) & 0x80000000u)); /* tanh(-0) = -0 */
   /* otherwise 1 - 2 / (exp(2|x|) + 1), with x's sign */
   float big = 1.0f - 2.0f / (vexpf(2.0f * ax) + 1.0f);
   big = f_from_bits(f_bits(big) | (f_bits(x) & 0x80000000u));
@@ -312,6 +313,11 @@ static FORCE_INLINE uint16_t f2bf(float f) {
   return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? nan : r);
 }
 static FORCE_INLINE float bf2f(uint16_t b) { return f_from_bits((uint32_t)b << 16); }
+
+/* v rounded to float16 (dt == PX_F16) or bfloat16 (otherwise): one operation
+ * of c10::Half / c10::BFloat16 arithmetic, which ExecuTorch's kernels use
+ * where they compute in the 16-bit type (computed in float, rounded). */
+static FORCE_INLINE float r16(float v, int64_t dt) { return dt == PX_F16 ? h2f(f2h(v)) : bf2f(f2bf(v)); }
 
 /* ---- loop generators ----------------------------------------------------- */
 

@@ -15,7 +15,8 @@
  * maximum m, a running sum l and an unnormalised accumulator per row, each
  * block rescaled by exp(m_old - m_new). Nothing is [S, S_kv]: the scratch is
  * a tile's queries, scores and accumulators and, for float16 / bfloat16, one
- * block of keys and values converted to float32. QK^T and PV go through the
+ * block of keys and values converted to float32 (their probabilities rounded
+ * to the 16-bit type before P V, as ExecuTorch). QK^T and PV go through the
  * GEMM engine when a tile has enough rows to fill its micro-kernel, through
  * vectorised dot products and row updates otherwise (decode).
  */
@@ -71,6 +72,7 @@ typedef struct attn {
   int64_t start_pos;
   bool causal;
   float scale;
+  int r16; /* float16 / bfloat16 q, k, v: the dtype P is rounded to before P V; else 0 */
 } attn;
 
 /* Scratch for one call: the tile's queries, scores, accumulators, running
@@ -127,6 +129,10 @@ static void block_softmax(const attn *a, attn_work *w, int64_t mt, int64_t i0, i
       row[n] = expf(row[n] - mnew);
       sum += row[n];
     }
+    /* ExecuTorch casts a float16 / bfloat16 problem's probabilities to
+     * that type for P V (the sum keeps them unrounded) */
+    if (a->r16)
+      for (int64_t n = 0; n < valid; n++) row[n] = px_r16(a->r16, row[n]);
     for (int64_t n = valid; n < nb; n++) row[n] = 0.0f;
     float alpha = expf(w->m[i] - mnew); /* 0 for the first weighted block */
     w->l[i] = w->l[i] * alpha + sum;
@@ -302,7 +308,8 @@ static int attn_setup(px_ctx *ctx, px_value *const *args, px_tensor *out, attn *
                    (long long)start_pos, (long long)S, (long long)(start_pos + S), (long long)Skv);
   if ((rc = px_resize_like(ctx, out, q))) return rc;
   double scale = args[7]->tag == PX_V_NONE ? 1.0 / sqrt((double)q->sizes[3]) : arg_d(args[7]);
-  *a = (attn){q, k, v, mask, out, q->sizes[0], S, Hq, Hkv, q->sizes[3], Skv, start_pos, causal, (float)scale};
+  *a = (attn){q, k, v, mask, out, q->sizes[0], S, Hq, Hkv, q->sizes[3], Skv, start_pos, causal, (float)scale,
+              px_is16(q->dtype) ? q->dtype : 0};
   return 0;
 }
 

@@ -25,7 +25,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "kernels/kernel.h"
+#include "kernels/common.h"
 
 #define ERR PYEXEC_ERR_EXECUTION
 
@@ -178,6 +178,45 @@ static inline void odo_next(odo *o) {
     o->off -= o->st[k] * (o->sz[k] - 1);
     o->idx[k] = 0;
   }
+}
+
+/* ---- one output's elements in order ------------------------------------- */
+
+/* The elements output o reduces, one by one in row-major order of the
+ * reduced dims: the order of ExecuTorch's sequential reductions, which the
+ * float16 / bfloat16 kernels that accumulate in the 16-bit type follow.
+ *   seqwalk w;  seq_begin(&w, &P, o);
+ *   for (int64_t off; seq_next(&w, &off);) ... element `off` of the input */
+typedef struct seqwalk {
+  const rplan *P;
+  odo ro;
+  int64_t base, j, rit;
+} seqwalk;
+
+static inline void seq_begin(seqwalk *w, const rplan *P, int64_t o) {
+  odo ko;
+  w->P = P;
+  odo_init(&w->ro, P->nr, P->rsz, P->rst);
+  odo_init(&ko, P->nk, P->ksz, P->kst);
+  odo_seek(&ko, P->inner ? o : o / P->len);
+  w->base = P->inner ? ko.off : ko.off + o % P->len;
+  w->j = 0;
+  w->rit = 0;
+}
+
+static inline bool seq_next(seqwalk *w, int64_t *off) {
+  const rplan *P = w->P;
+  if (w->rit >= P->riters) return false;
+  if (P->inner) {
+    *off = w->base + w->ro.off + w->j;
+    if (++w->j < P->len) return true;
+    w->j = 0;
+  } else {
+    *off = w->base + w->ro.off;
+  }
+  w->rit++;
+  odo_next(&w->ro);
+  return true;
 }
 
 /* ---- compute types ------------------------------------------------------ */

@@ -431,9 +431,30 @@ static void reduce_items(void *arg, int64_t b, int64_t e, int tid) {
   }
 }
 
+/* A product into a float16 / bfloat16 output, as ExecuTorch computes it:
+ * each element taken as the output's type, multiplied in one by one in
+ * order, every product rounded to the 16-bit type. */
+static void prod16_run(const px_tensor *in, px_tensor *out, const bool *mask) {
+  const int dt = out->dtype;
+  rplan P;
+  plan_build(&P, in, mask);
+  for (int64_t o = 0; o < out->numel; o++) {
+    seqwalk w;
+    int64_t off;
+    float acc = 1.0f;
+    seq_begin(&w, &P, o);
+    while (seq_next(&w, &off)) acc = px_r16(dt, acc * px_r16(dt, (float)px_load_d(in->data, in->dtype, off)));
+    px_st16(out->data, dt, o, acc);
+  }
+}
+
 static int reduce_run(px_ctx *ctx, const px_tensor *in, px_tensor *out, const bool *mask, int rk,
                       bool mean) {
   if (out->numel == 0) return 0;
+  if (rk == RK_PROD && px_is16(out->dtype) && in->numel > 0) {
+    prod16_run(in, out, mask);
+    return 0;
+  }
   int ct = pick_ct(rk, in->dtype, out->dtype);
   bool dcar = (ct == CT_F32 || ct == CT_F64) && rk != RK_ANY && rk != RK_ALL;
   if (in->numel == 0) { /* every output reduces zero elements */
