@@ -1,12 +1,11 @@
 /*
  * cdist.c - _cdist_forward: the p-norm distance between every row of one
- * matrix and every row of another (batched); float16 / bfloat16 as
- * ExecuTorch computes them (common.h's px_dist16). Distances within one
- * matrix (pdist) are pdist.c.
+ * matrix and every row of another (batched); float16 / bfloat16 in double,
+ * rounded once. Distances within one matrix (pdist) are pdist.c.
  */
 #include <math.h>
 
-#include "kernels/common.h"
+#include "kernels/kernel.h"
 
 /* aten::_cdist_forward.out(Tensor x1, Tensor x2, float p, int? compute_mode, *,
  *                          Tensor(a!) out) */
@@ -39,6 +38,16 @@ static int k_cdist(px_ctx *ctx, px_value *const *args) {
     return rc;
   if ((rc = px_resize(ctx, out, odim + 2, os))) return rc;
   if (out->numel == 0) return 0;
+  /* float16 / bfloat16: in double on widened copies, rounded once */
+  const double *d1 = x1->data, *d2 = x2->data;
+  if (x1->dtype != PX_F32 && x1->dtype != PX_F64) {
+    double *w1 = px_scratch(ctx, sizeof(double) * (size_t)(x1->numel + 1));
+    double *w2 = px_scratch(ctx, sizeof(double) * (size_t)(x2->numel + 1));
+    if (!w1 || !w2) return PYEXEC_ERR_EXECUTION;
+    px_convert(w1, PX_F64, x1->data, x1->dtype, x1->numel);
+    px_convert(w2, PX_F64, x2->data, x2->dtype, x2->numel);
+    d1 = w1, d2 = w2;
+  }
   int64_t nb = px_prod(os, 0, odim);
   int mode = p == 0 ? 0 : p == 1 ? 1 : p == 2 ? 2 : isinf(p) ? 3 : 4;
   int64_t bidx[PX_MAX_DIM] = {0};
@@ -58,9 +67,7 @@ static int k_cdist(px_ctx *ctx, px_value *const *args) {
       for (int64_t j = 0; j < R; j++) {
         double acc = 0.0;
         int64_t k1 = o1 + i * D, k2 = o2 + j * D, ko = bi * P * R + i * R + j;
-        if (px_is16(x1->dtype)) {
-          px_st16(out->data, x1->dtype, ko, px_dist16(x1->data, k1, x2->data, k2, D, x1->dtype, mode, p));
-        } else if (x1->dtype == PX_F32) {
+        if (x1->dtype == PX_F32) {
           const float *u = (const float *)x1->data + k1, *v = (const float *)x2->data + k2;
           float s = 0.0f;
           switch (mode) {
@@ -79,7 +86,7 @@ static int k_cdist(px_ctx *ctx, px_value *const *args) {
           else if (mode == 4) s = powf(s, (float)(1.0 / p));
           ((float *)out->data)[ko] = s;
         } else {
-          const double *u = (const double *)x1->data + k1, *v = (const double *)x2->data + k2;
+          const double *u = d1 + k1, *v = d2 + k2;
           switch (mode) {
             case 0: for (int64_t k = 0; k < D; k++) acc += (u[k] - v[k]) != 0.0; break;
             case 1: for (int64_t k = 0; k < D; k++) acc += fabs(u[k] - v[k]); break;
@@ -94,7 +101,10 @@ static int k_cdist(px_ctx *ctx, px_value *const *args) {
           }
           if (mode == 2) acc = sqrt(acc);
           else if (mode == 4) acc = pow(acc, 1.0 / p);
-          ((double *)out->data)[ko] = acc;
+          if (x1->dtype == PX_F64)
+            ((double *)out->data)[ko] = acc;
+          else
+            px_store_d(out->data, out->dtype, ko, acc);
         }
       }
   }

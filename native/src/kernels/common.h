@@ -8,7 +8,6 @@
 #ifndef PX_KERNELS_COMMON_H
 #define PX_KERNELS_COMMON_H
 
-#include <math.h>
 #include <stdio.h>
 
 #include "kernels/kernel.h"
@@ -82,32 +81,6 @@ static inline float px_ld16(const void *p, int dt, int64_t k) {
 }
 static inline void px_st16(void *p, int dt, int64_t k, float v) {
   ((uint16_t *)p)[k] = dt == PX_F16 ? px_float_to_half(v) : px_float_to_bf16(v);
-}
-
-/* The p-norm distance of two float16 / bfloat16 rows of m elements (cdist,
- * pdist), as ExecuTorch computes it: |a - b|, its power and the running sum
- * in the 16-bit type (each operation rounded, p itself taken as that type),
- * then the root (sqrt for p = 2, pow(sum, 1 / p) in double otherwise). kind:
- * 0 (p = 0, the count of differences), 1, 2, 3 (p = inf), 4 (any other p).
- * A NaN difference makes the distance NaN, as torch's. */
-static inline float px_dist16(const void *x, int64_t a, const void *y, int64_t b, int64_t m, int dt,
-                              int kind, double p) {
-  float p16 = px_r16(dt, (float)p), acc = 0.0f;
-  for (int64_t k = 0; k < m; k++) {
-    float d = px_r16(dt, px_ld16(x, dt, a + k) - px_ld16(y, dt, b + k));
-    d = d < 0 ? -d : d;
-    if (d != d) return d;
-    switch (kind) {
-      case 0: acc = px_r16(dt, acc + (d != 0.0f)); break;
-      case 1: acc = px_r16(dt, acc + d); break;
-      case 2: acc = px_r16(dt, acc + px_r16(dt, d * d)); break;
-      case 3: acc = d > acc ? d : acc; break;
-      default: acc = px_r16(dt, acc + px_r16(dt, powf(d, p16))); break;
-    }
-  }
-  if (kind == 2) return px_r16(dt, sqrtf(acc));
-  if (kind == 4) return px_r16(dt, (float)pow((double)acc, 1.0 / (double)p16));
-  return acc;
 }
 
 /* Reads a per-spatial-dim parameter list (length 1 is broadcast; length 0

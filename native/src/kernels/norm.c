@@ -4,7 +4,9 @@
  * statistics) and group norm. softmax is softmax.c.
  *
  * float32 has its own loops (vector extensions); the other floating dtypes
- * are computed in double through px_load_d / px_store_d.
+ * are computed in double through px_load_d / px_store_d, except float16 /
+ * bfloat16 batch norm in inference, which rounds each step to the 16-bit
+ * type as ExecuTorch's kernel does (bn16_*).
  */
 #include <math.h>
 
@@ -346,44 +348,6 @@ static int k_batch_norm_no_training(px_ctx *ctx, px_value *const *args) {
   return 0;
 }
 
-/* The batch statistics of a float16 / bfloat16 input as ExecuTorch computes
- * them: per (n, c) plane the float sums of x and of x * x, each rounded and
- * added to the channel's running totals in the 16-bit type; then mean =
- * sum / count, var = sumsq / count - mean * mean (16-bit operations, count
- * rounded to the type too), invstd = 1 / sqrt(var + eps) in double. */
-static int batch_norm_stats16(px_ctx *ctx, const px_tensor *in, const px_tensor *w, const px_tensor *b,
-                              px_tensor *out, px_tensor *sm, px_tensor *si, int64_t N, int64_t C,
-                              int64_t inner, double eps) {
-  const int dt = in->dtype;
-  float *mean = px_scratch(ctx, sizeof(float) * (size_t)(2 * C + 1));
-  if (!mean) return PYEXEC_ERR_EXECUTION;
-  float *invstd = mean + C;
-  for (int64_t c = 0; c < C; c++) mean[c] = invstd[c] = 0.0f;
-  for (int64_t n = 0; n < N; n++)
-    for (int64_t c = 0; c < C; c++) {
-      int64_t o = (n * C + c) * inner;
-      float s = 0.0f, q = 0.0f;
-      for (int64_t k = 0; k < inner; k++) {
-        float x = px_ld16(in->data, dt, o + k);
-        s += x;
-        q += x * x;
-      }
-      mean[c] = px_r16(dt, mean[c] + px_r16(dt, s));
-      invstd[c] = px_r16(dt, invstd[c] + px_r16(dt, q));
-    }
-  float cnt = px_r16(dt, (float)(N * inner));
-  for (int64_t c = 0; c < C; c++) {
-    float m = px_r16(dt, mean[c] / cnt);
-    float var = px_r16(dt, px_r16(dt, invstd[c] / cnt) - px_r16(dt, m * m));
-    mean[c] = m;
-    invstd[c] = px_r16(dt, (float)(1.0 / sqrt((double)var + eps)));
-    px_st16(sm->data, dt, c, mean[c]);
-    px_st16(si->data, dt, c, invstd[c]);
-  }
-  bn16_apply(in, out, w, b, N, C, inner, mean, invstd);
-  return 0;
-}
-
 /* aten::_native_batch_norm_legit.no_stats_out(Tensor input, Tensor? weight,
  *   Tensor? bias, bool training, float momentum, float eps, *, Tensor(a!) out,
  *   Tensor(b!) save_mean, Tensor(c!) save_invstd) */
@@ -407,8 +371,6 @@ static int k_batch_norm_no_stats(px_ctx *ctx, px_value *const *args) {
                    si->dim);
   if ((rc = px_resize(ctx, sm, 1, &C)) || (rc = px_resize(ctx, si, 1, &C))) return rc;
   int64_t N = in->sizes[0], inner = px_prod(in->sizes, 2, in->dim), cnt = N * inner;
-  const px_tensor *vecs[4] = {w, b, sm, si};
-  if (bn16_applies(in, vecs, 4)) return batch_norm_stats16(ctx, in, w, b, out, sm, si, N, C, inner, eps);
   double *scale = px_scratch(ctx, sizeof(double) * (size_t)(2 * C + 1));
   if (!scale) return PYEXEC_ERR_EXECUTION;
   double *shift = scale + C;

@@ -1,8 +1,7 @@
 /*
  * pdist.c - _pdist_forward: the p-norm distance between every pair of rows
- * of one matrix (float16 / bfloat16 as ExecuTorch computes them: common.h's
- * px_dist16). The distance between the rows of two matrices (cdist) is
- * cdist.c.
+ * of one matrix (float16 / bfloat16 in double, rounded once). The distance
+ * between the rows of two matrices (cdist) is cdist.c.
  */
 #include <math.h>
 
@@ -72,12 +71,13 @@ static int k_pdist_forward(px_ctx *ctx, px_value *const *args) {
     pdist_f32(in->data, out->data, N, M, p);
   } else if (in->dtype == PX_F64) {
     pdist_f64(in->data, out->data, N, M, p);
-  } else {
-    int kind = p == 0.0 ? 0 : p == 1.0 ? 1 : p == 2.0 ? 2 : isinf(p) ? 3 : 4;
-    int64_t o = 0;
-    for (int64_t i = 0; i < N; i++)
-      for (int64_t j = i + 1; j < N; j++)
-        px_st16(out->data, in->dtype, o++, px_dist16(in->data, i * M, in->data, j * M, M, in->dtype, kind, p));
+  } else { /* float16 / bfloat16: in double on a widened copy, rounded once */
+    double *x = px_scratch(ctx, sizeof(double) * (size_t)(N * M + 1));
+    double *o = px_scratch(ctx, sizeof(double) * (size_t)n);
+    if (!x || !o) return PYEXEC_ERR_EXECUTION;
+    px_convert(x, PX_F64, in->data, in->dtype, N * M);
+    pdist_f64(x, o, N, M, p);
+    px_convert(out->data, out->dtype, o, PX_F64, n);
   }
   return 0;
 }

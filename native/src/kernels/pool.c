@@ -611,18 +611,6 @@ static int avg_pool_nd(px_ctx *ctx, px_value *const *args, int nsp) {
               for (int64_t ih = a0; ih < a1; ih++)
                 for (int64_t iw = b0; iw < b1; iw++) s += p[id * HW + ih * g.W + iw];
             ((float *)out->data)[o] = s / (float)div;
-          } else if (px_is16(in->dtype) && nsp == 2) {
-            /* ExecuTorch's avg_pool2d in the 16-bit type: the window's taps
-             * summed in scan order and divided by the count (as that type),
-             * each operation rounded */
-            const int dt = in->dtype;
-            float s = 0.0f;
-            for (int64_t ih = a0; ih < a1; ih++)
-              for (int64_t iw = b0; iw < b1; iw++) {
-                float x = px_ld16(in->data, dt, base + ih * g.W + iw);
-                s = ih == a0 && iw == b0 ? x : px_r16(dt, x + s);
-              }
-            px_st16(out->data, dt, o, s / px_r16(dt, (float)div));
           } else if (fl) {
             double s = 0.0;
             for (int64_t id = e0; id < e1; id++)

@@ -5,7 +5,7 @@
  */
 #include <math.h>
 
-#include "kernels/kernel.h"
+#include "kernels/common.h"
 
 /* Output size and per-dim scale for the .vec overloads: exactly one of
  * output_size (args[osz]) and scale_factors (args[sf]) is given. scale[k] is
@@ -164,6 +164,16 @@ static int k_upsample_bilinear2d(px_ctx *ctx, px_value *const *args) {
           float w1 = wl[ow], w0 = 1.0f - w1;
           o[ow] = h0 * (w0 * x[r0 + wi0[ow]] + w1 * x[r0 + wi1[ow]]) +
                   h1 * (w0 * x[r1 + wi0[ow]] + w1 * x[r1 + wi1[ow]]);
+        }
+      } else if (in->dtype == PX_F16 || in->dtype == PX_BF16) {
+        /* float16 / bfloat16: the float32 expression, rounded once (what
+         * ExecuTorch's kernel computes) */
+        const int dt = in->dtype;
+        for (int64_t ow = 0; ow < OW; ow++) {
+          float w1 = wl[ow], w0 = 1.0f - w1;
+          float top = w0 * px_ld16(in->data, dt, r0 + wi0[ow]) + w1 * px_ld16(in->data, dt, r0 + wi1[ow]);
+          float bot = w0 * px_ld16(in->data, dt, r1 + wi0[ow]) + w1 * px_ld16(in->data, dt, r1 + wi1[ow]);
+          px_st16(out->data, dt, dst + ow, h0 * top + h1 * bot);
         }
       } else {
         for (int64_t ow = 0; ow < OW; ow++) {

@@ -2,7 +2,7 @@
  * upsample_aa.c - _upsample_bilinear2d_aa: antialiased bilinear resizing, as
  * separable horizontal and vertical passes with precomputed weights (uint8
  * in fixed point, as torch does); float16 / bfloat16, which torch's CPU
- * kernel does not take, as ExecuTorch's kernel computes them. Plain
+ * kernel does not take, with ExecuTorch's window and weights (below). Plain
  * bilinear and nearest upsampling are upsample.c.
  */
 #include <math.h>
@@ -173,11 +173,12 @@ static void aa_v_u8(const uint8_t *src, uint8_t *dst, int64_t planes, int64_t in
     }
 }
 
-/* ---- float16 / bfloat16, as ExecuTorch computes them ---------------------
- * ExecuTorch's kernel is not separable: each output sums input(ih, iw) *
- * h_weight * w_weight over its window in float, adding each term to a
- * 16-bit accumulator (both rounded to the type), with float weights
- * normalised per axis. */
+/* ---- float16 / bfloat16 ---------------------------------------------------
+ * ExecuTorch's kernel (torch's CPU kernel takes neither type): not
+ * separable, each output the sum of input(ih, iw) * h_weight * w_weight
+ * over its window, with float weights normalised per axis. ExecuTorch adds
+ * each term to a 16-bit accumulator; here the sum is carried in float and
+ * rounded once. */
 
 typedef struct aa16_axis {
   int64_t xmin, xmax, fallback;
@@ -241,8 +242,7 @@ static void aa16_run(const px_tensor *in, px_tensor *out, bool ac, const px_valu
           for (int64_t ih = ah.xmin; ih < ah.xmax; ih++) {
             float hw = aa16_weight(&ah, ih);
             for (int64_t iw = aw.xmin; iw < aw.xmax; iw++) {
-              float term = px_ld16(in->data, dt, ip + ih * W + iw) * hw * aa16_weight(&aw, iw);
-              v = px_r16(dt, v + px_r16(dt, term));
+              v += px_ld16(in->data, dt, ip + ih * W + iw) * hw * aa16_weight(&aw, iw);
             }
           }
           px_st16(out->data, dt, ((n * C + c) * OH + oh) * OW + ow, v);

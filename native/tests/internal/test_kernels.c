@@ -2,7 +2,8 @@
  * test_kernels.c - kernels called directly, with answers worked out by hand
  * (no torch needed to know them): the GEMM engine on small integer matrices,
  * a 3x3 convolution of a known image, softmax of [0, ln 2, ln 3], argmax with
- * ties, and the dtype table. It calls internal functions the shared library
+ * ties, float16 / bfloat16 steps rounded as ExecuTorch rounds them, and the
+ * dtype table. It calls internal functions the shared library
  * does not export, so it is linked against the library's objects (see the
  * Makefile) and is part of `make test` and `make asan-test`.
  */
@@ -235,6 +236,33 @@ static void test_argmax_ties(void) {
   CHECK(amin == 0 && amax == 1);
 }
 
+/* ---- float16 / bfloat16 computed as ExecuTorch's kernels round them ----------- */
+
+static void test_16bit_rounding_steps(void) {
+  /* glu in float16 on subnormals: a = 3 * 2^-24, b = -131 * 2^-24.
+   * ExecuTorch rounds every step to float16: exp(-b) = 1.0000078 -> 1.0,
+   * 1 + 1 = 2, 1 / 2 = 0.5, a * 0.5 = 1.5 * 2^-24 -> 2 * 2^-24 (the tie goes
+   * to the even 2). In float, a / (1 + exp(-b)) = 1.49999 * 2^-24 -> 1. */
+  uint16_t x[2] = {0x0003, 0x8083}, y[1] = {0};
+  px_tensor tx = tensor(x, PX_F16, 1, (int64_t[]){2}), ty = tensor(y, PX_F16, 1, (int64_t[]){1});
+  px_value vx = tensor_value(&tx), vy = tensor_value(&ty), dim = int_value(0);
+  px_value *args[] = {&vx, &dim, &vy, &vy};
+  CHECK(call("aten::glu.out", args) == 0);
+  CHECK(y[0] == 0x0002);
+
+  /* leaky_relu in bfloat16 with slope 0.1: ExecuTorch casts the slope to
+   * bfloat16 first, 0.10009765625; -1.125 * that = -0.11260986328125, which
+   * is 230.625 steps of 2^-11 and rounds to 231 (-0.11279296875, 0xBDE7);
+   * -1.125 * 0.1 = -0.1125 would round to 230. */
+  uint16_t bx[1] = {0xBF90 /* -1.125 */}, by[1] = {0};
+  px_tensor tbx = tensor(bx, PX_BF16, 1, (int64_t[]){1}), tby = tensor(by, PX_BF16, 1, (int64_t[]){1});
+  px_value vbx = tensor_value(&tbx), vby = tensor_value(&tby);
+  px_value slope = {.tag = PX_V_DOUBLE, .u.d = 0.1};
+  px_value *largs[] = {&vbx, &slope, &vby, &vby};
+  CHECK(call("aten::leaky_relu.out", largs) == 0);
+  CHECK(by[0] == 0xBDE7);
+}
+
 /* ---- the dtype table ----------------------------------------------------------- */
 
 static void test_dtype_table(void) {
@@ -339,6 +367,7 @@ int main(void) {
   test_conv_3x3();
   test_softmax();
   test_argmax_ties();
+  test_16bit_rounding_steps();
   test_transpose2d();
   test_dtype_table();
   test_registry();

@@ -64,6 +64,19 @@ UN_F(gelu, PX_NEON_UN_ROW(px_neon_gelu_f32) X86_512_ROW(gelu_row512), GELU(x))
 OPS_F(gelu)
 UN_F(gelu_tanh, PX_NEON_UN_ROW(px_neon_gelu_tanh_f32), GELU_TANH(x))
 OPS_F(gelu_tanh)
+/* float16 / bfloat16: the same functions written so that nothing cancels
+ * for x < 0, where gelu(x) is tiny and 1 + erf(x / sqrt 2) (or 1 + tanh)
+ * loses the bits the 16-bit result keeps: x / 2 * erfc(-x / sqrt 2) with
+ * libm's erfcf, and x / (1 + exp(-2 inner)). */
+static inline float gelu16_f(float x) { return 0.5f * x * erfcf(-x * (float)k_sqrt1_2); }
+static inline float gelu_tanh16_f(float x) {
+  float inner = (float)k_sqrt_2_pi * (x + 0.044715f * x * x * x);
+  return x / (1.0f + expf(-2.0f * inner));
+}
+UN(gelu16_f32, float, uint32_t, float, , gelu16_f(x))
+UN(gelu_tanh16_f32, float, uint32_t, float, , gelu_tanh16_f(x))
+OPS(t_gelu16, gelu16_f32, gelu_f64, NULL, NULL, NULL)
+OPS(t_gelu_tanh16, gelu_tanh16_f32, gelu_tanh_f64, NULL, NULL, NULL)
 UN_F(hardswish, , x * CLAMPP(x + (T)3, (T)0, (T)6) / (T)6)
 OPS_F(hardswish)
 UN_F(hardsigmoid, , CLAMPP(x + (T)3, (T)0, (T)6) / (T)6)
@@ -94,10 +107,11 @@ K_UN(k_hardsigmoid_out, t_hardsigmoid, FL_FLOAT)
 static int k_gelu_out(px_ctx *ctx, px_value *const *args) {
   eparam p = {0};
   const ew_ops *ops;
+  bool is16 = ARGT(0)->dtype == PX_F16 || ARGT(0)->dtype == PX_BF16;
   if (str_is(args[1], "none"))
-    ops = &t_gelu;
+    ops = is16 ? &t_gelu16 : &t_gelu;
   else if (str_is(args[1], "tanh"))
-    ops = &t_gelu_tanh;
+    ops = is16 ? &t_gelu_tanh16 : &t_gelu_tanh;
   else
     return px_fail(ctx, "approximate must be 'none' or 'tanh', got '%.*s'",
                    (int)args[1]->u.str.n, args[1]->u.str.p);

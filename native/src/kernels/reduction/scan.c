@@ -4,8 +4,7 @@
 #include "kernels/reduction/plan.h"
 
 /* cumsum / cumprod along one dim; accumulates in double (floating out) or
- * int64 (integral out), the input taken as out's dtype; a float16 /
- * bfloat16 cumsum in that type, as ExecuTorch does. */
+ * int64 (integral out), the input taken as out's dtype. */
 static int scan_op(px_ctx *ctx, px_value *const *a, bool prod) {
   px_tensor *in = a[0]->u.t, *out = a[3]->u.t;
   int st;
@@ -41,22 +40,6 @@ static int scan_op(px_ctx *ctx, px_value *const *a, bool prod) {
         for (int64_t i = 0; i < inner; i++) q[i] = (float)acc[i];
       }
     }
-    return 0;
-  }
-  if (!prod && px_is16(out->dtype)) {
-    /* float16 / bfloat16 as ExecuTorch computes them: each output is the
-     * input (taken as out's type) plus the previous output, rounded */
-    const int dt = out->dtype;
-    for (int64_t o = 0; o < outer; o++)
-      for (int64_t i = 0; i < inner; i++) {
-        int64_t k = o * n * inner + i;
-        float acc = 0.0f;
-        for (int64_t j = 0; j < n; j++, k += inner) {
-          float v = px_r16(dt, (float)px_load_d(in->data, in->dtype, k));
-          acc = j ? px_r16(dt, v + acc) : v;
-          px_st16(out->data, dt, k, acc);
-        }
-      }
     return 0;
   }
   bool fl = px_is_floating(out->dtype);

@@ -114,49 +114,6 @@ static int var_run(px_ctx *ctx, const px_tensor *in, const bool *mask, double co
   return 0;
 }
 
-/* var / var_mean of a float16 / bfloat16 input into its own dtype, as
- * ExecuTorch computes them: two sequential passes in the 16-bit type (each
- * operation rounded), sum -> mean = sum / n, then the sum of (x - mean)^2,
- * divided by the correction's denominator in double, or, in var_mean's
- * path for one last dim, in the 16-bit type. NaN when the denominator is not
- * positive. */
-static void var16_run(const px_tensor *in, const bool *mask, double correction, bool div16,
-                      px_tensor *vout, px_tensor *mout) {
-  const int dt = in->dtype;
-  rplan P;
-  plan_build(&P, in, mask);
-  double denom = (double)P.nred - correction;
-  float n16 = px_r16(dt, (float)P.nred), d16 = px_r16(dt, (float)denom);
-  for (int64_t o = 0; o < vout->numel; o++) {
-    if (!(denom > 0)) {
-      px_st16(vout->data, dt, o, NAN);
-      if (mout) px_st16(mout->data, dt, o, NAN);
-      continue;
-    }
-    seqwalk w;
-    int64_t off;
-    float sum = 0.0f, sum2 = 0.0f;
-    bool first = true;
-    seq_begin(&w, &P, o);
-    while (seq_next(&w, &off)) {
-      float x = px_ld16(in->data, dt, off);
-      sum = first ? x : px_r16(dt, sum + x);
-      first = false;
-    }
-    float mean = px_r16(dt, sum / n16);
-    first = true;
-    seq_begin(&w, &P, o);
-    while (seq_next(&w, &off)) {
-      float d = px_r16(dt, px_ld16(in->data, dt, off) - mean);
-      float sq = px_r16(dt, d * d);
-      sum2 = first ? sq : px_r16(dt, sum2 + sq);
-      first = false;
-    }
-    px_st16(vout->data, dt, o, div16 ? sum2 / d16 : (float)((double)sum2 / denom));
-    if (mout) px_st16(mout->data, dt, o, mean);
-  }
-}
-
 static int var_common(px_ctx *ctx, px_tensor *in, px_value *dims, double correction, bool keepdim,
                       bool take_sqrt, px_tensor *vout, px_tensor *mout) {
   bool mask[PX_MAX_DIM];
@@ -174,14 +131,6 @@ static int var_common(px_ctx *ctx, px_tensor *in, px_value *dims, double correct
   if ((st = dims_mask(ctx, dims, in->dim, true, mask))) return st;
   if ((st = resize_reduced(ctx, in, mask, keepdim, vout, "out"))) return st;
   if (mout && (st = resize_reduced(ctx, in, mask, keepdim, mout, "mean out"))) return st;
-  if (px_is16(in->dtype) && !take_sqrt && vout->numel > 0 && in->numel > 0) {
-    /* ExecuTorch has var and var_mean (not std); var_mean divides in the
-     * 16-bit type when it reduces one dim, the last */
-    bool last_only = mout && dims->tag != PX_V_NONE && dims->u.il.n == 1 && in->dim > 0 &&
-                     mask[in->dim - 1];
-    var16_run(in, mask, correction, last_only, vout, mout);
-    return 0;
-  }
   return var_run(ctx, in, mask, correction, take_sqrt, vout, mout);
 }
 
