@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/convert16.h"
 #include "kernels/kernel.h"
 #include "runtime/parallel.h"
 
@@ -301,25 +302,11 @@ void px_convert(void *dst, int dst_dtype, const void *src, int src_dtype, int64_
   if (dst_dtype == PX_I32 && src_dtype == PX_I64) { CONVERT_LOOP(int32_t, int64_t); return; }
   if (dst_dtype == PX_F32 && src_dtype == PX_BOOL) { CONVERT_LOOP(float, uint8_t); return; }
   /* float16 / bfloat16 <-> float32: what the GEMM-based kernels convert their
-   * operands and results with */
-  if (dst_dtype == PX_F32 && (src_dtype == PX_F16 || src_dtype == PX_BF16)) {
-    float *d = dst;
-    const uint16_t *s = src;
-    if (src_dtype == PX_F16)
-      for (int64_t k = 0; k < n; k++) d[k] = px_half_to_float(s[k]);
-    else
-      for (int64_t k = 0; k < n; k++) d[k] = px_bf16_to_float(s[k]);
-    return;
-  }
-  if (src_dtype == PX_F32 && (dst_dtype == PX_F16 || dst_dtype == PX_BF16)) {
-    uint16_t *d = dst;
-    const float *s = src;
-    if (dst_dtype == PX_F16)
-      for (int64_t k = 0; k < n; k++) d[k] = px_float_to_half(s[k]);
-    else
-      for (int64_t k = 0; k < n; k++) d[k] = px_float_to_bf16(s[k]);
-    return;
-  }
+   * operands and results with (convert16.h: F16C / NEON where there is one) */
+  if (dst_dtype == PX_F32 && src_dtype == PX_F16) { px_f16_to_f32(dst, src, n); return; }
+  if (dst_dtype == PX_F32 && src_dtype == PX_BF16) { px_bf16_to_f32(dst, src, n); return; }
+  if (dst_dtype == PX_F16 && src_dtype == PX_F32) { px_f32_to_f16(dst, src, n); return; }
+  if (dst_dtype == PX_BF16 && src_dtype == PX_F32) { px_f32_to_bf16(dst, src, n); return; }
   bool via_int = px_is_integral(dst_dtype, true) && px_is_integral(src_dtype, true);
   for (int64_t k = 0; k < n; k++) {
     if (via_int)
