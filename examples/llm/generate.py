@@ -3,7 +3,7 @@
 ExecuTorch's runtime on the same file(s), printing both token sequences:
 
     python examples/llm/generate.py examples/out/llm/llama_portable.pte --prompt 1,17,29,3 --steps 20
-    python examples/llm/generate.py examples/out/llm/llama_xnnpack_ptd.pte --data examples/out/llm/llama_xnnpack_ptd_weights.ptd
+    cd examples/out/llm && python ../../llm/generate.py llama_xnnpack_ptd.pte --data llama_xnnpack_ptd_weights.ptd
 
 Token ids in and out (no tokenizer). The program is forward(tokens [1, S],
 input_pos [1]) -> logits [1, vocab] of the last position; its KV caches are

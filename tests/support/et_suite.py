@@ -38,9 +38,12 @@ CI_EXCLUDED = ["test_conv2d.py", "test_linear.py", "test_lstm.py"]
 
 
 def executorch_root() -> Path:
-    import executorch
+    import importlib.util
 
-    return Path(executorch.__file__).resolve().parent
+    spec = importlib.util.find_spec("executorch")  # a namespace package: no __file__
+    if spec is None or not spec.submodule_search_locations:
+        raise SystemExit("executorch is not installed (pip install -r requirements-test.txt)")
+    return Path(next(iter(spec.submodule_search_locations))).resolve()
 
 
 def suite_paths(name: str) -> list[str]:
