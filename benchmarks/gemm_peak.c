@@ -23,7 +23,7 @@
 
 #ifndef PEAK_ONLY /* -DPEAK_ONLY: the peak alone, built without the library */
 #include "kernels/gemm/gemm.h"
-#include "runtime/parallel.h"
+#include "core/parallel.h"
 #endif
 
 /* Wall-clock time. (Thread CPU time would ignore other processes, but in a

@@ -9,7 +9,7 @@
 #include "kernels/registry.h"
 #include "loader/program.h"
 #include "runtime/method.h"
-#include "runtime/parallel.h"
+#include "core/parallel.h"
 #include "runtime/profile.h"
 
 /* ---- errors and version --------------------------------------------------- */

@@ -16,7 +16,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "runtime/parallel.h"
+#include "core/parallel.h"
 
 typedef float v8f __attribute__((vector_size(32)));
 typedef float v8f_u __attribute__((vector_size(32), aligned(4), may_alias));

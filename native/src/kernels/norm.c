@@ -11,7 +11,7 @@
 #include <math.h>
 
 #include "kernels/common.h"
-#include "runtime/parallel.h"
+#include "core/parallel.h"
 
 /* 16-byte vectors: native on every x86-64 and AArch64 target (32-byte GCC
  * vectors would round-trip through the stack without AVX). */

@@ -11,7 +11,7 @@
 
 #include "core/cpu.h"
 #include "kernels/common.h"
-#include "runtime/parallel.h"
+#include "core/parallel.h"
 
 typedef struct pool_geom {
   int64_t planes, D, H, W, OD, OH, OW; /* 2-D pooling: D = OD = 1 */

@@ -7,7 +7,7 @@
 #include <math.h>
 
 #include "kernels/common.h"
-#include "runtime/parallel.h"
+#include "core/parallel.h"
 #if defined(__aarch64__)
 #include "kernels/neon_math.h" /* NEON rows with FMA (act_neon.c) */
 #endif

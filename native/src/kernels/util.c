@@ -10,7 +10,7 @@
 
 #include "kernels/convert16.h"
 #include "kernels/kernel.h"
-#include "runtime/parallel.h"
+#include "core/parallel.h"
 
 /* ---- failure and scratch ---------------------------------------------- */
 

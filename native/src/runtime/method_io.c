@@ -11,7 +11,7 @@
 #include "core/error.h"
 #include "runtime/executor.h"
 #include "runtime/method.h"
-#include "runtime/parallel.h"
+#include "core/parallel.h"
 
 /* ---- metadata ---------------------------------------------------------- */
 

@@ -23,7 +23,7 @@
 #include "kernels/convert16.h"
 #include "kernels/gemm/gemm.h"
 #include "kernels/kernel.h"
-#include "runtime/parallel.h"
+#include "core/parallel.h"
 
 static int failures = 0, checks = 0;
 static char msg[1024];

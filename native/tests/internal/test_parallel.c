@@ -1,5 +1,5 @@
 /*
- * test_parallel.c - the thread pool (runtime/parallel.h) driven directly:
+ * test_parallel.c - the thread pool (core/parallel.h) driven directly:
  * every range covered exactly once in grain-aligned chunks (as many as the
  * pool's rule says) with tids below the count, small work inline, nested ranges inline, several application
  * threads at once (one owns the workers, the others run inline, never more
@@ -15,7 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "runtime/parallel.h"
+#include "core/parallel.h"
 
 static int failures = 0;
 static int checks = 0;

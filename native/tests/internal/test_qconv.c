@@ -21,7 +21,7 @@
 #include "kernels/gemm/qconv.h"
 #include "kernels/gemm/qgemm.h"
 #include "kernels/kernel.h"
-#include "runtime/parallel.h"
+#include "core/parallel.h"
 
 static int failures = 0;
 static int checks = 0;

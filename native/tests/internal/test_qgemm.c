@@ -19,7 +19,7 @@
 #include "core/error.h"
 #include "kernels/gemm/qgemm.h"
 #include "kernels/kernel.h"
-#include "runtime/parallel.h"
+#include "core/parallel.h"
 
 static int failures = 0;
 static int checks = 0;

@@ -15,7 +15,7 @@
 #include "backends/xnnpack/nodes.h"
 #include "core/cpu.h"
 #include "kernels/elementwise/flat.h"
-#include "runtime/parallel.h"
+#include "core/parallel.h"
 
 /* A row-major px_tensor describing v's current dims (data shared). */
 static void view_of(const xnn_value *v, int dtype, px_tensor *t) {

@@ -37,7 +37,7 @@
 #include "kernels/convert16.h"
 #include "kernels/dwconv.h"
 #include "kernels/gemm/gemm.h"
-#include "runtime/parallel.h"
+#include "core/parallel.h"
 
 enum { CONV_PLAIN, CONV_DEPTHWISE, CONV_TRANSPOSED };
 

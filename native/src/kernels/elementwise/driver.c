@@ -7,7 +7,7 @@
 #include <stdatomic.h>
 
 #include "kernels/elementwise/ew.h"
-#include "runtime/parallel.h"
+#include "core/parallel.h"
 
 /* ---- dtype conversion in and out of the compute type ----------------------- */
 

@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/parallel.h"
+#include "core/parallel.h"
 
 /* AArch64: the NEON 6 x 16 kernel and its helpers (ukr_neon.c) */
 #include "kernels/gemm/ukr_neon.h"

@@ -14,7 +14,7 @@
 #include "core/cpu.h"
 #include "core/error.h"
 #include "kernels/gemm/qgemm_impl.h"
-#include "runtime/parallel.h"
+#include "core/parallel.h"
 
 
 struct px_qweights {

@@ -27,7 +27,7 @@
 
 #include "kernels/gemm/gemm.h"
 #include "kernels/llm/llm.h"
-#include "runtime/parallel.h"
+#include "core/parallel.h"
 
 enum {
   TILE_ROWS = 64,  /* query rows per tile */

@@ -5,7 +5,7 @@
  * plan (plan.h), in float32, float64, int64 or bytes.
  */
 #include "kernels/reduction/plan.h"
-#include "runtime/parallel.h"
+#include "core/parallel.h"
 
 /* ---- chunk and row loops ------------------------------------------------ */
 

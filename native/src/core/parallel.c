@@ -36,7 +36,7 @@
  * and parent and child each make the pool again when they next need it.
  * Unload: a destructor stops and joins the workers when no job is in flight.
  */
-#include "runtime/parallel.h"
+#include "core/parallel.h"
 
 #include <ctype.h>
 #include <errno.h>
