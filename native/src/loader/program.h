@@ -6,6 +6,7 @@
 #ifndef PX_PROGRAM_H
 #define PX_PROGRAM_H
 
+#include "core/limits.h"
 #include "loader/data_map.h"
 #include "loader/fb.h"
 #include "core/tensor.h"
@@ -36,14 +37,6 @@ enum { INLINE_DATA };
 enum { COMPILE_SPEC_KEY, COMPILE_SPEC_VALUE };
 enum { NAMED_DATA_KEY, NAMED_DATA_SEGMENT };
 
-/* The most bytes one tensor (at its upper-bound sizes) or one planned buffer
- * may declare; a file declaring more is refused as invalid, so sizes from a
- * hostile file never reach an allocator or a size computation anywhere near
- * overflow. 1 TiB is beyond any CPU's memory, so no real program is refused.
- * The fuzzing build lowers it (sanitize.mk). */
-#ifndef PX_MAX_DECLARED_BYTES
-#define PX_MAX_DECLARED_BYTES ((uint64_t)1 << 40)
-#endif
 
 typedef struct px_plan {
   char *name; /* NUL-terminated copy */

@@ -1,42 +1,14 @@
 /*
- * memory.c - a method's large buffers: planned arenas and the storage of
- * unplanned outputs, mapped or aligned (memory.h).
+ * memory.c - the storage of a method's unplanned outputs (memory.h), from
+ * core/alloc.h's large-buffer allocator.
  */
 #include "runtime/memory.h"
 
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
+#include "core/alloc.h"
 #include "core/error.h"
-
-/* Large buffers come from mmap (zeroed, paged in on first touch); small ones
- * from an aligned allocation. Sanitizer builds raise the threshold so that
- * AddressSanitizer sees every buffer's bounds. */
-#ifndef PX_MMAP_THRESHOLD
-#define PX_MMAP_THRESHOLD ((size_t)1 << 20)
-#endif
-
-void *px_big_alloc(size_t n, bool *mapped) {
-  if (n >= PX_MMAP_THRESHOLD) {
-    void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    *mapped = p != MAP_FAILED;
-    return p == MAP_FAILED ? NULL : p;
-  }
-  *mapped = false;
-  size_t r = (n + 63) & ~(size_t)63;
-  void *p = aligned_alloc(64, r ? r : 64);
-  if (p) memset(p, 0, r ? r : 64);
-  return p;
-}
-
-void px_big_free(void *p, size_t n, bool mapped) {
-  if (!p) return;
-  if (mapped)
-    munmap(p, n);
-  else
-    free(p);
-}
 
 pyexec_status px_output_ensure_storage(pyexec_method *m, px_output *o) {
   px_tensor *t = m->values[o->vidx].u.t;

@@ -19,9 +19,10 @@
 #include "backends/backend.h"
 #include "backends/xnnpack/nodes.h"
 #include "backends/xnnpack/payload.h"
+#include "core/alloc.h"
 #include "core/error.h"
+#include "core/limits.h"
 #include "kernels/convert16.h"
-#include "runtime/memory.h"
 #include "runtime/profile.h"
 
 typedef struct xnn_delegate {

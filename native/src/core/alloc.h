@@ -1,0 +1,17 @@
+/*
+ * alloc.h - large zeroed buffers (private): what a method's planned arenas,
+ * its unplanned outputs and a delegate's intermediate values are made of.
+ */
+#ifndef PX_ALLOC_H
+#define PX_ALLOC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* n zeroed bytes, 64-byte aligned: mapped from the system when n is at least
+ * PX_MMAP_THRESHOLD (then *mapped is true), else an aligned allocation.
+ * NULL when memory runs out. Freed with px_big_free(p, n, *mapped). */
+void *px_big_alloc(size_t n, bool *mapped);
+void px_big_free(void *p, size_t n, bool mapped);
+
+#endif /* PX_ALLOC_H */
