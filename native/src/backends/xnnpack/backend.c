@@ -21,9 +21,9 @@
 #include "backends/xnnpack/payload.h"
 #include "core/alloc.h"
 #include "core/error.h"
+#include "core/events.h"
 #include "core/limits.h"
 #include "kernels/convert16.h"
-#include "runtime/profile.h"
 
 typedef struct xnn_delegate {
   xnn_graph g;
