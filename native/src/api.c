@@ -5,12 +5,13 @@
  */
 #include "backends/backend.h"
 #include "core/error.h"
+#include "core/parallel.h"
 #include "core/tensor.h"
 #include "kernels/registry.h"
 #include "loader/program.h"
 #include "runtime/method.h"
-#include "core/parallel.h"
 #include "runtime/profile.h"
+#include "runtime/program_info.h"
 
 /* ---- errors and version --------------------------------------------------- */
 

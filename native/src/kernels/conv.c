@@ -17,11 +17,11 @@
 #include <string.h>
 
 #include "core/cpu.h"
+#include "core/parallel.h"
 #include "kernels/common.h"
 #include "kernels/conv.h"
 #include "kernels/conv_nhwc.h"
 #include "kernels/gemm/gemm.h"
-#include "core/parallel.h"
 
 /* 16-byte vectors for the portable paths (native on every x86-64 and AArch64
  * target); 32-byte ones only inside functions compiled for AVX2. */

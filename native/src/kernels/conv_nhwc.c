@@ -8,10 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/parallel.h"
 #include "kernels/dwconv.h"
 #include "kernels/gemm/gemm.h"
 #include "kernels/shape/transpose.h"
-#include "core/parallel.h"
 
 /* Depth of one group's product: taps x input channels of the group. */
 static int64_t group_depth(const px_conv_nhwc_geom *g) { return g->KH * g->KW * (g->Cin / g->G); }

@@ -10,8 +10,8 @@
  */
 #include <math.h>
 
-#include "kernels/common.h"
 #include "core/parallel.h"
+#include "kernels/common.h"
 
 /* 16-byte vectors: native on every x86-64 and AArch64 target (32-byte GCC
  * vectors would round-trip through the stack without AVX). */

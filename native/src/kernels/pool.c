@@ -10,8 +10,8 @@
 #include <string.h>
 
 #include "core/cpu.h"
-#include "kernels/common.h"
 #include "core/parallel.h"
+#include "kernels/common.h"
 
 typedef struct pool_geom {
   int64_t planes, D, H, W, OD, OH, OW; /* 2-D pooling: D = OD = 1 */

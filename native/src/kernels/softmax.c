@@ -6,8 +6,8 @@
  */
 #include <math.h>
 
-#include "kernels/common.h"
 #include "core/parallel.h"
+#include "kernels/common.h"
 #if defined(__aarch64__)
 #include "kernels/neon_math.h" /* NEON rows with FMA (act_neon.c) */
 #endif

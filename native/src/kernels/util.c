@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/parallel.h"
 #include "kernels/convert16.h"
 #include "kernels/kernel.h"
-#include "core/parallel.h"
 
 /* ---- failure and scratch ---------------------------------------------- */
 

@@ -7,9 +7,9 @@
 #define PX_PROGRAM_H
 
 #include "core/limits.h"
+#include "core/tensor.h"
 #include "loader/data_map.h"
 #include "loader/fb.h"
-#include "core/tensor.h"
 
 /* Slots of the schema's tables (declaration order in program.fbs). */
 enum { PROG_VERSION, PROG_PLANS, PROG_CONST_BUFFER, PROG_DELEGATE_DATA, PROG_SEGMENTS,
@@ -144,17 +144,11 @@ pyexec_status px_program_external_tensor(const pyexec_program *p, const px_tenso
 pyexec_status px_program_named_data(const pyexec_program *p, const char *key, size_t n,
                                     const uint8_t **data, size_t *size);
 
-/* Fills a pyexec_value_info for input (is_output=false) or output `index`. */
-pyexec_status px_plan_io_info(const pyexec_program *p, const px_plan *plan, bool is_output,
-                              size_t index, pyexec_value_info *out);
 
 /* Number of inputs / outputs of a plan. */
 pyexec_status px_plan_io_count(const pyexec_program *p, const px_plan *plan, size_t *nin,
                                size_t *nout);
 
-/* True when an instruction of the plan writes value `vidx` (a kernel's return
- * value, or the target of a move). */
-bool px_plan_value_written(const pyexec_program *p, const px_plan *plan, int32_t vidx);
 
 /* "aten::add.out" for operator `i` of a plan, into buf. */
 pyexec_status px_plan_operator_name(const px_plan *plan, uint32_t i, char *buf, size_t cap);
@@ -169,16 +163,5 @@ pyexec_status px_program_attach_data_buffer(pyexec_program *p, const void *data,
 void px_program_free(pyexec_program *p);
 size_t px_program_method_count(const pyexec_program *p);
 const char *px_program_method_name(const pyexec_program *p, size_t index);
-pyexec_status px_program_input_count(const pyexec_program *p, const char *name, size_t *count);
-pyexec_status px_program_output_count(const pyexec_program *p, const char *name, size_t *count);
-pyexec_status px_program_input_info(const pyexec_program *p, const char *name, size_t index,
-                                    pyexec_value_info *out);
-pyexec_status px_program_output_info(const pyexec_program *p, const char *name, size_t index,
-                                     pyexec_value_info *out);
-pyexec_status px_program_method_operators(const pyexec_program *p, const char *name, char *buf, size_t cap,
-                                          size_t *needed, size_t *missing);
-pyexec_status px_program_delegate_count(const pyexec_program *p, const char *name, size_t *count);
-pyexec_status px_program_delegate_describe(const pyexec_program *p, const char *name, size_t index, char *buf,
-                                           size_t cap, size_t *needed, size_t *unsupported);
 
 #endif /* PX_PROGRAM_H */

@@ -9,9 +9,10 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/parallel.h"
 #include "runtime/executor.h"
 #include "runtime/method.h"
-#include "core/parallel.h"
+#include "runtime/program_info.h"
 
 /* ---- metadata ---------------------------------------------------------- */
 

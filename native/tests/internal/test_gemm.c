@@ -20,10 +20,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "core/parallel.h"
 #include "kernels/convert16.h"
 #include "kernels/gemm/gemm.h"
 #include "kernels/kernel.h"
-#include "core/parallel.h"
 
 static int failures = 0, checks = 0;
 static char msg[1024];

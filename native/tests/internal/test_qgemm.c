@@ -17,9 +17,9 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/parallel.h"
 #include "kernels/gemm/qgemm.h"
 #include "kernels/kernel.h"
-#include "core/parallel.h"
 
 static int failures = 0;
 static int checks = 0;

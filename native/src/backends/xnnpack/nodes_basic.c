@@ -14,8 +14,8 @@
 
 #include "backends/xnnpack/nodes.h"
 #include "core/cpu.h"
-#include "kernels/elementwise/flat.h"
 #include "core/parallel.h"
+#include "kernels/elementwise/flat.h"
 
 /* A row-major px_tensor describing v's current dims (data shared). */
 static void view_of(const xnn_value *v, int dtype, px_tensor *t) {

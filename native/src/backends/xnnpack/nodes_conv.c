@@ -34,10 +34,10 @@
 
 #include "backends/xnnpack/nodes.h"
 #include "backends/xnnpack/qnodes.h"
+#include "core/parallel.h"
 #include "kernels/convert16.h"
 #include "kernels/dwconv.h"
 #include "kernels/gemm/gemm.h"
-#include "core/parallel.h"
 
 enum { CONV_PLAIN, CONV_DEPTHWISE, CONV_TRANSPOSED };
 

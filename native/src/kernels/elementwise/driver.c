@@ -6,8 +6,8 @@
  */
 #include <stdatomic.h>
 
-#include "kernels/elementwise/ew.h"
 #include "core/parallel.h"
+#include "kernels/elementwise/ew.h"
 
 /* ---- dtype conversion in and out of the compute type ----------------------- */
 

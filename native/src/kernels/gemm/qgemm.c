@@ -13,8 +13,8 @@
 
 #include "core/cpu.h"
 #include "core/error.h"
-#include "kernels/gemm/qgemm_impl.h"
 #include "core/parallel.h"
+#include "kernels/gemm/qgemm_impl.h"
 
 
 struct px_qweights {

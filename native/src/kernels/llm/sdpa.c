@@ -25,9 +25,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/parallel.h"
 #include "kernels/gemm/gemm.h"
 #include "kernels/llm/llm.h"
-#include "core/parallel.h"
 
 enum {
   TILE_ROWS = 64,  /* query rows per tile */

@@ -4,8 +4,8 @@
  * in 8 independent lanes over contiguous chunks (INNER) or rows (ROW) of the
  * plan (plan.h), in float32, float64, int64 or bytes.
  */
-#include "kernels/reduction/plan.h"
 #include "core/parallel.h"
+#include "kernels/reduction/plan.h"
 
 /* ---- chunk and row loops ------------------------------------------------ */
 
