@@ -22,8 +22,8 @@
 #include <time.h>
 
 #ifndef PEAK_ONLY /* -DPEAK_ONLY: the peak alone, built without the library */
-#include "kernels/gemm/gemm.h"
 #include "core/parallel.h"
+#include "kernels/gemm/gemm.h"
 #endif
 
 /* Wall-clock time. (Thread CPU time would ignore other processes, but in a

@@ -124,7 +124,8 @@ def strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
 
 
 def object_faults(objdir: Path) -> list[str]:
-    objs = sorted(objdir.rglob("*.o"))
+    # Only the objects of today's sources (a build directory may hold stale ones).
+    objs = sorted(o for o in objdir.rglob("*.o") if (SRC / o.relative_to(objdir).with_suffix(".c")).is_file())
     if not objs:
         return [f"{objdir}: no object files (build the library first: make -C native)"]
     defined_by: dict[str, str] = {}

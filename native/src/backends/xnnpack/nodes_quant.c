@@ -26,61 +26,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include "backends/xnnpack/qnodes.h"
 #include "core/error.h"
 #include "kernels/shape/strided.h"
-
-/* ---- qdint8 values ------------------------------------------------------------ */
-
-static int64_t lead_rows(const xnn_value *v, const int64_t *dims) {
-  int64_t r = 1;
-  for (uint32_t k = 0; k + (uint32_t)v->quant.num_nonbatch_dims < v->num_dims; k++) r *= dims[k];
-  return r;
-}
-
-static size_t qd8_numel_max(const xnn_value *v) {
-  size_t n = 1;
-  for (uint32_t k = 0; k < v->num_dims; k++) n *= (size_t)v->max_dims[k];
-  return n;
-}
-
-static size_t qd8_params_offset(const xnn_value *v) { return (qd8_numel_max(v) + 63) & ~(size_t)63; }
-
-/* The most rows the value may hold: its dims as written need not be in the
- * layout it has when it runs (a convolution's qdint8 input is written in
- * the float input's NCHW order and runs NHWC), so the bound assumes its
- * trailing num_nonbatch_dims dims may be any of the written ones: the
- * elements over the product of the smallest of them. */
-static size_t qd8_rows_max(const xnn_value *v) {
-  int64_t d[XNN_MAX_DIMS];
-  uint32_t nd = v->num_dims, nnb = (uint32_t)v->quant.num_nonbatch_dims;
-  for (uint32_t k = 0; k < nd; k++) d[k] = v->max_dims[k];
-  int64_t inner = 1;
-  for (uint32_t t = 0; t < nnb && t < nd; t++) { /* the nnb smallest, by selection */
-    uint32_t lo = t;
-    for (uint32_t k = t + 1; k < nd; k++)
-      if (d[k] < d[lo]) lo = k;
-    int64_t tmp = d[t];
-    d[t] = d[lo];
-    d[lo] = tmp;
-    inner *= d[t];
-  }
-  size_t n = qd8_numel_max(v);
-  return inner > 0 ? n / (size_t)inner : 1;
-}
-
-size_t xnn_qd8_capacity(const xnn_value *v) { return qd8_params_offset(v) + qd8_rows_max(v) * 8; }
-
-int64_t xnn_qd8_rows(const xnn_value *v) { return lead_rows(v, v->dims); }
-
-void xnn_qd8_params(const xnn_value *v, int32_t **zp, float **scale) {
-  uint8_t *base = (uint8_t *)v->data + qd8_params_offset(v);
-  *zp = (int32_t *)base;
-  *scale = (float *)(base + 4 * qd8_rows_max(v));
-}
 
 /* ---- what runs -------------------------------------------------------------------- */
 
@@ -242,23 +191,6 @@ int xnn_quant_check(const xnn_node *node, const xnn_value *values, char *why, si
   }
 }
 
-/* ---- dropping packed constants' pages ------------------------------------------------ */
-
-void xnn_drop_constant_pages(const void *p, size_t n) {
-#ifdef MADV_PAGEOUT
-  /* Only whole pages inside [p, p + n): a neighbour's bytes stay. PAGEOUT
-   * reclaims clean file pages (re-read from the file if touched again) and
-   * never discards anonymous data, so it is safe whatever holds the bytes. */
-  size_t page = (size_t)sysconf(_SC_PAGESIZE);
-  uintptr_t a = ((uintptr_t)p + page - 1) & ~(uintptr_t)(page - 1);
-  uintptr_t e = ((uintptr_t)p + n) & ~(uintptr_t)(page - 1);
-  if (e > a) (void)madvise((void *)a, e - a, MADV_PAGEOUT);
-#else
-  (void)p;
-  (void)n;
-#endif
-}
-
 /* ---- Convert ----------------------------------------------------------------------------- */
 
 static int exec_convert(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
@@ -267,9 +199,10 @@ static int exec_convert(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
   int64_t n = xnn_numel(x);
   if (y->datatype == XNN_DT_QDINT8) {
     int64_t rows = xnn_qd8_rows(y);
-    if ((uint64_t)n > qd8_numel_max(y) || (uint64_t)rows > qd8_rows_max(y) || xnn_qd8_capacity(y) > y->capacity)
+    if ((uint64_t)n > xnn_qd8_numel_max(y) || (uint64_t)rows > xnn_qd8_rows_max(y) ||
+        xnn_qd8_capacity(y) > y->capacity)
       return px_fail(ctx, "a qdint8 value of %lld elements in %lld rows exceeds its upper bound of %zu in %zu",
-                     (long long)n, (long long)rows, qd8_numel_max(y), qd8_rows_max(y));
+                     (long long)n, (long long)rows, xnn_qd8_numel_max(y), xnn_qd8_rows_max(y));
     int64_t per = rows ? n / rows : 0;
     int32_t *zp;
     float *scale;
@@ -335,61 +268,6 @@ static int exec_convert(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
 }
 
 /* ---- FullyConnected ----------------------------------------------------------------------- */
-
-void xnn_qplan_release(void *p) {
-  xnn_qplan *plan = p;
-  if (!plan) return;
-  px_qweights_free(plan->w);
-  px_qconv_free(plan->conv);
-  free(plan->requant);
-  free(plan->dw_weights);
-  free(plan);
-}
-
-int xnn_qplan_static(px_ctx *ctx, xnn_qplan *plan, const xnn_node *node, const xnn_value *values,
-                     const int8_t *rows) {
-  const xnn_value *x = &values[node->in[0]], *w = &values[node->in[1]], *y = &values[node->out[0]];
-  int64_t N = plan->N;
-  if (w->datatype == XNN_DT_QCINT8 && (int64_t)w->quant.num_scales != N)
-    return px_fail(ctx, "the filter has %u scales for %lld output channels", w->quant.num_scales, (long long)N);
-  if (node->in[2] != XNN_INVALID_ID && values[node->in[2]].max_dims[0] != N)
-    return px_fail(ctx, "bias has %lld entries for %lld output channels", (long long)values[node->in[2]].max_dims[0],
-                   (long long)N);
-  plan->requant = malloc(sizeof(float) * (size_t)(N ? N : 1));
-  float *ones = malloc(sizeof(float) * (size_t)(N ? N : 1));
-  if (!plan->requant || !ones) {
-    free(ones);
-    return px_fail(ctx, "out of memory packing the weights");
-  }
-  for (int64_t n = 0; n < N; n++) {
-    float ws = w->datatype == XNN_DT_QCINT8 ? xnn_quant_scale(&w->quant, (uint32_t)n) : w->quant.scale;
-    float r = x->quant.scale * ws / y->quant.scale;
-    if (!(r > 0.0f && r < 256.0f)) {
-      free(ones);
-      return px_fail(ctx, "requantization scale %g of channel %lld (input scale x filter scale / output scale) "
-                          "is outside (0, 256)",
-                     r, (long long)n);
-    }
-    plan->requant[n] = r;
-    ones[n] = 1.0f;
-  }
-  if (rows) { /* DepthwiseConv2d keeps its own layout (rows NULL) */
-    px_qweights_desc d = {.bits = 8, .N = N, .K = plan->K, .data = rows, .row_bytes = plan->K, .scales = ones};
-    plan->w = px_qweights_pack(&d);
-    if (!plan->w) {
-      free(ones);
-      return px_fail(ctx, "%s", px_error_buffer(&(size_t){0}));
-    }
-  }
-  free(ones);
-  if (node->in[2] != XNN_INVALID_ID) plan->bias = values[node->in[2]].data;
-  plan->in_zp = x->quant.zero_point;
-  plan->out_zp = y->quant.zero_point;
-  plan->qmin = xnn_q8_bound(node->output_min, y->quant.scale, y->quant.zero_point);
-  plan->qmax = xnn_q8_bound(node->output_max, y->quant.scale, y->quant.zero_point);
-  if (plan->qmin > plan->qmax) return px_fail(ctx, "the output clamp is empty in int8");
-  return 0;
-}
 
 static int prepare_fc(px_ctx *ctx, xnn_node *node, xnn_value *values) {
   const xnn_value *w = &values[node->in[1]];

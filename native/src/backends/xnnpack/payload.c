@@ -339,29 +339,6 @@ static pyexec_status check_quant(parse_state *s, uint32_t vi, xnn_value *v) {
   return PYEXEC_OK;
 }
 
-float xnn_quant_scale(const xnn_quant *q, uint32_t i) {
-  float f;
-  uint32_t bits;
-  uint16_t h;
-  switch (q->scale_kind) {
-    case XNN_SCALES_F32:
-      memcpy(&f, (const uint8_t *)q->scales + 4 * (size_t)i, 4);
-      return f;
-    case XNN_SCALES_BF16:
-      memcpy(&h, (const uint8_t *)q->scales + 2 * (size_t)i, 2);
-      bits = (uint32_t)h << 16;
-      memcpy(&f, &bits, 4);
-      return f;
-    case XNN_SCALES_F32_AS_BF16: /* XNNPACK's legacy conversion: scale up, keep the top half */
-      memcpy(&f, (const uint8_t *)q->scales + 4 * (size_t)i, 4);
-      f *= 1.00389105f;
-      memcpy(&bits, &f, 4);
-      bits &= 0xFFFF0000u;
-      memcpy(&f, &bits, 4);
-      return f;
-    default: return q->scale;
-  }
-}
 
 static pyexec_status parse_value(parse_state *s, uint32_t vi, const px_fb_table *xv) {
   xnn_value *v = &s->g->values[vi];

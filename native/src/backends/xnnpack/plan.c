@@ -1,70 +1,9 @@
 /*
- * plan.c - what the XNNPACK graph's parts share: type and datatype names,
- * dims as text, element sizes, the checked setting of a value's current dims, and the
- * table of node functions by type code.
+ * plan.c - the table of node functions by type code, and the choice of a
+ * node's functions (the quantized ones when a value is quantized). It sits
+ * above every nodes_*.c file; the helpers they share are graph.c's.
  */
-#include <stdio.h>
-
 #include "backends/xnnpack/nodes.h"
-
-static const char *const node_names[XNN_NODE_MAX + 1] = {
-    NULL, "Add", "FullyConnected", "Softmax", "Sigmoid", "StaticTranspose", "Clamp", "Conv2d", "Div",
-    "StaticResizeBilinear2D", "StaticConstantPad", "AvgPooling2d", "Minimum", "DepthwiseConv2d",
-    "MaxPooling2d", "Multiply", "Subtract", "Floor", "Convert", "GlobalAvgPooling2d", "StaticReshape",
-    "ArgMaxPooling2d", "SquareRoot", "Ceiling", "Hardswish", "LeakyReLU", "Maximum", "Negate", "Square",
-    "ELU", "Abs", "PReLU", "Concatenate2", "Concatenate3", "Concatenate4", "StaticSlice",
-    "ScaledDotProductAttention", "BatchMatrixMultiply", "Concatenate5", "ConvTranspose2d",
-    "ReciprocalSquareRoot", "Log", "Gelu", "Tanh", "Exp", "Sin", "Copy", "Cos"};
-
-const char *xnn_node_type_name(int type) {
-  return type >= 1 && type <= XNN_NODE_MAX ? node_names[type] : "?";
-}
-
-static const char *const dt_names[] = {"invalid", "fp32",   "fp16",   "qint8", "quint8", "qint32",
-                                       "qcint8",  "qcint32", "qcint4", "qdint8", "qbint4", "qpint8",
-                                       "int32",   "pfp32",  "bf16"};
-
-const char *xnn_datatype_name(int datatype) {
-  return datatype >= 0 && datatype <= XNN_DT_BF16 ? dt_names[datatype] : "?";
-}
-
-const char *xnn_format_dims(char *buf, size_t cap, uint32_t n, const int64_t *dims) {
-  size_t k = (size_t)snprintf(buf, cap, "[");
-  for (uint32_t i = 0; i < n && k < cap; i++)
-    k += (size_t)snprintf(buf + k, cap - k, "%s%lld", i ? ", " : "", (long long)dims[i]);
-  if (k < cap) snprintf(buf + k, cap - k, "]");
-  return buf;
-}
-
-size_t xnn_datatype_size(int datatype) {
-  switch (datatype) {
-    case XNN_DT_FP32: case XNN_DT_INT32: case XNN_DT_QINT32: case XNN_DT_QCINT32: return 4;
-    case XNN_DT_FP16: case XNN_DT_BF16: return 2;
-    case XNN_DT_QINT8: case XNN_DT_QUINT8: case XNN_DT_QCINT8: case XNN_DT_QDINT8: return 1;
-    default: return 0;
-  }
-}
-
-int xnn_set_dims(px_ctx *ctx, const xnn_node *node, xnn_value *v, uint32_t nd, const int64_t *dims) {
-  const char *name = node ? xnn_node_type_name(node->type) : "input";
-  if (nd != v->num_dims) return px_fail(ctx, "%s: output has rank %u, the node computes rank %u", name, v->num_dims, nd);
-  uint64_t numel = 1;
-  for (uint32_t k = 0; k < nd; k++) {
-    if (dims[k] < 0) return px_fail(ctx, "%s: negative size %lld", name, (long long)dims[k]);
-    if (dims[k] && numel > UINT64_MAX / 16 / (uint64_t)dims[k])
-      return px_fail(ctx, "%s: output size overflows", name);
-    numel *= (uint64_t)dims[k];
-  }
-  if (numel * xnn_datatype_size(v->datatype) > v->capacity) {
-    char s[160];
-    int n = 0;
-    for (uint32_t k = 0; k < nd && n < (int)sizeof s - 24; k++)
-      n += snprintf(s + n, sizeof s - (size_t)n, "%s%lld", k ? ", " : "", (long long)dims[k]);
-    return px_fail(ctx, "%s: output shape [%s] exceeds its upper bound of %zu bytes", name, s, v->capacity);
-  }
-  for (uint32_t k = 0; k < nd; k++) v->dims[k] = dims[k];
-  return 0;
-}
 
 #define U {xnn_shape_unary, xnn_exec_unary, NULL}
 #define B {xnn_shape_binary, xnn_exec_binary, NULL}

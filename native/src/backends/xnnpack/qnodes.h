@@ -62,6 +62,9 @@ static inline float xnn_clampf(float v, float lo, float hi) {
 void xnn_qd8_params(const xnn_value *v, int32_t **zp, float **scale);
 /* Rows of v at its current dims. */
 int64_t xnn_qd8_rows(const xnn_value *v);
+/* The most elements and the most rows a qdint8 value may hold (its upper bound). */
+size_t xnn_qd8_numel_max(const xnn_value *v);
+size_t xnn_qd8_rows_max(const xnn_value *v);
 
 /* The packed weights of a quantized FullyConnected or convolution (node->
  * packed, released by xnn_qplan_release). Static nodes also keep the int32
