@@ -67,6 +67,7 @@
 #include "kernels/conv_nhwc.h"
 #include "kernels/gemm/gemm.h"
 #include "kernels/linalg.h"
+#include "runtime/memory.h"
 #include "runtime/method.h"
 
 /* Per value: the instructions writing it, the kernel argument slots reading

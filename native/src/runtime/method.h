@@ -118,9 +118,6 @@ pyexec_status px_fold_method(pyexec_method *m);
  * into a copy of its weights. Runs after px_fold_method. */
 pyexec_status px_fuse_method(pyexec_method *m);
 
-/* Zeroed memory owned by the method and freed with it (method_build.c);
- * NULL when memory runs out. */
-void *px_method_alloc(pyexec_method *m, size_t count, size_t size);
 
 /* The bodies of the public entry points pyexec_<name> (pyexec.h documents
  * each; api.c forwards to them). */

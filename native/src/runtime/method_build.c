@@ -17,28 +17,9 @@
 
 #define BAD(...) px_invalid_program(__VA_ARGS__)
 
-/* ---- allocation ------------------------------------------------------- */
-
-struct px_alloc {
-  px_alloc *next;
-  max_align_t data[];
-};
-
-/* Zeroed memory owned by the method, freed with it. */
-static void *method_alloc(pyexec_method *m, size_t count, size_t size) {
-  if (size && count > (SIZE_MAX - sizeof(px_alloc)) / size) return NULL;
-  px_alloc *a = calloc(1, sizeof(px_alloc) + count * size);
-  if (!a) return NULL;
-  a->next = m->allocs;
-  m->allocs = a;
-  return a->data;
-}
-
-void *px_method_alloc(pyexec_method *m, size_t count, size_t size) { return method_alloc(m, count, size); }
-
 #define ALLOC_OR_FAIL(ptr, count, what)                               \
   do {                                                                \
-    (ptr) = method_alloc(m, (count), sizeof *(ptr));                  \
+    (ptr) = px_method_alloc(m, (count), sizeof *(ptr));               \
     if (!(ptr)) return px_no_memory(what);                            \
   } while (0)
 
@@ -610,7 +591,7 @@ static pyexec_status build_io(pyexec_method *m) {
     for (uint32_t i = 0; i < m->nout && !io; i++) io = m->outs[i].vidx == (int32_t)v;
     if (io) continue;
     px_tensor *t = val->u.t;
-    void *p = method_alloc(m, t->capacity ? t->capacity : 1, 1);
+    void *p = px_method_alloc(m, t->capacity ? t->capacity : 1, 1);
     if (!p) return px_no_memory("unplanned tensor");
     t->data = p;
   }
@@ -625,11 +606,7 @@ static void method_destroy(pyexec_method *m) {
   for (uint32_t i = 1; i < m->narenas; i++) px_big_free(m->arenas[i], m->arena_sizes[i], m->arena_mapped[i]);
   px_scratch_release(&m->ctx);
   px_profile_free(m->prof_store);
-  for (px_alloc *a = m->allocs; a;) {
-    px_alloc *n = a->next;
-    free(a);
-    a = n;
-  }
+  px_method_free_allocs(m);
   pthread_mutex_destroy(&m->lock);
   free(m);
 }
