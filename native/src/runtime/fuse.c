@@ -63,10 +63,10 @@
 #include <unistd.h>
 
 #include "core/error.h"
-#include "kernels/conv.h"
-#include "kernels/conv_nhwc.h"
+#include "kernels/conv/conv.h"
+#include "kernels/conv/conv_nhwc.h"
 #include "kernels/gemm/gemm.h"
-#include "kernels/linalg.h"
+#include "kernels/linalg/linalg.h"
 #include "runtime/memory.h"
 #include "runtime/method.h"
 

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/convert16.h"
+#include "kernels/convert/convert16.h"
 
 static int failures = 0, checks = 0;
 

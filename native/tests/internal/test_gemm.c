@@ -21,7 +21,7 @@
 #include <unistd.h>
 
 #include "core/parallel.h"
-#include "kernels/convert16.h"
+#include "kernels/convert/convert16.h"
 #include "kernels/gemm/gemm.h"
 #include "kernels/kernel.h"
 

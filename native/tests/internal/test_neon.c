@@ -20,9 +20,9 @@
 
 #include "core/cpu.h"
 #include "kernels/gemm/gemm.h"
-#include "kernels/gemm/ukr_neon.h"
+#include "kernels/gemm/gemm_neon.h"
 #include "kernels/kernel.h"
-#include "kernels/neon_math.h"
+#include "kernels/elementwise/neon_math.h"
 #include "kernels/registry.h"
 
 static int failures = 0;

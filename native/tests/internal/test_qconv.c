@@ -19,7 +19,7 @@
 
 #include "core/error.h"
 #include "core/parallel.h"
-#include "kernels/gemm/qconv.h"
+#include "kernels/conv/qconv.h"
 #include "kernels/gemm/qgemm.h"
 #include "kernels/kernel.h"
 

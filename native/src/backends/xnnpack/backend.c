@@ -23,7 +23,7 @@
 #include "core/error.h"
 #include "core/events.h"
 #include "core/limits.h"
-#include "kernels/convert16.h"
+#include "kernels/convert/convert16.h"
 
 typedef struct xnn_delegate {
   xnn_graph g;

@@ -35,8 +35,8 @@
 #include "backends/xnnpack/nodes.h"
 #include "backends/xnnpack/qnodes.h"
 #include "core/parallel.h"
-#include "kernels/convert16.h"
-#include "kernels/dwconv.h"
+#include "kernels/convert/convert16.h"
+#include "kernels/conv/dwconv.h"
 #include "kernels/gemm/gemm.h"
 
 enum { CONV_PLAIN, CONV_DEPTHWISE, CONV_TRANSPOSED };

@@ -13,7 +13,7 @@
 
 #include "backends/xnnpack/nodes.h"
 #include "core/error.h"
-#include "kernels/convert16.h"
+#include "kernels/convert/convert16.h"
 #include "loader/fb.h"
 #include "loader/program.h"
 

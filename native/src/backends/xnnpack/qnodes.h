@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "backends/xnnpack/nodes.h"
-#include "kernels/gemm/qconv.h"
+#include "kernels/conv/qconv.h"
 #include "kernels/gemm/qgemm.h"
 
 /* A float clamp bound in the output's int8 domain: XNNPACK's

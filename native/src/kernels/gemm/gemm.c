@@ -7,10 +7,10 @@
  * panels (or read in place when its rows are contiguous), and a
  * register-tiled micro-kernel multiplies one MR x NR tile. The micro-kernel,
  * and with it MR and NR, is chosen once at run time (gemm_select, the one
- * selection point): a 512-bit 8 x 32 one on AVX-512 machines (ukr_avx512.c,
+ * selection point): a 512-bit 8 x 32 one on AVX-512 machines (gemm_x86.c,
  * with the indirect convolution block that feeds it from tap pointers), a
  * 6 x 16 AVX2/FMA one on AVX2 machines, a 6 x 16 NEON one on AArch64
- * (ukr_neon.c, with its packing, epilogue and small-M paths), a portable 4 x 8
+ * (gemm_neon.c, with its packing, epilogue and small-M paths), a portable 4 x 8
  * one written with GCC vector extensions elsewhere.
  */
 #include "kernels/gemm/gemm.h"
@@ -22,12 +22,12 @@
 
 #include "core/parallel.h"
 
-/* AArch64: the NEON 6 x 16 kernel and its helpers (ukr_neon.c) */
-#include "kernels/gemm/ukr_neon.h"
+/* AArch64: the NEON 6 x 16 kernel and its helpers (gemm_neon.c) */
+#include "kernels/gemm/gemm_neon.h"
 
 /* x86-64: the AVX-512 8 x 32 kernels and the indirect convolution block
- * (ukr_avx512.c) */
-#include "kernels/gemm/ukr_avx512.h"
+ * (gemm_x86.c) */
+#include "kernels/gemm/gemm_x86.h"
 
 /* AVX2/FMA variants, chosen at run time; define PX_PORTABLE_KERNELS to build
  * only the portable code (to test it on an AVX2 machine). */

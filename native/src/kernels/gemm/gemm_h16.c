@@ -8,7 +8,7 @@
  */
 #include <string.h>
 
-#include "kernels/convert16.h"
+#include "kernels/convert/convert16.h"
 #include "kernels/gemm/gemm.h"
 
 /* Panels of nr columns, each K x nr: panel q holds columns q*nr ..., element

@@ -3,7 +3,7 @@
  * (convert16.h): F16C and AVX2 on x86-64 when px_cpu() reports them, NEON
  * on AArch64, portable loops elsewhere, all giving the same bits.
  */
-#include "kernels/convert16.h"
+#include "kernels/convert/convert16.h"
 
 #include <string.h>
 

@@ -10,7 +10,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "kernels/conv.h"
+#include "kernels/conv/conv.h"
 #include "kernels/gemm/gemm.h"
 
 typedef struct conv3_geom {

@@ -1,5 +1,5 @@
 /*
- * ukr_neon.c - AArch64 NEON pieces of the float32 GEMM engine (ukr_neon.h):
+ * gemm_neon.c - AArch64 NEON pieces of the float32 GEMM engine (gemm_neon.h):
  * the 6 x 16 micro-kernel, transposed-B packing and the tile epilogue. On
  * other architectures this file compiles to nothing.
  *
@@ -10,7 +10,7 @@
  * is never broadcast through memory. Same tile shape as the x86 AVX2 kernel,
  * so packing and prepacked weights have one layout on both.
  */
-#include "kernels/gemm/ukr_neon.h"
+#include "kernels/gemm/gemm_neon.h"
 
 #if PX_NEON_KERNELS
 #include <arm_neon.h>

@@ -1,9 +1,9 @@
 /*
- * ukr_neon.h - the AArch64 NEON pieces of the float32 GEMM engine (private):
+ * gemm_neon.h - the AArch64 NEON pieces of the float32 GEMM engine (private):
  * a 6 x 16 micro-kernel, the packing of a transposed B into 16-wide panels
  * and the bias / clamp tile epilogue. gemm.c selects them on AArch64 (NEON is
  * part of every AArch64 CPU); elsewhere nothing here is declared and
- * ukr_neon.c compiles to nothing.
+ * gemm_neon.c compiles to nothing.
  */
 #ifndef PX_UKR_NEON_H
 #define PX_UKR_NEON_H

@@ -1,5 +1,5 @@
 /*
- * util.c - helpers shared by every kernel family: failure reporting, scratch
+ * kernel.c - helpers shared by every kernel family: failure reporting, scratch
  * memory, resizing, broadcasting, type promotion, element access and the
  * broadcast iterator.
  */
@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "core/parallel.h"
-#include "kernels/convert16.h"
+#include "kernels/convert/convert16.h"
 #include "kernels/kernel.h"
 
 /* ---- failure and scratch ---------------------------------------------- */

@@ -1,9 +1,9 @@
 /*
- * act_neon.c - AArch64 NEON loops over contiguous float32 rows for the
+ * activation_neon.c - AArch64 NEON loops over contiguous float32 rows for the
  * activations and softmax (neon_math.h). On other architectures this file
  * compiles to nothing.
  */
-#include "kernels/neon_math.h"
+#include "kernels/elementwise/neon_math.h"
 
 #if PX_NEON_MATH
 #include <math.h>

@@ -5,7 +5,7 @@
  * through it on float32 copies, rounded once).
  */
 
-#include "kernels/linalg.h"
+#include "kernels/linalg/linalg.h"
 
 #include <math.h>
 

@@ -1,12 +1,12 @@
 /*
- * ukr_avx512.c - the float32 GEMM engine's AVX-512 kernels (ukr_avx512.h):
+ * gemm_x86.c - the float32 GEMM engine's AVX-512 kernels (gemm_x86.h):
  * the 8 x 32 micro-kernel, A broadcast from memory against two 512-bit
  * columns of B, with the bias / clamp epilogue in registers, 1-row and
  * 4-row loops for the last rows of a product and the tile's output lines
  * prefetched; and the indirect convolution block, whose A rows are read
  * from the input under each tap through pointers.
  */
-#include "kernels/gemm/ukr_avx512.h"
+#include "kernels/gemm/gemm_x86.h"
 
 #if PX_AVX512_KERNELS
 #include <immintrin.h>

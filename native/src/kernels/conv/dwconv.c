@@ -11,7 +11,7 @@
  * the border columns (and other filters) per pixel with 256-bit (or
  * 128-bit) vectors; a multiplier above 1 runs plain loops.
  */
-#include "kernels/dwconv.h"
+#include "kernels/conv/dwconv.h"
 
 #include <math.h>
 #include <string.h>

@@ -19,8 +19,8 @@
 #include "core/cpu.h"
 #include "core/parallel.h"
 #include "kernels/common.h"
-#include "kernels/conv.h"
-#include "kernels/conv_nhwc.h"
+#include "kernels/conv/conv.h"
+#include "kernels/conv/conv_nhwc.h"
 #include "kernels/gemm/gemm.h"
 
 /* 16-byte vectors for the portable paths (native on every x86-64 and AArch64

@@ -1,9 +1,9 @@
 /*
- * ukr_avx512.h - the AVX-512 pieces of the float32 GEMM engine (private):
+ * gemm_x86.h - the AVX-512 pieces of the float32 GEMM engine (private):
  * the 8 x 32 micro-kernel (with the bias / clamp epilogue in registers) and
  * the indirect-convolution block that feeds the same kernel from tap
  * pointers. gemm.c selects them at run time on CPUs with AVX-512F; on other
- * targets nothing here is declared and ukr_avx512.c compiles to nothing.
+ * targets nothing here is declared and gemm_x86.c compiles to nothing.
  */
 #ifndef PX_UKR_AVX512_H
 #define PX_UKR_AVX512_H

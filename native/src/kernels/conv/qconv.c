@@ -5,7 +5,7 @@
  * px_qgemm_qs8 / px_qgemm_qd8_f32, and (transposed) scattered to their
  * output pixels.
  */
-#include "kernels/gemm/qconv.h"
+#include "kernels/conv/qconv.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -2,14 +2,14 @@
  * conv_nhwc.c - NCHW convolution through the NHWC indirect GEMM
  * (conv_nhwc.h says when and why).
  */
-#include "kernels/conv_nhwc.h"
+#include "kernels/conv/conv_nhwc.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/parallel.h"
-#include "kernels/dwconv.h"
+#include "kernels/conv/dwconv.h"
 #include "kernels/gemm/gemm.h"
 #include "kernels/shape/transpose.h"
 
