@@ -20,24 +20,10 @@
 #include "core/parallel.h"
 #include "kernels/common.h"
 #include "kernels/conv/conv.h"
+#include "kernels/conv/conv_loops.h"
 #include "kernels/conv/conv_nhwc.h"
 #include "kernels/gemm/gemm.h"
 
-/* 16-byte vectors for the portable paths (native on every x86-64 and AArch64
- * target); 32-byte ones only inside functions compiled for AVX2. */
-typedef float v4f __attribute__((vector_size(16)));
-typedef float v4f_u __attribute__((vector_size(16), aligned(4), may_alias));
-typedef float v8f __attribute__((vector_size(32)));
-typedef float v8f_u __attribute__((vector_size(32), aligned(4), may_alias));
-#define v4_load(p) (*(const v4f_u *)(p))
-#define v4_store(p, v) (*(v4f_u *)(p) = (v))
-#define v8_load(p) (*(const v8f_u *)(p))
-#define v8_store(p, v) (*(v8f_u *)(p) = (v))
-/* 64-byte vectors: only inside functions compiled for AVX-512. */
-typedef float v16f __attribute__((vector_size(64)));
-typedef float v16f_u __attribute__((vector_size(64), aligned(4), may_alias));
-#define v16_load(p) (*(const v16f_u *)(p))
-#define v16_store(p, v) (*(v16f_u *)(p) = (v))
 
 /* AVX2/FMA variants, chosen at run time; define PX_PORTABLE_KERNELS to build
  * only the portable code (to test it on an AVX2 machine). */
@@ -51,31 +37,6 @@ static bool have_avx2(void) {
 #define PX_X86_KERNELS 0
 #endif
 
-/* y[0..n) += a * x[0..n) */
-static inline void axpy_f32(int64_t n, float a, const float *x, float *y) {
-  int64_t i = 0;
-  for (; i + 4 <= n; i += 4) v4_store(y + i, v4_load(y + i) + a * v4_load(x + i));
-  for (; i < n; i++) y[i] += a * x[i];
-}
-
-/* y[0..n) = v */
-static inline void fill_f32(int64_t n, float v, float *y) {
-  v4f vv = {v, v, v, v};
-  int64_t i = 0;
-  for (; i + 4 <= n; i += 4) v4_store(y + i, vv);
-  for (; i < n; i++) y[i] = v;
-}
-
-/* y[0..n) clamped to [lo, hi] (max then min, so lo > hi gives hi, as
- * torch's clamp does). A NaN stays NaN: both compares are false for it, as
- * in torch's relu / hardtanh and the GEMM epilogue. */
-static inline void clamp_f32(int64_t n, float lo, float hi, float *y) {
-  for (int64_t i = 0; i < n; i++) {
-    float v = y[i] < lo ? lo : y[i];
-    y[i] = v > hi ? hi : v;
-  }
-}
-
 /* What a fused convolution applies to its output (px_conv_fused): the
  * clamp of a ReLU / hardtanh the load-time fusion folded into it. */
 typedef struct conv_epi {
@@ -85,110 +46,6 @@ typedef struct conv_epi {
 } conv_epi;
 
 static const conv_epi no_epi = {-INFINITY, INFINITY, false, NULL};
-
-/* A row-major K x N matrix (element (k, j) at B[k * ld + j]) packed into
- * GEMM panels (a px_gemm_pack_fn): the input itself for 1x1 convolutions,
- * or an explicit im2col matrix. Row by row: contiguous reads. */
-typedef struct rows_bsrc {
-  const float *B;
-  int64_t ld;
-} rows_bsrc;
-
-static inline void copy_panel_row(float *d, const float *s, int nr) {
-  switch (nr) { /* constant sizes: copied in vector registers, no call */
-    case 32: memcpy(d, s, 32 * sizeof(float)); return;
-    case 16: memcpy(d, s, 16 * sizeof(float)); return;
-    case 8: memcpy(d, s, 8 * sizeof(float)); return;
-    default:
-      for (int j = 0; j < nr; j++) d[j] = s[j];
-  }
-}
-
-static void pack_b_rows(const void *src, int64_t pc, int64_t kc, int64_t jc, int64_t nc, int nr,
-                        float *pb) {
-  const rows_bsrc *s = src;
-  const int64_t pstride = (int64_t)nr * kc; /* floats between panels */
-  for (int64_t p = 0; p < kc; p++) {
-    const float *sp = s->B + (pc + p) * s->ld + jc;
-    float *d = pb + p * nr;
-    int64_t j0 = 0;
-    for (; j0 + nr <= nc; j0 += nr, d += pstride) copy_panel_row(d, sp + j0, nr);
-    if (j0 < nc) {
-      int n = (int)(nc - j0);
-      for (int j = 0; j < n; j++) d[j] = sp[j0 + j];
-      for (int j = n; j < nr; j++) d[j] = 0.0f;
-    }
-  }
-}
-
-/* C (M x N, row-major, M output channels) = A @ B + bias per row, clamped:
- * B a row-major K x N matrix. Products of at least PX_GEMM_MR_MAX rows add
- * the bias and clamp in the GEMM's tile epilogue, while each tile is in
- * cache; fewer rows take px_gemm_f32's unpacked path (the bias written
- * first and accumulated onto, the clamp after). */
-int px_conv_gemm_rows(px_ctx *ctx, void *work, int64_t M, int64_t N, int64_t K, const float *A,
-                      const float *B, const float *bias, float lo, float hi, float *C) {
-  const bool clamp = !(lo == -INFINITY && hi == INFINITY);
-  if (M >= PX_GEMM_MR_MAX) {
-    rows_bsrc rs = {B, N};
-    px_gemm_epilogue e = {bias, lo, hi, true};
-    return px_gemm_f32_packed_ep(ctx, work, M, N, K, 1.0f, A, K, 1, pack_b_rows, &rs, 0.0f, C, N,
-                                 &e);
-  }
-  if (bias)
-    for (int64_t c = 0; c < M; c++) fill_f32(N, bias[c], C + c * N);
-  int rc = px_gemm_f32(ctx, work, M, N, K, 1.0f, A, K, 1, B, N, 1, bias ? 1.0f : 0.0f, C, N);
-  if (!rc && clamp) clamp_f32(M * N, lo, hi, C);
-  return rc;
-}
-
-/* Channels of a convolution from its input and weight (transposed: weight
- * [Cin, Cout / groups, ...], else [Cout, Cin / groups, ...]), checked
- * against groups and the bias. Shared by the 2-D and 3-D paths. */
-int px_conv_check_channels(px_ctx *ctx, const px_tensor *in, const px_tensor *w,
-                           const px_tensor *bias, bool transposed, int64_t groups,
-                           px_conv_channels *ch) {
-  ch->Cin = in->sizes[1];
-  if (ch->Cin % groups)
-    return px_fail(ctx, "input channels (%lld) are not divisible by groups (%lld)",
-                   (long long)ch->Cin, (long long)groups);
-  ch->Cin_g = ch->Cin / groups;
-  if (!transposed) {
-    ch->Cout = w->sizes[0];
-    if (ch->Cout % groups)
-      return px_fail(ctx, "output channels (%lld) are not divisible by groups (%lld)",
-                     (long long)ch->Cout, (long long)groups);
-    ch->Cout_g = ch->Cout / groups;
-    if (w->sizes[1] != ch->Cin_g)
-      return px_fail(ctx, "weight expects %lld input channels per group, input has %lld",
-                     (long long)w->sizes[1], (long long)ch->Cin_g);
-  } else {
-    if (w->sizes[0] != ch->Cin)
-      return px_fail(ctx, "transposed weight has %lld input channels, input has %lld",
-                     (long long)w->sizes[0], (long long)ch->Cin);
-    ch->Cout_g = w->sizes[1];
-    ch->Cout = ch->Cout_g * groups;
-  }
-  if (bias && (bias->dim != 1 || bias->sizes[0] != ch->Cout))
-    return px_fail(ctx, "bias must have shape [%lld], got %d dims with %lld elements",
-                   (long long)ch->Cout, bias->dim, (long long)bias->numel);
-  return 0;
-}
-
-int px_conv_out_size(px_ctx *ctx, int64_t in, int64_t k, int64_t st, int64_t pd, int64_t dl,
-                     int64_t op, bool transposed, int64_t *out) {
-  int64_t eff = dl * (k - 1) + 1;
-  if (!transposed) {
-    if (in + 2 * pd < eff)
-      return px_fail(ctx, "input size %lld (padded %lld) is smaller than the dilated kernel "
-                     "size %lld", (long long)in, (long long)(in + 2 * pd), (long long)eff);
-    *out = (in + 2 * pd - eff) / st + 1;
-    return 0;
-  }
-  *out = (in - 1) * st - 2 * pd + eff + op;
-  if (*out <= 0) return px_fail(ctx, "computed output size %lld is not positive", (long long)*out);
-  return 0;
-}
 
 /* ======================================================================== */
 /* convolution                                                               */
