@@ -1,26 +1,15 @@
 /*
  * convert16.c - float16 / bfloat16 <-> float32 over contiguous runs
- * (convert16.h): F16C and AVX2 on x86-64 when px_cpu() reports them, NEON
- * on AArch64, portable loops elsewhere, all giving the same bits.
+ * (convert16.h): the vector runs of convert16_x86.c (F16C, AVX2) and
+ * convert16_neon.c where px_cpu() reports them, then portable loops, all
+ * giving the same bits.
  */
 #include "kernels/convert/convert16.h"
 
 #include <string.h>
 
 #include "core/cpu.h"
-
-#if defined(__GNUC__) && defined(__x86_64__) && !defined(PX_PORTABLE_KERNELS)
-#define CV16_X86 1
-#include <immintrin.h>
-#else
-#define CV16_X86 0
-#endif
-#if defined(__aarch64__) && defined(__GNUC__) && !defined(PX_PORTABLE_KERNELS)
-#define CV16_NEON 1
-#include <arm_neon.h>
-#else
-#define CV16_NEON 0
-#endif
+#include "kernels/convert/convert16_isa.h"
 
 /* ---- one element ----------------------------------------------------------- */
 
@@ -74,103 +63,15 @@ uint16_t px_f32_to_bf16_bits(float f) {
   return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
 }
 
-/* ---- x86-64: F16C for float16, AVX2 integer lanes for bfloat16 ------------- */
-
-#if CV16_X86
-__attribute__((target("avx,f16c"))) static int64_t f16_to_f32_f16c(float *dst, const uint16_t *src, int64_t n) {
-  int64_t k = 0;
-  for (; k + 8 <= n; k += 8)
-    _mm256_storeu_ps(dst + k, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + k))));
-  return k;
-}
-
-__attribute__((target("avx,f16c"))) static int64_t f32_to_f16_f16c(uint16_t *dst, const float *src, int64_t n) {
-  int64_t k = 0;
-  for (; k + 8 <= n; k += 8)
-    _mm_storeu_si128((__m128i *)(dst + k), _mm256_cvtps_ph(_mm256_loadu_ps(src + k), _MM_FROUND_TO_NEAREST_INT));
-  return k;
-}
-
-__attribute__((target("avx,f16c"))) static int64_t round_f16_f16c(float *x, int64_t n) {
-  int64_t k = 0;
-  for (; k + 8 <= n; k += 8) {
-    const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(x + k), _MM_FROUND_TO_NEAREST_INT);
-    _mm256_storeu_ps(x + k, _mm256_cvtph_ps(h));
-  }
-  return k;
-}
-
-/* The bfloat16 rounding of 8 float32 bit patterns, still in the top halves:
- * x + 0x7fff + (bit 16 of x), or for NaN x with the quiet bit set. */
-__attribute__((target("avx2"))) static inline __m256i bf16_round8(__m256i x) {
-  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(x, 16), _mm256_set1_epi32(1));
-  const __m256i r = _mm256_add_epi32(_mm256_add_epi32(x, _mm256_set1_epi32(0x7fff)), lsb);
-  const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(x, _mm256_set1_epi32(0x7fffffff)),
-                                         _mm256_set1_epi32(0x7f800000));
-  const __m256i q = _mm256_or_si256(x, _mm256_set1_epi32(0x400000));
-  return _mm256_blendv_epi8(r, q, nan);
-}
-
-__attribute__((target("avx2"))) static int64_t bf16_to_f32_avx2(float *dst, const uint16_t *src, int64_t n) {
-  int64_t k = 0;
-  for (; k + 8 <= n; k += 8) {
-    const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(src + k)));
-    _mm256_storeu_si256((__m256i *)(dst + k), _mm256_slli_epi32(w, 16));
-  }
-  return k;
-}
-
-__attribute__((target("avx2"))) static int64_t f32_to_bf16_avx2(uint16_t *dst, const float *src, int64_t n) {
-  int64_t k = 0;
-  for (; k + 8 <= n; k += 8) {
-    const __m256i r = _mm256_srli_epi32(bf16_round8(_mm256_loadu_si256((const __m256i *)(src + k))), 16);
-    const __m128i lo = _mm256_castsi256_si128(r), hi = _mm256_extracti128_si256(r, 1);
-    _mm_storeu_si128((__m128i *)(dst + k), _mm_packus_epi32(lo, hi));
-  }
-  return k;
-}
-
-__attribute__((target("avx2"))) static int64_t round_bf16_avx2(float *x, int64_t n) {
-  int64_t k = 0;
-  const __m256i top = _mm256_set1_epi32((int)0xffff0000u);
-  for (; k + 8 <= n; k += 8) {
-    const __m256i r = bf16_round8(_mm256_loadu_si256((const __m256i *)(x + k)));
-    _mm256_storeu_si256((__m256i *)(x + k), _mm256_and_si256(r, top));
-  }
-  return k;
-}
-#endif
-
-/* ---- AArch64: FCVTL / FCVTN (round to nearest even under the default FPCR) - */
-
-#if CV16_NEON
-static int64_t f16_to_f32_neon(float *dst, const uint16_t *src, int64_t n) {
-  int64_t k = 0;
-  for (; k + 4 <= n; k += 4) vst1q_f32(dst + k, vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(src + k))));
-  return k;
-}
-
-static int64_t f32_to_f16_neon(uint16_t *dst, const float *src, int64_t n) {
-  int64_t k = 0;
-  for (; k + 4 <= n; k += 4) vst1_u16(dst + k, vreinterpret_u16_f16(vcvt_f16_f32(vld1q_f32(src + k))));
-  return k;
-}
-
-static int64_t round_f16_neon(float *x, int64_t n) {
-  int64_t k = 0;
-  for (; k + 4 <= n; k += 4) vst1q_f32(x + k, vcvt_f32_f16(vcvt_f16_f32(vld1q_f32(x + k))));
-  return k;
-}
-#endif
 
 /* ---- the entry points ------------------------------------------------------------ */
 
 void px_f16_to_f32(float *dst, const uint16_t *src, int64_t n) {
   int64_t k = 0;
 #if CV16_X86
-  if (px_cpu()->f16c) k = f16_to_f32_f16c(dst, src, n);
+  if (px_cpu()->f16c) k = px_cv16_f16_to_f32_f16c(dst, src, n);
 #elif CV16_NEON
-  k = f16_to_f32_neon(dst, src, n);
+  k = px_cv16_f16_to_f32_neon(dst, src, n);
 #endif
   for (; k < n; k++) dst[k] = px_f16_bits_to_f32(src[k]);
 }
@@ -178,9 +79,9 @@ void px_f16_to_f32(float *dst, const uint16_t *src, int64_t n) {
 void px_f32_to_f16(uint16_t *dst, const float *src, int64_t n) {
   int64_t k = 0;
 #if CV16_X86
-  if (px_cpu()->f16c) k = f32_to_f16_f16c(dst, src, n);
+  if (px_cpu()->f16c) k = px_cv16_f32_to_f16_f16c(dst, src, n);
 #elif CV16_NEON
-  k = f32_to_f16_neon(dst, src, n);
+  k = px_cv16_f32_to_f16_neon(dst, src, n);
 #endif
   for (; k < n; k++) dst[k] = px_f32_to_f16_bits(src[k]);
 }
@@ -188,9 +89,9 @@ void px_f32_to_f16(uint16_t *dst, const float *src, int64_t n) {
 void px_round_f16(float *x, int64_t n) {
   int64_t k = 0;
 #if CV16_X86
-  if (px_cpu()->f16c) k = round_f16_f16c(x, n);
+  if (px_cpu()->f16c) k = px_cv16_round_f16_f16c(x, n);
 #elif CV16_NEON
-  k = round_f16_neon(x, n);
+  k = px_cv16_round_f16_neon(x, n);
 #endif
   for (; k < n; k++) x[k] = px_f16_bits_to_f32(px_f32_to_f16_bits(x[k]));
 }
@@ -200,7 +101,7 @@ void px_round_f16(float *x, int64_t n) {
 void px_bf16_to_f32(float *dst, const uint16_t *src, int64_t n) {
   int64_t k = 0;
 #if CV16_X86
-  if (px_cpu()->avx2) k = bf16_to_f32_avx2(dst, src, n);
+  if (px_cpu()->avx2) k = px_cv16_bf16_to_f32_avx2(dst, src, n);
 #endif
   for (; k < n; k++) dst[k] = bits_f32((uint32_t)src[k] << 16);
 }
@@ -208,7 +109,7 @@ void px_bf16_to_f32(float *dst, const uint16_t *src, int64_t n) {
 void px_f32_to_bf16(uint16_t *dst, const float *src, int64_t n) {
   int64_t k = 0;
 #if CV16_X86
-  if (px_cpu()->avx2) k = f32_to_bf16_avx2(dst, src, n);
+  if (px_cpu()->avx2) k = px_cv16_f32_to_bf16_avx2(dst, src, n);
 #endif
   for (; k < n; k++) dst[k] = px_f32_to_bf16_bits(src[k]);
 }
@@ -216,7 +117,7 @@ void px_f32_to_bf16(uint16_t *dst, const float *src, int64_t n) {
 void px_round_bf16(float *x, int64_t n) {
   int64_t k = 0;
 #if CV16_X86
-  if (px_cpu()->avx2) k = round_bf16_avx2(x, n);
+  if (px_cpu()->avx2) k = px_cv16_round_bf16_avx2(x, n);
 #endif
   for (; k < n; k++) x[k] = bits_f32((uint32_t)px_f32_to_bf16_bits(x[k]) << 16);
 }
