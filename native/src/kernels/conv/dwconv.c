@@ -6,7 +6,7 @@
  * Output rows (image, output row) are split over the thread pool; each
  * output pixel sums bias + its taps in (ki, kj) order whichever task holds
  * it. Multiplier 1 keeps the channels in vector registers: on AVX-512
- * machines a 3x3, 5x5 or 7x7 filter runs a row kernel over the columns whose
+ * machines a 3x3, 5x5 or 7x7 filter runs a row kernel (dwconv_x86.c) over the columns whose
  * taps all lie inside the input (a zero row standing in for padding rows),
  * the border columns (and other filters) per pixel with 256-bit (or
  * 128-bit) vectors; a multiplier above 1 runs plain loops.
@@ -79,66 +79,7 @@ DEFINE_DW_PIXEL(dw_pixel_avx2, __attribute__((target("avx2,fma"))), v8f, v8i, v8
 #endif
 
 #if DW_X86
-#include <immintrin.h>
-
-/* Depthwise with multiplier 1 on AVX-512, output columns [ow0, ow1) of one
- * output row whose taps are all inside the input's columns: four output
- * pixels at a time (four independent chains), each 16-channel block of them
- * summing its KH_ x KW_ taps. Pixels are the outer loop: the filter block is
- * reloaded from L1 for each four pixels, but the input is read in address
- * order, every channel of a pixel at once (channel blocks outside, with the
- * filter held in registers, read one 64-byte slice of every pixel per pass
- * over the row and ran 17% slower on mobilenet_v2's depthwise layers).
- * rows[ki] is input row oh*sh - pt + ki*dh at channel 0 (a zero row in the
- * padding), w the filter [KH*KW][C]. The sum is bias + taps in (ki, kj)
- * order, as in dw_pixel (a padding row adds zeros). */
-#define DEFINE_DW_ROW512(NAME, KH_, KW_)                                                       \
-  __attribute__((target("avx512f"))) static void NAME(                                          \
-      const float *const *rows, int64_t C, int64_t sw, int64_t dw, int64_t pl, int64_t ow0,      \
-      int64_t ow1, const float *w, const float *bias, float lo, float hi, float *orow) {        \
-    const __m512 vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);                            \
-    const int64_t xs = sw * C, ts = dw * C;                                                      \
-    int64_t ow = ow0;                                                                            \
-    for (; ow + 4 <= ow1; ow += 4) {                                                             \
-      for (int64_t c = 0; c < C; c += 16) {                                                      \
-        const __mmask16 m = C - c >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (C - c)) - 1);  \
-        const __m512 b = _mm512_maskz_loadu_ps(m, bias + c);                                     \
-        __m512 a0 = b, a1 = b, a2 = b, a3 = b;                                                   \
-        for (int ki = 0; ki < KH_; ki++) {                                                       \
-          const float *r = rows[ki] + (ow * sw - pl) * C + c;                                    \
-          for (int kj = 0; kj < KW_; kj++) {                                                     \
-            const float *q = r + kj * ts;                                                        \
-            const __m512 wt = _mm512_maskz_loadu_ps(m, w + (ki * KW_ + kj) * C + c);              \
-            a0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, q), wt, a0);                           \
-            a1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, q + xs), wt, a1);                      \
-            a2 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, q + 2 * xs), wt, a2);                  \
-            a3 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, q + 3 * xs), wt, a3);                  \
-          }                                                                                      \
-        }                                                                                        \
-        float *o = orow + ow * C + c;                                                            \
-        _mm512_mask_storeu_ps(o, m, _mm512_min_ps(vhi, _mm512_max_ps(vlo, a0)));                 \
-        _mm512_mask_storeu_ps(o + C, m, _mm512_min_ps(vhi, _mm512_max_ps(vlo, a1)));             \
-        _mm512_mask_storeu_ps(o + 2 * C, m, _mm512_min_ps(vhi, _mm512_max_ps(vlo, a2)));         \
-        _mm512_mask_storeu_ps(o + 3 * C, m, _mm512_min_ps(vhi, _mm512_max_ps(vlo, a3)));         \
-      }                                                                                          \
-    }                                                                                            \
-    for (; ow < ow1; ow++)                                                                       \
-      for (int64_t c = 0; c < C; c += 16) {                                                      \
-        const __mmask16 m = C - c >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (C - c)) - 1);  \
-        __m512 a0 = _mm512_maskz_loadu_ps(m, bias + c);                                          \
-        for (int ki = 0; ki < KH_; ki++) {                                                       \
-          const float *r = rows[ki] + (ow * sw - pl) * C + c;                                    \
-          for (int kj = 0; kj < KW_; kj++)                                                       \
-            a0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, r + kj * ts),                          \
-                                 _mm512_maskz_loadu_ps(m, w + (ki * KW_ + kj) * C + c), a0);     \
-        }                                                                                        \
-        _mm512_mask_storeu_ps(orow + ow * C + c, m, _mm512_min_ps(vhi, _mm512_max_ps(vlo, a0)));  \
-      }                                                                                          \
-  }
-
-DEFINE_DW_ROW512(dw_row_3x3_avx512, 3, 3)
-DEFINE_DW_ROW512(dw_row_5x5_avx512, 5, 5)
-DEFINE_DW_ROW512(dw_row_7x7_avx512, 7, 7) /* ConvNeXt */
+#include "kernels/conv/dwconv_x86.h"
 #endif
 
 typedef struct dw_job {
@@ -176,11 +117,11 @@ static void dw_rows(void *arg, int64_t begin, int64_t end, int tid) {
         rows[ki] = ih >= 0 && ih < H ? j->x + (n * H + ih) * W * Cin : j->zeros;
       }
       if (p->KH == 3)
-        dw_row_3x3_avx512(rows, C, p->sw, p->dw, p->pl, owA, owB, p->w, p->bias, lo, hi, orow);
+        px_dw_row_3x3_avx512(rows, C, p->sw, p->dw, p->pl, owA, owB, p->w, p->bias, lo, hi, orow);
       else if (p->KH == 5)
-        dw_row_5x5_avx512(rows, C, p->sw, p->dw, p->pl, owA, owB, p->w, p->bias, lo, hi, orow);
+        px_dw_row_5x5_avx512(rows, C, p->sw, p->dw, p->pl, owA, owB, p->w, p->bias, lo, hi, orow);
       else
-        dw_row_7x7_avx512(rows, C, p->sw, p->dw, p->pl, owA, owB, p->w, p->bias, lo, hi, orow);
+        px_dw_row_7x7_avx512(rows, C, p->sw, p->dw, p->pl, owA, owB, p->w, p->bias, lo, hi, orow);
       skip0 = owA, skip1 = owB;
     }
 #endif
