@@ -1,11 +1,15 @@
 /*
- * conv_loops.h - the vector types and small float32 loops the convolution
- * files share (private, header-only).
+ * conv_loops.h - what the convolution files share (private, header-only):
+ * vector types, small float32 loops, the 1-D / 2-D geometry, the fused
+ * epilogue, and the per-ISA paths of conv_x86.c.
  */
 #ifndef PX_CONV_LOOPS_H
 #define PX_CONV_LOOPS_H
 
+#include <stdbool.h>
 #include <stdint.h>
+
+#include "core/tensor.h"
 
 /* 16-byte vectors for the portable paths (native on every x86-64 and AArch64
  * target); 32-byte ones only inside functions compiled for AVX2. */
@@ -47,5 +51,35 @@ static inline void clamp_f32(int64_t n, float lo, float hi, float *y) {
     y[i] = v > hi ? hi : v;
   }
 }
+
+/* A 1-D / 2-D convolution's geometry (conv.c). */
+typedef struct conv_geom {
+  int64_t N, Cin, H, W;      /* input */
+  int64_t Cout, KH, KW;      /* output channels, kernel */
+  int64_t OH, OW;            /* output spatial */
+  int64_t sh, sw, ph, pw, dh, dw, oph, opw;
+  int64_t G, Cin_g, Cout_g;  /* groups, channels per group */
+} conv_geom;
+
+/* What a fused convolution applies to its output (px_conv_fused): the
+ * clamp of a ReLU / hardtanh the load-time fusion folded into it. */
+typedef struct conv_epi {
+  float lo, hi;
+  bool clamp;               /* false: lo = -inf, hi = +inf, nothing to do */
+  const px_tensor *packed;  /* the filter packed at load for px_conv_nhwc, or NULL */
+} conv_epi;
+
+
+/* AVX2 / AVX-512 variants (conv.c, conv_x86.c), chosen at run time; define
+ * PX_PORTABLE_KERNELS to build only the portable code. */
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__)) && !defined(PX_PORTABLE_KERNELS)
+#define PX_X86_KERNELS 1
+#include <immintrin.h>
+/* A depthwise plane at stride 2 along the rows on AVX-512 (conv_x86.c). */
+void px_dw_plane_s2_avx512(const conv_geom *g, const float *plane, const float *wk, float b, const conv_epi *ep,
+                           float *o);
+#else
+#define PX_X86_KERNELS 0
+#endif
 
 #endif /* PX_CONV_LOOPS_H */
