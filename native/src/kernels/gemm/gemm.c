@@ -32,9 +32,6 @@
 /* AVX2/FMA variants, chosen at run time; define PX_PORTABLE_KERNELS to build
  * only the portable code (to test it on an AVX2 machine). */
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__)) && !defined(PX_PORTABLE_KERNELS)
-#include <immintrin.h>
-
-#include "kernels/shape/tile8x8.h"
 #define PX_X86_KERNELS 1
 #else
 #define PX_X86_KERNELS 0
@@ -68,7 +65,7 @@ typedef void (*ukr_fn)(int64_t kc, const float *a, int64_t rsa, int64_t csa, con
 
 /* Writes alpha * acc (+ beta * C) for the top-left mr x nr part of a tile
  * held row-major in acc with row length ld. */
-static void tile_store(const float *acc, int ld, float *c, int64_t ldc, float alpha, float beta,
+void px_gemm_tile_store(const float *acc, int ld, float *c, int64_t ldc, float alpha, float beta,
                        int mr, int nr) {
   for (int i = 0; i < mr; i++) {
     float *cr = c + i * ldc;
@@ -107,90 +104,9 @@ static void ukr_4x8(int64_t kc, const float *a, int64_t rsa, int64_t csa, const 
   v4_store(t + 20, c21);
   v4_store(t + 24, c30);
   v4_store(t + 28, c31);
-  tile_store(t, 8, c, ldc, alpha, beta, mr, nr);
+  px_gemm_tile_store(t, 8, c, ldc, alpha, beta, mr, nr);
 }
 
-#if PX_X86_KERNELS
-/* 6 x 16 AVX2/FMA micro-kernel: a is packed 6 per k, b 16 per k. */
-__attribute__((target("avx2,fma"))) static void ukr_6x16_avx2(int64_t kc, const float *a,
-                                                              int64_t rsa, int64_t csa,
-                                                              const float *b, float *c,
-                                                              int64_t ldc, float alpha,
-                                                              float beta, int mr, int nr) {
-  const float *a0 = a, *a1 = a + (mr > 1 ? rsa : 0), *a2 = a + (mr > 2 ? 2 * rsa : 0);
-  const float *a3 = a + (mr > 3 ? 3 * rsa : 0), *a4 = a + (mr > 4 ? 4 * rsa : 0);
-  const float *a5 = a + (mr > 5 ? 5 * rsa : 0);
-  __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps();
-  __m256 c10 = _mm256_setzero_ps(), c11 = _mm256_setzero_ps();
-  __m256 c20 = _mm256_setzero_ps(), c21 = _mm256_setzero_ps();
-  __m256 c30 = _mm256_setzero_ps(), c31 = _mm256_setzero_ps();
-  __m256 c40 = _mm256_setzero_ps(), c41 = _mm256_setzero_ps();
-  __m256 c50 = _mm256_setzero_ps(), c51 = _mm256_setzero_ps();
-  for (int64_t p = 0, o = 0; p < kc; p++, o += csa) {
-    __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
-    __m256 av = _mm256_broadcast_ss(a0 + o);
-    c00 = _mm256_fmadd_ps(av, b0, c00);
-    c01 = _mm256_fmadd_ps(av, b1, c01);
-    av = _mm256_broadcast_ss(a1 + o);
-    c10 = _mm256_fmadd_ps(av, b0, c10);
-    c11 = _mm256_fmadd_ps(av, b1, c11);
-    av = _mm256_broadcast_ss(a2 + o);
-    c20 = _mm256_fmadd_ps(av, b0, c20);
-    c21 = _mm256_fmadd_ps(av, b1, c21);
-    av = _mm256_broadcast_ss(a3 + o);
-    c30 = _mm256_fmadd_ps(av, b0, c30);
-    c31 = _mm256_fmadd_ps(av, b1, c31);
-    av = _mm256_broadcast_ss(a4 + o);
-    c40 = _mm256_fmadd_ps(av, b0, c40);
-    c41 = _mm256_fmadd_ps(av, b1, c41);
-    av = _mm256_broadcast_ss(a5 + o);
-    c50 = _mm256_fmadd_ps(av, b0, c50);
-    c51 = _mm256_fmadd_ps(av, b1, c51);
-    b += 16;
-  }
-  if (mr == 6 && nr == 16) {
-    __m256 va = _mm256_set1_ps(alpha);
-    __m256 acc[12] = {c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51};
-    if (beta == 0.0f) {
-      for (int i = 0; i < 6; i++) {
-        _mm256_storeu_ps(c + i * ldc, _mm256_mul_ps(va, acc[2 * i]));
-        _mm256_storeu_ps(c + i * ldc + 8, _mm256_mul_ps(va, acc[2 * i + 1]));
-      }
-    } else if (beta == 1.0f) {
-      for (int i = 0; i < 6; i++) {
-        float *cr = c + i * ldc;
-        _mm256_storeu_ps(cr, _mm256_fmadd_ps(va, acc[2 * i], _mm256_loadu_ps(cr)));
-        _mm256_storeu_ps(cr + 8, _mm256_fmadd_ps(va, acc[2 * i + 1], _mm256_loadu_ps(cr + 8)));
-      }
-    } else {
-      __m256 vb = _mm256_set1_ps(beta);
-      for (int i = 0; i < 6; i++) {
-        float *cr = c + i * ldc;
-        _mm256_storeu_ps(cr, _mm256_fmadd_ps(va, acc[2 * i],
-                                             _mm256_mul_ps(vb, _mm256_loadu_ps(cr))));
-        _mm256_storeu_ps(cr + 8, _mm256_fmadd_ps(va, acc[2 * i + 1],
-                                                 _mm256_mul_ps(vb, _mm256_loadu_ps(cr + 8))));
-      }
-    }
-    return;
-  }
-  float t[6 * 16] __attribute__((aligned(32)));
-  _mm256_store_ps(t + 0, c00);
-  _mm256_store_ps(t + 8, c01);
-  _mm256_store_ps(t + 16, c10);
-  _mm256_store_ps(t + 24, c11);
-  _mm256_store_ps(t + 32, c20);
-  _mm256_store_ps(t + 40, c21);
-  _mm256_store_ps(t + 48, c30);
-  _mm256_store_ps(t + 56, c31);
-  _mm256_store_ps(t + 64, c40);
-  _mm256_store_ps(t + 72, c41);
-  _mm256_store_ps(t + 80, c50);
-  _mm256_store_ps(t + 88, c51);
-  tile_store(t, 16, c, ldc, alpha, beta, mr, nr);
-}
-
-#endif
 
 /* The selected micro-kernel and what the rest of the engine needs to know
  * about it. How an ISA kernel registers: write a ukr_fn (see its contract
@@ -219,7 +135,7 @@ static gemm_arch gemm_detect(void) {
   if (avx2 && __builtin_cpu_supports("avx512f")) {
     g = (gemm_arch){8, 32, px_ukr_f32_8x32_avx512, true, GEMM_ISA_AVX512};
   } else if (avx2) {
-    g = (gemm_arch){6, 16, ukr_6x16_avx2, true, GEMM_ISA_AVX2};
+    g = (gemm_arch){6, 16, px_ukr_f32_6x16_avx2, true, GEMM_ISA_AVX2};
   }
 #endif
 #if defined(__aarch64__) && PX_NEON_KERNELS /* NEON: part of every AArch64 CPU */
@@ -240,7 +156,7 @@ static void gemm_init(void) {
   const char *env = getenv("PYEXEC_GEMM_ISA");
 #if PX_X86_KERNELS
   if (env && g.isa == GEMM_ISA_AVX512 && strcmp(env, "avx2") == 0)
-    g = (gemm_arch){6, 16, ukr_6x16_avx2, true, GEMM_ISA_AVX2};
+    g = (gemm_arch){6, 16, px_ukr_f32_6x16_avx2, true, GEMM_ISA_AVX2};
 #endif
   if (env && strcmp(env, "portable") == 0) g = (gemm_arch){4, 8, ukr_4x8, false, GEMM_ISA_PORTABLE};
   gemm_cached = g;
@@ -280,27 +196,6 @@ typedef struct strided_b {
   int64_t rsb, csb;
 } strided_b;
 
-#if PX_X86_KERNELS
-/* Full nr-wide panels (nr a multiple of 8) of a column-major B (rsb == 1: a
- * transposed weight, column j contiguous in k), 8 x 8 blocks transposed in
- * registers: element by element this pack cost a fifth of a product's time.
- * Returns the columns it packed (a multiple of nr). */
-__attribute__((target("avx2,fma"))) static int64_t pack_b_trans_avx2(const float *B, int64_t csb, int64_t kc,
-                                                                      int64_t nc, int nr, float *pb) {
-  int64_t full = nc / nr * nr, k8 = kc / 8 * 8;
-  for (int64_t j0 = 0; j0 < full; j0 += nr, pb += (int64_t)nr * kc) {
-    for (int part = 0; part < nr / 8; part++) {
-      const float *col = B + (j0 + part * 8) * csb;
-      float *dst = pb + part * 8;
-      for (int64_t p = 0; p < k8; p += 8) /* depth p..p+7 of the 8 columns */
-        px_tile8x8_f32(dst + p * nr, nr, col + p, csb);
-      for (int64_t p = k8; p < kc; p++)
-        for (int j = 0; j < 8; j++) dst[p * nr + j] = col[j * csb + p];
-    }
-  }
-  return full;
-}
-#endif
 
 /* Packs depth [pc, pc + kc) x columns [jc, jc + nc) of a strided B into
  * nr-wide panels, k-major, zero-padding the last panel (a px_gemm_pack_fn). */
@@ -312,7 +207,7 @@ static void pack_b_strided(const void *src, int64_t pc, int64_t kc, int64_t jc, 
   const int64_t pstride = (int64_t)nr * kc; /* floats between panels */
 #if PX_X86_KERNELS
   if (rsb == 1 && csb != 1 && nr % 8 == 0 && gemm_select().avx2) {
-    int64_t done = pack_b_trans_avx2(B, csb, kc, nc, nr, pb);
+    int64_t done = px_pack_b_trans_avx2(B, csb, kc, nc, nr, pb);
     B += done * csb;
     pb += done / nr * pstride;
     nc -= done;
@@ -504,7 +399,7 @@ DEFINE_DOTS_KERNEL(gemm_dots_avx2, __attribute__((target("avx2,fma"))))
 
 /* The epilogue on an m x n tile at c: bias add, then the clamp
  * (clamp false: none). max(lo, v) keeps a NaN v, as XNNPACK's kernels do. */
-static void tile_epilogue(float *c, int64_t ldc, int m, int n, const float *bias, bool clamp,
+void px_gemm_tile_epilogue(float *c, int64_t ldc, int m, int n, const float *bias, bool clamp,
                           float lo, float hi) {
   for (int i = 0; i < m; i++, c += ldc) {
     if (bias)
@@ -517,32 +412,6 @@ static void tile_epilogue(float *c, int64_t ldc, int m, int n, const float *bias
   }
 }
 
-#if PX_X86_KERNELS
-__attribute__((target("avx2,fma"))) static void tile_epilogue_avx2(float *c, int64_t ldc, int m, int n,
-                                                                   const float *bias, bool clamp,
-                                                                   float lo, float hi) {
-  if (n != 16) {
-    tile_epilogue(c, ldc, m, n, bias, clamp, lo, hi);
-    return;
-  }
-  const __m256 vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
-  const __m256 b0 = bias ? _mm256_loadu_ps(bias) : _mm256_setzero_ps();
-  const __m256 b1 = bias ? _mm256_loadu_ps(bias + 8) : _mm256_setzero_ps();
-  for (int i = 0; i < m; i++, c += ldc) {
-    __m256 v0 = _mm256_loadu_ps(c), v1 = _mm256_loadu_ps(c + 8);
-    if (bias) {
-      v0 = _mm256_add_ps(v0, b0);
-      v1 = _mm256_add_ps(v1, b1);
-    }
-    if (clamp) { /* max_ps / min_ps return the second operand when either is NaN */
-      v0 = _mm256_min_ps(vhi, _mm256_max_ps(vlo, v0));
-      v1 = _mm256_min_ps(vhi, _mm256_max_ps(vlo, v1));
-    }
-    _mm256_storeu_ps(c, v0);
-    _mm256_storeu_ps(c + 8, v1);
-  }
-}
-#endif
 
 
 /* The epilogue with one bias per row (rbias[i], NCHW convolution's output
@@ -661,7 +530,7 @@ static void gemm_block(const gemm_job *j, int64_t ic, int64_t mc, int64_t pc, in
         const float *bias = j->bias ? j->bias + jr : NULL;
 #if PX_X86_KERNELS
         if (j->g.avx2) {
-          tile_epilogue_avx2(ct, j->ldc, m, n, bias, j->clamp, j->lo, j->hi);
+          px_gemm_tile_epilogue_avx2(ct, j->ldc, m, n, bias, j->clamp, j->lo, j->hi);
           continue;
         }
 #endif
@@ -671,7 +540,7 @@ static void gemm_block(const gemm_job *j, int64_t ic, int64_t mc, int64_t pc, in
           continue;
         }
 #endif
-        tile_epilogue(ct, j->ldc, m, n, bias, j->clamp, j->lo, j->hi);
+        px_gemm_tile_epilogue(ct, j->ldc, m, n, bias, j->clamp, j->lo, j->hi);
       }
     }
   }
@@ -758,7 +627,7 @@ static void epilogue_all(int64_t M, int64_t N, float *C, int64_t ldc, const px_g
         tile_epilogue_rows(C + i * ldc + j, ldc, 1, n, ep->bias ? ep->bias + i : NULL, clamp, ep->lo,
                            ep->hi);
       else
-        tile_epilogue(C + i * ldc + j, ldc, 1, n, ep->bias ? ep->bias + j : NULL, clamp, ep->lo,
+        px_gemm_tile_epilogue(C + i * ldc + j, ldc, 1, n, ep->bias ? ep->bias + j : NULL, clamp, ep->lo,
                       ep->hi);
     }
 }

@@ -1,12 +1,13 @@
 /*
- * gemm_x86.h - the AVX-512 pieces of the float32 GEMM engine (private):
- * the 8 x 32 micro-kernel (with the bias / clamp epilogue in registers) and
- * the indirect-convolution block that feeds the same kernel from tap
- * pointers. gemm.c selects them at run time on CPUs with AVX-512F; on other
- * targets nothing here is declared and gemm_x86.c compiles to nothing.
+ * gemm_x86.h - the x86-64 pieces of the float32 GEMM engine (private): the
+ * AVX-512 8 x 32 micro-kernel (with the bias / clamp epilogue in registers)
+ * and the indirect-convolution block that feeds the same kernel from tap
+ * pointers; the AVX2 / FMA 6 x 16 micro-kernel, transposed-B packing and
+ * tile epilogue. gemm.c selects them at run time from the CPU's features; on
+ * other targets nothing here is declared and gemm_x86.c compiles to nothing.
  */
-#ifndef PX_UKR_AVX512_H
-#define PX_UKR_AVX512_H
+#ifndef PX_GEMM_X86_H
+#define PX_GEMM_X86_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -46,8 +47,23 @@ void px_ukr_f32_8x32_avx512_ep(int64_t kc, const float *a, int64_t rsa, int64_t 
 void px_gemm_conv_block_avx512(const px_gemm_conv *cv, const float *zeros, int64_t ic, int64_t mc,
                                int64_t pc, int64_t kc, int64_t j0, int64_t j1, const float *bp,
                                float *C, int64_t ldc, float beta, const px_tile_ep *ep);
+
+/* AVX2 / FMA (gemm.c's ukr_fn contract for a 6 x 16 tile; full nr-wide
+ * panels of a column-major B, returning the columns packed; the tile
+ * epilogue of a 16-wide tile, others through px_gemm_tile_epilogue). */
+void px_ukr_f32_6x16_avx2(int64_t kc, const float *a, int64_t rsa, int64_t csa, const float *b, float *c,
+                          int64_t ldc, float alpha, float beta, int mr, int nr);
+int64_t px_pack_b_trans_avx2(const float *B, int64_t csb, int64_t kc, int64_t nc, int nr, float *pb);
+void px_gemm_tile_epilogue_avx2(float *c, int64_t ldc, int m, int n, const float *bias, bool clamp, float lo,
+                                float hi);
+
+/* gemm.c's portable tile helpers the kernels above finish with: store alpha *
+ * acc (+ beta * C) for the top-left mr x nr of a row-major tile of row
+ * length ld; add bias per column and clamp an m x n tile. */
+void px_gemm_tile_store(const float *acc, int ld, float *c, int64_t ldc, float alpha, float beta, int mr, int nr);
+void px_gemm_tile_epilogue(float *c, int64_t ldc, int m, int n, const float *bias, bool clamp, float lo, float hi);
 #else
 #define PX_AVX512_KERNELS 0
 #endif
 
-#endif /* PX_UKR_AVX512_H */
+#endif /* PX_GEMM_X86_H */

@@ -55,7 +55,7 @@ static void transpose_plain(size_t es, void *dst, int64_t dst_ld, const void *sr
 /* ---- AVX2 8x8 tiles --------------------------------------------------------- */
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(PX_NO_CPU_DISPATCH)
-#include "kernels/shape/tile8x8.h"
+#include "kernels/shape/transpose_x86.h"
 #define HAVE_AVX2_TILES 1
 
 /* The whole 8-multiple part through tiles, block by block; the ragged

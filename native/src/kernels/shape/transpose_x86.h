@@ -1,7 +1,7 @@
 /*
- * tile8x8.h - one 8x8 tile of 4-byte elements transposed in AVX2 registers
+ * transpose_x86.h - one 8x8 tile of 4-byte elements transposed in AVX2 registers
  * (private). Shared by the 2-D transpose (transpose.c) and the GEMM engine's
- * packing of transposed weights (gemm/gemm.c). Include it only where
+ * packing of transposed weights (gemm/gemm_x86.c). Include it only where
  * <immintrin.h> is available (x86-64 with GCC or clang); callers choose AVX2
  * at run time, and the function compiles for AVX2 whatever the file's flags.
  */
