@@ -1,0 +1,31 @@
+/*
+ * transpose_isa.h - what transpose.c shares with its per-ISA files (private):
+ * the block size, the plain-C transpose they finish ragged edges with, and
+ * the tile paths of transpose_x86.c (AVX2 8x8) and transpose_neon.c (NEON
+ * 4x4), each for 4-byte elements.
+ */
+#ifndef PX_SHAPE_TRANSPOSE_ISA_H
+#define PX_SHAPE_TRANSPOSE_ISA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define BLK 64
+
+static inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+/* The cache-blocked plain C transpose (px_transpose2d's contract). */
+void px_transpose_plain(size_t es, void *dst, int64_t dst_ld, const void *src, int64_t src_ld, int64_t rows,
+                        int64_t cols);
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(PX_NO_CPU_DISPATCH)
+#define HAVE_AVX2_TILES 1
+void px_transpose4_avx2(float *dst, int64_t dst_ld, const float *src, int64_t src_ld, int64_t rows, int64_t cols);
+#endif
+#if defined(__aarch64__) && !defined(PX_NO_CPU_DISPATCH)
+#define HAVE_NEON_TILES 1
+void px_transpose4_neon(uint32_t *dst, int64_t dst_ld, const uint32_t *src, int64_t src_ld, int64_t rows,
+                        int64_t cols);
+#endif
+
+#endif /* PX_SHAPE_TRANSPOSE_ISA_H */
