@@ -22,7 +22,7 @@
 #include "kernels/gemm/gemm.h"
 #include "kernels/gemm/gemm_neon.h"
 #include "kernels/kernel.h"
-#include "kernels/elementwise/neon_math.h"
+#include "kernels/elementwise/math_neon.h"
 #include "kernels/registry.h"
 
 static int failures = 0;

@@ -6,7 +6,7 @@
 #include "core/cpu.h"
 #include "kernels/elementwise/ew.h"
 #include "kernels/elementwise/flat.h"
-#include "kernels/elementwise/neon_math.h" /* AArch64: contiguous float32 rows in NEON */
+#include "kernels/elementwise/math_neon.h" /* AArch64: contiguous float32 rows in NEON */
 
 static const double k_sqrt1_2 = 0.70710678118654752440;
 static const double k_sqrt_2_pi = 0.79788456080286535588; /* sqrt(2 / pi) */

@@ -1,9 +1,9 @@
 /*
  * activation_neon.c - AArch64 NEON loops over contiguous float32 rows for the
- * activations and softmax (neon_math.h). On other architectures this file
+ * activations and softmax (math_neon.h). On other architectures this file
  * compiles to nothing.
  */
-#include "kernels/elementwise/neon_math.h"
+#include "kernels/elementwise/math_neon.h"
 
 #if PX_NEON_MATH
 #include <math.h>

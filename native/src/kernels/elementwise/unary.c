@@ -7,7 +7,7 @@
  */
 #include "kernels/elementwise/ew.h"
 #include "kernels/elementwise/flat.h"
-#include "kernels/elementwise/neon_math.h" /* AArch64: contiguous float32 rows in NEON */
+#include "kernels/elementwise/math_neon.h" /* AArch64: contiguous float32 rows in NEON */
 
 /* ---- loops ---------------------------------------------------------------- */
 

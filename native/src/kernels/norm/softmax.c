@@ -9,7 +9,7 @@
 #include "core/parallel.h"
 #include "kernels/common.h"
 #if defined(__aarch64__)
-#include "kernels/elementwise/neon_math.h" /* NEON rows with FMA (elementwise/activation_neon.c) */
+#include "kernels/elementwise/math_neon.h" /* NEON rows with FMA (elementwise/activation_neon.c) */
 #endif
 
 /* 16-byte vectors: native on every x86-64 and AArch64 target (32-byte GCC

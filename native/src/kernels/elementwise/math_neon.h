@@ -1,5 +1,5 @@
 /*
- * neon_math.h - AArch64 NEON float32 exp / tanh / erf on 4 lanes, and the
+ * math_neon.h - AArch64 NEON float32 exp / tanh / erf on 4 lanes, and the
  * contiguous-row loops built on them (act_neon.c) that softmax.c and the
  * elementwise activations (activation.c, unary.c) call on AArch64 (private).
  *
