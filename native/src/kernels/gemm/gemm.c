@@ -28,6 +28,7 @@
 /* x86-64: the AVX-512 8 x 32 kernels and the indirect convolution block
  * (gemm_x86.c) */
 #include "kernels/gemm/gemm_x86.h"
+#include "kernels/gemm/tile.h"
 
 /* AVX2/FMA variants, chosen at run time; define PX_PORTABLE_KERNELS to build
  * only the portable code (to test it on an AVX2 machine). */
@@ -63,19 +64,6 @@ typedef float v8f_u __attribute__((vector_size(32), aligned(4), may_alias));
 typedef void (*ukr_fn)(int64_t kc, const float *a, int64_t rsa, int64_t csa, const float *b,
                        float *c, int64_t ldc, float alpha, float beta, int mr, int nr);
 
-/* Writes alpha * acc (+ beta * C) for the top-left mr x nr part of a tile
- * held row-major in acc with row length ld. */
-void px_gemm_tile_store(const float *acc, int ld, float *c, int64_t ldc, float alpha, float beta,
-                       int mr, int nr) {
-  for (int i = 0; i < mr; i++) {
-    float *cr = c + i * ldc;
-    const float *ar = acc + i * ld;
-    if (beta == 0.0f)
-      for (int j = 0; j < nr; j++) cr[j] = alpha * ar[j];
-    else
-      for (int j = 0; j < nr; j++) cr[j] = alpha * ar[j] + beta * cr[j];
-  }
-}
 
 /* Portable 4 x 8 micro-kernel: a is packed 4 per k, b 8 per k. */
 static void ukr_4x8(int64_t kc, const float *a, int64_t rsa, int64_t csa, const float *b,
@@ -396,22 +384,6 @@ DEFINE_DOTS_KERNEL(gemm_dots, )
 #if PX_X86_KERNELS
 DEFINE_DOTS_KERNEL(gemm_dots_avx2, __attribute__((target("avx2,fma"))))
 #endif
-
-/* The epilogue on an m x n tile at c: bias add, then the clamp
- * (clamp false: none). max(lo, v) keeps a NaN v, as XNNPACK's kernels do. */
-void px_gemm_tile_epilogue(float *c, int64_t ldc, int m, int n, const float *bias, bool clamp,
-                          float lo, float hi) {
-  for (int i = 0; i < m; i++, c += ldc) {
-    if (bias)
-      for (int j = 0; j < n; j++) c[j] += bias[j];
-    if (clamp)
-      for (int j = 0; j < n; j++) {
-        float v = c[j] < lo ? lo : c[j];
-        c[j] = v > hi ? hi : v;
-      }
-  }
-}
-
 
 
 /* The epilogue with one bias per row (rbias[i], NCHW convolution's output

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "kernels/gemm/gemm.h"
+#include "kernels/gemm/tile.h"
 
 #if defined(__GNUC__) && defined(__x86_64__) && !defined(PX_PORTABLE_KERNELS)
 #define PX_AVX512_KERNELS 1
@@ -57,11 +58,6 @@ int64_t px_pack_b_trans_avx2(const float *B, int64_t csb, int64_t kc, int64_t nc
 void px_gemm_tile_epilogue_avx2(float *c, int64_t ldc, int m, int n, const float *bias, bool clamp, float lo,
                                 float hi);
 
-/* gemm.c's portable tile helpers the kernels above finish with: store alpha *
- * acc (+ beta * C) for the top-left mr x nr of a row-major tile of row
- * length ld; add bias per column and clamp an m x n tile. */
-void px_gemm_tile_store(const float *acc, int ld, float *c, int64_t ldc, float alpha, float beta, int mr, int nr);
-void px_gemm_tile_epilogue(float *c, int64_t ldc, int m, int n, const float *bias, bool clamp, float lo, float hi);
 #else
 #define PX_AVX512_KERNELS 0
 #endif

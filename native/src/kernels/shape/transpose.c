@@ -33,7 +33,7 @@
     }                                                                              \
   } while (0)
 
-void px_transpose_plain(size_t es, void *dst, int64_t dst_ld, const void *src, int64_t src_ld,
+static void transpose_plain(size_t es, void *dst, int64_t dst_ld, const void *src, int64_t src_ld,
                             int64_t rows, int64_t cols) {
   switch (es) {
     case 1: PLAIN_LOOP(uint8_t); break;
@@ -49,6 +49,18 @@ void px_transpose_plain(size_t es, void *dst, int64_t dst_ld, const void *src, i
   }
 }
 
+#if defined(HAVE_AVX2_TILES) || defined(HAVE_NEON_TILES)
+/* The ragged right columns [c0, cols) and bottom rows [r0, rows) of a
+ * 4-byte transpose whose [0, r0) x [0, c0) part the tiles did. */
+static void edges(void *dst, int64_t dst_ld, const void *src, int64_t src_ld, int64_t rows, int64_t cols,
+                  int64_t r0, int64_t c0) {
+  uint32_t *d = dst;
+  const uint32_t *s = src;
+  if (c0 < cols) transpose_plain(4, d + c0 * dst_ld, dst_ld, s + c0, src_ld, r0, cols - c0);
+  if (r0 < rows) transpose_plain(4, d + r0, dst_ld, s + r0 * src_ld, src_ld, rows - r0, cols);
+}
+#endif
+
 /* ---- entry ----------------------------------------------------------------------- */
 
 void px_transpose2d(size_t es, void *dst, int64_t dst_ld, const void *src, int64_t src_ld, int64_t rows,
@@ -57,14 +69,16 @@ void px_transpose2d(size_t es, void *dst, int64_t dst_ld, const void *src, int64
 #ifdef HAVE_AVX2_TILES
   if (es == 4 && rows >= 8 && cols >= 8 && px_cpu()->avx2) {
     px_transpose4_avx2(dst, dst_ld, src, src_ld, rows, cols);
+    edges(dst, dst_ld, src, src_ld, rows, cols, rows & ~(int64_t)7, cols & ~(int64_t)7);
     return;
   }
 #endif
 #ifdef HAVE_NEON_TILES
   if (es == 4 && rows >= 4 && cols >= 4) {
     px_transpose4_neon(dst, dst_ld, src, src_ld, rows, cols);
+    edges(dst, dst_ld, src, src_ld, rows, cols, rows & ~(int64_t)3, cols & ~(int64_t)3);
     return;
   }
 #endif
-  px_transpose_plain(es, dst, dst_ld, src, src_ld, rows, cols);
+  transpose_plain(es, dst, dst_ld, src, src_ld, rows, cols);
 }

@@ -1,7 +1,6 @@
 /*
  * transpose_isa.h - what transpose.c shares with its per-ISA files (private):
- * the block size, the plain-C transpose they finish ragged edges with, and
- * the tile paths of transpose_x86.c (AVX2 8x8) and transpose_neon.c (NEON
+ * the block size and the tile paths of transpose_x86.c (AVX2 8x8) and transpose_neon.c (NEON
  * 4x4), each for 4-byte elements.
  */
 #ifndef PX_SHAPE_TRANSPOSE_ISA_H
@@ -14,10 +13,8 @@
 
 static inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
-/* The cache-blocked plain C transpose (px_transpose2d's contract). */
-void px_transpose_plain(size_t es, void *dst, int64_t dst_ld, const void *src, int64_t src_ld, int64_t rows,
-                        int64_t cols);
-
+/* Each transposes the part of a rows x cols 4-byte matrix whose sides are
+ * multiples of its tile (8, or 4); px_transpose2d does the edges. */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(PX_NO_CPU_DISPATCH)
 #define HAVE_AVX2_TILES 1
 void px_transpose4_avx2(float *dst, int64_t dst_ld, const float *src, int64_t src_ld, int64_t rows, int64_t cols);

@@ -36,8 +36,6 @@ void px_transpose4_neon(uint32_t *dst, int64_t dst_ld, const uint32_t *src, int6
         }
     }
   }
-  if (c4 < cols) px_transpose_plain(4, dst + c4 * dst_ld, dst_ld, src + c4, src_ld, r4, cols - c4);
-  if (r4 < rows) px_transpose_plain(4, dst + r4, dst_ld, src + r4 * src_ld, src_ld, rows - r4, cols);
 }
 #endif
 

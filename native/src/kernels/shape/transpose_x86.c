@@ -10,8 +10,8 @@
 #include "kernels/shape/transpose_x86.h"
 
 
-/* The whole 8-multiple part through tiles, block by block; the ragged
- * bottom rows and right columns through plain C. */
+/* The rows x cols part whose sides are multiples of 8, through tiles,
+ * block by block (px_transpose2d does the ragged edges). */
 __attribute__((target("avx2"))) void px_transpose4_avx2(float *dst, int64_t dst_ld, const float *src,
                                                             int64_t src_ld, int64_t rows, int64_t cols) {
   int64_t r8 = rows & ~(int64_t)7, c8 = cols & ~(int64_t)7;
@@ -23,8 +23,6 @@ __attribute__((target("avx2"))) void px_transpose4_avx2(float *dst, int64_t dst_
         for (int64_t c = cb; c < ce; c += 8) px_tile8x8_f32(dst + c * dst_ld + r, dst_ld, src + r * src_ld + c, src_ld);
     }
   }
-  if (c8 < cols) px_transpose_plain(4, dst + c8 * dst_ld, dst_ld, src + c8, src_ld, r8, cols - c8);
-  if (r8 < rows) px_transpose_plain(4, dst + r8, dst_ld, src + r8 * src_ld, src_ld, rows - r8, cols);
 }
 #endif
 
