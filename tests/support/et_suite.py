@@ -117,6 +117,9 @@ def pytest_configure(config: pytest.Config) -> None:
     import executorch.runtime
     from executorch.backends.test.harness.stages import serialize
 
+    # The shipped tests live inside the virtual environment, which pytest
+    # otherwise skips when it collects.
+    config.option.collect_in_virtualenv = True
     serialize.Serialize.run_artifact = _run_artifact  # type: ignore[method-assign]
     executorch.runtime.Runtime = _Runtime  # type: ignore[misc,assignment]
 
