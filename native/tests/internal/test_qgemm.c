@@ -290,6 +290,20 @@ static void test_products(void) {
           c.wzp = bits == 4 ? 8 : 0;
           run_case(&c);
         }
+  /* one row of blockwise 4-bit weights (decode): every count of tiles the
+   * one-row kernels take at once (1 to 4) and several groups of them, sums
+   * past int16, the high nibbles first or second */
+  static const int64_t gemv[][3] = {{5, 64, 32},   {40, 256, 128}, {64, 96, 32},  {149, 2048, 128},
+                                    {70, 384, 128}, {33, 64, 64},  {17, 4096, 4096}, {130, 1024, 256}};
+  for (size_t ig = 0; ig < sizeof gemv / sizeof *gemv; ig++) {
+    qcase c = {.bits = 4, .M = 1, .N = gemv[ig][0], .K = gemv[ig][1], .block = gemv[ig][2], .wzp = 8};
+    c.high_first = (int)(ig & 1);
+    c.with_bias = (int)(ig % 3 != 2);
+    c.bf16 = (int)(ig % 4 != 3);
+    c.clamp = (int)(ig % 2);
+    c.wconst = ig == 6;
+    run_case(&c);
+  }
   /* zero points away from XNNPACK's 0 and 8, at the ends of their ranges */
   static const int32_t zps8[] = {-128, -3, 127}, zps4[] = {0, 15, 7};
   for (int i = 0; i < 3; i++) {

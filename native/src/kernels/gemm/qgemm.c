@@ -129,6 +129,36 @@ static qg_ukr_fn qg_kernel(int bits) {
   }
 }
 
+/* The path's one-row kernel for blockwise 4-bit weights, or NULL (the row
+ * then goes through the path's micro-kernel one tile at a time). */
+static qg_gemv_fn qg_gemv_kernel(void) {
+  switch (px_qgemm_path()) {
+#if QG_X86
+  case PX_QGEMM_AVX512_VNNI:
+    return qg_gemv4_vnni;
+#endif
+#if QG_NEON
+  case PX_QGEMM_NEON_DOT:
+    return qg_gemv4_sdot;
+#endif
+  default:
+    return NULL;
+  }
+}
+
+/* The path's several-tile kernel for rows of blockwise 4-bit weights, or
+ * NULL (the rows then go through the micro-kernel one tile at a time). */
+static qg_gemm_fn qg_gemm_kernel(void) {
+  switch (px_qgemm_path()) {
+#if QG_X86
+  case PX_QGEMM_AVX512_VNNI:
+    return qg_gemm4_vnni;
+#endif
+  default:
+    return NULL;
+  }
+}
+
 /* ---- portable micro-kernels ------------------------------------------------ */
 
 /* Wrapping int32 arithmetic (as the SIMD instructions wrap) without signed
@@ -519,6 +549,8 @@ typedef struct {
   int8_t *qout;
   qg_qs8_out_fn qs8_out;
   qg_f32_out_fn f32_out;
+  qg_gemv_fn gemv;
+  qg_gemm_fn gemm;
   int64_t ldc;
 } qg_job;
 
@@ -578,6 +610,74 @@ static void qg_run_f32(void *arg, int64_t i0, int64_t i1, int tid) {
         J->ukr(wt, J->ap + m0 * J->lda, J->lda, mr, w->nu, NULL, raw);
         for (int i = 0; i < mr; i++) rowc[i] = qg_wrap_mul(w->sbias, J->sa[m0 + i]);
         J->f32_out(raw, NULL, mr, nn, rowc, J->a_zp + m0, ws, J->a_scale + m0, sc, bias, J->lo, J->hi, o, J->ldc);
+      }
+    }
+  }
+}
+
+/* One row, blockwise 4-bit weights: work item it is tiles [it * QG_GV,
+ * it * QG_GV + QG_GV), each channel's floats those of qg_run_f32. */
+static void qg_run_gemv(void *arg, int64_t i0, int64_t i1, int tid) {
+  (void)tid;
+  const qg_job *J = arg;
+  const px_qweights *w = J->w;
+  float facc[QG_GV * QG_NR];
+  for (int64_t it = i0; it < i1; it++) {
+    int64_t t0 = it * QG_GV;
+    int nt = (int)(w->ntiles - t0 < QG_GV ? w->ntiles - t0 : QG_GV);
+    const uint8_t *wt = w->packed + t0 * w->tile_bytes;
+    qg_blocks B = {.nb = w->nb,
+                   .sbias = w->sbias,
+                   .sa = J->sa,
+                   .azp = J->a_zp,
+                   .wsum = wt + w->nu * w->unit_bytes,
+                   .scales = wt + w->nu * w->unit_bytes + QG_NR * (w->ws16 ? 2 : 4),
+                   .ws16 = w->ws16,
+                   .sbf16 = w->sbf16,
+                   .wstride = w->blk_bytes,
+                   .astride = w->bkp};
+    J->gemv(wt, w->tile_bytes, nt, J->ap, w->nu, &B, facc);
+    for (int t = 0; t < nt; t++) {
+      int64_t n0 = (t0 + t) * QG_NR;
+      int nn = (int)(w->N - n0 < QG_NR ? w->N - n0 : QG_NR);
+      J->f32_out(NULL, facc + t * QG_NR, 1, nn, NULL, NULL, NULL, J->a_scale, NULL, w->bias ? w->bias + n0 : NULL,
+                 J->lo, J->hi, J->out + n0, J->ldc);
+    }
+  }
+}
+
+/* Rows of blockwise 4-bit weights: work item it is tile group it / nmb
+ * (QG_GV tiles), row block it % nmb; each output element's floats are
+ * those of qg_run_f32. */
+static void qg_run_gemm(void *arg, int64_t i0, int64_t i1, int tid) {
+  (void)tid;
+  const qg_job *J = arg;
+  const px_qweights *w = J->w;
+  float facc[QG_MR * QG_GV * QG_NR];
+  for (int64_t it = i0; it < i1; it++) {
+    int64_t t0 = it / J->nmb * QG_GV, mb = it % J->nmb;
+    int nt = (int)(w->ntiles - t0 < QG_GV ? w->ntiles - t0 : QG_GV);
+    int64_t mend = (mb + 1) * QG_MB < J->M ? (mb + 1) * QG_MB : J->M;
+    const uint8_t *wt = w->packed + t0 * w->tile_bytes;
+    for (int64_t m0 = mb * QG_MB; m0 < mend; m0 += QG_MR) {
+      int mr = (int)(mend - m0 < QG_MR ? mend - m0 : QG_MR);
+      qg_blocks B = {.nb = w->nb,
+                     .sbias = w->sbias,
+                     .sa = J->sa + m0 * w->nb,
+                     .azp = J->a_zp + m0,
+                     .wsum = wt + w->nu * w->unit_bytes,
+                     .scales = wt + w->nu * w->unit_bytes + QG_NR * (w->ws16 ? 2 : 4),
+                     .ws16 = w->ws16,
+                     .sbf16 = w->sbf16,
+                     .wstride = w->blk_bytes,
+                     .astride = w->bkp};
+      J->gemm(wt, w->tile_bytes, nt, J->ap + m0 * J->lda, J->lda, mr, w->nu, &B, facc);
+      for (int t = 0; t < nt; t++) {
+        int64_t n0 = (t0 + t) * QG_NR;
+        int nn = (int)(w->N - n0 < QG_NR ? w->N - n0 : QG_NR);
+        for (int i = 0; i < mr; i++) /* f32_out's rows are QG_NR apart */
+          J->f32_out(NULL, facc + i * QG_GV * QG_NR + t * QG_NR, 1, nn, NULL, NULL, NULL, J->a_scale + m0 + i, NULL,
+                     w->bias ? w->bias + n0 : NULL, J->lo, J->hi, J->out + (m0 + i) * J->ldc + n0, J->ldc);
       }
     }
   }
@@ -681,6 +781,20 @@ int px_qgemm_qd8_f32(px_ctx *ctx, const px_qweights *w, int64_t M, const int8_t 
   if (px_qgemm_path() == PX_QGEMM_NEON || px_qgemm_path() == PX_QGEMM_NEON_DOT) J.f32_out = qg_f32_out_neon;
 #endif
   J.nmb = (M + QG_MB - 1) / QG_MB;
+  /* One row of blockwise 4-bit weights (8da4w decode): several tiles at
+   * once where the path has a kernel for it. Its high-nibble sums are 16
+   * times the true ones, so blocks are kept short enough not to wrap them
+   * (240 * 128 * bkp / 2 < 2^31). */
+  J.gemv = M == 1 && w->blockwise && w->bits == 4 && w->bkp <= 65536 ? qg_gemv_kernel() : NULL;
+  if (J.gemv) {
+    px_parallel_for((w->ntiles + QG_GV - 1) / QG_GV, 1, w->K * w->N, qg_run_gemv, &J);
+    return 0;
+  }
+  J.gemm = w->blockwise && w->bits == 4 ? qg_gemm_kernel() : NULL;
+  if (J.gemm) {
+    px_parallel_for((w->ntiles + QG_GV - 1) / QG_GV * J.nmb, 1, M * w->K * w->N, qg_run_gemm, &J);
+    return 0;
+  }
   px_parallel_for(w->ntiles * J.nmb, 1, M * w->K * w->N, qg_run_f32, &J);
   return 0;
 }

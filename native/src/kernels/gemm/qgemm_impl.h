@@ -92,6 +92,25 @@ static inline int32_t qg_wrap_mul(int32_t x, int32_t y) {
   return r;
 }
 
+/* One row (a decode step's matrix-vector product) times nt <= QG_GV tiles
+ * of blockwise 4-bit weights, each tile finished as a qg_ukr_fn with mr = 1
+ * and b given finishes it (out[t * QG_NR + j], tile t's weights at
+ * w + t * tile_bytes, its sums and scales tile_bytes after tile 0's): the
+ * same floats, but the tiles' loads and products interleaved, so that the
+ * row is limited by how fast the weights stream from memory rather than by
+ * the latency of one tile's chain of dot products. */
+#define QG_GV 4
+typedef void (*qg_gemv_fn)(const uint8_t *w, int64_t tile_bytes, int nt, const int8_t *a, int64_t nu,
+                           const qg_blocks *b, float *out);
+
+/* Up to QG_MR rows times nt <= QG_GV tiles of blockwise 4-bit weights (a
+ * prompt's product), finished as qg_ukr_fn finishes blockwise tiles: row i,
+ * channel j of tile t at out[i * QG_GV * QG_NR + t * QG_NR + j]. The rows'
+ * activations are loaded once for all the tiles, and each tile's unpacked
+ * weights serve every row. */
+typedef void (*qg_gemm_fn)(const uint8_t *w, int64_t tile_bytes, int nt, const int8_t *a, int64_t lda, int mr,
+                           int64_t nu, const qg_blocks *b, float *out);
+
 /* The kernels each path provides (8-bit and 4-bit weights). */
 void qg_ukr8_c(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t nu, const qg_blocks *b,
                 void *out);
@@ -132,6 +151,10 @@ void qg_ukr8_vnni(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_
                 void *out);
 void qg_ukr4_vnni(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t nu, const qg_blocks *b,
                 void *out);
+void qg_gemv4_vnni(const uint8_t *w, int64_t tile_bytes, int nt, const int8_t *a, int64_t nu, const qg_blocks *b,
+                   float *out);
+void qg_gemm4_vnni(const uint8_t *w, int64_t tile_bytes, int nt, const int8_t *a, int64_t lda, int mr, int64_t nu,
+                   const qg_blocks *b, float *out);
 #else
 #define QG_X86 0
 #endif
@@ -152,6 +175,8 @@ void qg_ukr8_sdot(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_
                 void *out);
 void qg_ukr4_sdot(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t nu, const qg_blocks *b,
                 void *out);
+void qg_gemv4_sdot(const uint8_t *w, int64_t tile_bytes, int nt, const int8_t *a, int64_t nu, const qg_blocks *b,
+                   float *out);
 #else
 #define QG_NEON 0
 #endif

@@ -394,6 +394,12 @@ QG_AVX2_T void qg_qd8_quant_avx2(const float *r, int64_t K, float mult, float lo
 #define QG_VNNI_T __attribute__((target("avx512f,avx512bw,avx512vnni")))
 #define QG_VNNI QG_VNNI_T __attribute__((always_inline)) static inline
 
+/* acc += dot products of the unsigned bytes of u and the signed bytes of s
+ * (vpdpbusd), written as one instruction on acc's register: through the
+ * intrinsic GCC 12 copies every accumulator into a fresh register and back
+ * on each use (two moves per vpdpbusd, a third of a loop's instructions). */
+#define QG_DPBUSD(acc, u, s) __asm__("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u), "v"(s))
+
 /* mr rows; two accumulators per row (the unit's two quads) to hide
  * vpdpbusd's latency. Blocks are finished in registers. */
 QG_VNNI void qg_rows_vnni(const int bits, const uint8_t *w, const int8_t *a, int64_t lda, const int mr,
@@ -420,8 +426,8 @@ QG_VNNI void qg_rows_vnni(const int bits, const uint8_t *w, const int8_t *a, int
         wu += 64;
       }
       QG_UNROLL for (int i = 0; i < mr; i++) {
-        c0[i] = _mm512_dpbusd_epi32(c0[i], lo, _mm512_set1_epi32(qg_load4(au + i * lda)));
-        c1[i] = _mm512_dpbusd_epi32(c1[i], hi, _mm512_set1_epi32(qg_load4(au + i * lda + 4)));
+        QG_DPBUSD(c0[i], lo, _mm512_set1_epi32(qg_load4(au + i * lda)));
+        QG_DPBUSD(c1[i], hi, _mm512_set1_epi32(qg_load4(au + i * lda + 4)));
       }
     }
     if (!b) {
@@ -472,6 +478,145 @@ QG_VNNI_T void qg_ukr8_vnni(const uint8_t *w, const int8_t *a, int64_t lda, int 
 QG_VNNI_T void qg_ukr4_vnni(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t nu,
                             const qg_blocks *b, void *out) {
   QG_DISPATCH_MR(qg_rows_vnni, 4)
+}
+
+/* One row times nt tiles of blockwise 4-bit weights (qg_gemv_fn). Per unit
+ * and tile: one load, two masks and two vpdpbusd into the tile's own pair of
+ * accumulators, the row's two broadcasts shared by every tile. The high
+ * nibbles are multiplied in place (v & 0xF0 is 16 times the nibble, at most
+ * 240 as an unsigned byte) and their sum divided by 16 at the block's end:
+ * exact, as the sum is a multiple of 16 that cannot wrap for the block
+ * sizes the driver sends here (see qgemm.c). The block's end is the
+ * blockwise step of qg_rows_vnni, tile by tile. */
+QG_VNNI void qg_gemv4_vnni_n(const int nt, const uint8_t *w, int64_t tb, const int8_t *a, int64_t nu,
+                             const qg_blocks *b, float *out) {
+  const __m512i mlo = _mm512_set1_epi8(0x0F), mhi = _mm512_set1_epi8((char)0xF0);
+  __m512 f[QG_GV];
+  QG_UNROLL for (int t = 0; t < nt; t++) f[t] = _mm512_setzero_ps();
+  for (int64_t g = 0; g < b->nb; g++, w += b->wstride, a += b->astride) {
+    __m512i cl[QG_GV], ch[QG_GV];
+    QG_UNROLL for (int t = 0; t < nt; t++) cl[t] = ch[t] = _mm512_setzero_si512();
+    for (int64_t u = 0; u < nu; u++) {
+      const __m512i x0 = _mm512_set1_epi32(qg_load4(a + u * 8)), x1 = _mm512_set1_epi32(qg_load4(a + u * 8 + 4));
+      QG_UNROLL for (int t = 0; t < nt; t++) {
+        const __m512i v = _mm512_loadu_si512((const void *)(w + t * tb + u * 64));
+        QG_DPBUSD(cl[t], _mm512_and_si512(v, mlo), x0);
+        QG_DPBUSD(ch[t], _mm512_and_si512(v, mhi), x1);
+      }
+    }
+    const __m512i rowc = _mm512_set1_epi32(qg_wrap_mul(b->sbias, b->sa[g])), z = _mm512_set1_epi32(b->azp[0]);
+    QG_UNROLL for (int t = 0; t < nt; t++) {
+      const uint8_t *ws = (const uint8_t *)qg_blk_ws(b, g) + t * tb, *sp = (const uint8_t *)qg_blk_sc(b, g) + t * tb;
+      __m512i wsum = b->ws16 ? _mm512_cvtepi16_epi32(_mm256_loadu_si256((const __m256i *)ws))
+                             : _mm512_loadu_si512((const void *)ws);
+      __m512 sc = b->sbf16 ? _mm512_castsi512_ps(_mm512_slli_epi32(
+                                 _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)sp)), 16))
+                           : _mm512_loadu_ps((const float *)sp);
+      __m512i v = _mm512_add_epi32(cl[t], _mm512_srai_epi32(ch[t], 4));
+      v = _mm512_sub_epi32(v, rowc);
+      v = _mm512_sub_epi32(v, _mm512_mullo_epi32(z, wsum));
+      f[t] = _mm512_add_ps(f[t], _mm512_mul_ps(_mm512_cvtepi32_ps(v), sc));
+    }
+  }
+  QG_UNROLL for (int t = 0; t < nt; t++) _mm512_storeu_ps(out + t * QG_NR, f[t]);
+}
+
+QG_VNNI_T void qg_gemv4_vnni(const uint8_t *w, int64_t tile_bytes, int nt, const int8_t *a, int64_t nu,
+                             const qg_blocks *b, float *out) {
+  switch (nt) {
+  case 1:
+    qg_gemv4_vnni_n(1, w, tile_bytes, a, nu, b, out);
+    break;
+  case 2:
+    qg_gemv4_vnni_n(2, w, tile_bytes, a, nu, b, out);
+    break;
+  case 3:
+    qg_gemv4_vnni_n(3, w, tile_bytes, a, nu, b, out);
+    break;
+  default:
+    qg_gemv4_vnni_n(4, w, tile_bytes, a, nu, b, out);
+    break;
+  }
+}
+
+/* mr rows times nt tiles of blockwise 4-bit weights (qg_gemm_fn). Per unit:
+ * the rows' broadcasts loaded once, then tile by tile one load, the two
+ * nibble masks and 2 * mr vpdpbusd into that (row, tile)'s accumulator (two
+ * in a chain per unit; 16 chains in flight at 4 x 4). The blocks' float
+ * sums live in out (L1) between blocks; each block ends as qg_rows_vnni's. */
+QG_VNNI void qg_gemm4_vnni_n(const int mr, const int nt, const uint8_t *w, int64_t tb, const int8_t *a,
+                             int64_t lda, int64_t nu, const qg_blocks *b, float *out) {
+  const __m512i mask = _mm512_set1_epi8(15);
+  const int64_t ldo = QG_GV * QG_NR;
+  QG_UNROLL for (int i = 0; i < mr; i++) QG_UNROLL for (int t = 0; t < nt; t++)
+    _mm512_storeu_ps(out + i * ldo + t * QG_NR, _mm512_setzero_ps());
+  for (int64_t g = 0; g < b->nb; g++, w += b->wstride, a += b->astride) {
+    __m512i c[QG_MR][QG_GV];
+    QG_UNROLL for (int i = 0; i < mr; i++) QG_UNROLL for (int t = 0; t < nt; t++) c[i][t] = _mm512_setzero_si512();
+    for (int64_t u = 0; u < nu; u++) {
+      __m512i x0[QG_MR], x1[QG_MR];
+      QG_UNROLL for (int i = 0; i < mr; i++) {
+        x0[i] = _mm512_set1_epi32(qg_load4(a + i * lda + u * 8));
+        x1[i] = _mm512_set1_epi32(qg_load4(a + i * lda + u * 8 + 4));
+      }
+      QG_UNROLL for (int t = 0; t < nt; t++) {
+        const __m512i v = _mm512_loadu_si512((const void *)(w + t * tb + u * 64));
+        const __m512i lo = _mm512_and_si512(v, mask), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), mask);
+        QG_UNROLL for (int i = 0; i < mr; i++) {
+          QG_DPBUSD(c[i][t], lo, x0[i]);
+          QG_DPBUSD(c[i][t], hi, x1[i]);
+        }
+      }
+    }
+    QG_UNROLL for (int t = 0; t < nt; t++) {
+      const uint8_t *ws = (const uint8_t *)qg_blk_ws(b, g) + t * tb, *sp = (const uint8_t *)qg_blk_sc(b, g) + t * tb;
+      const __m512i wsum = b->ws16 ? _mm512_cvtepi16_epi32(_mm256_loadu_si256((const __m256i *)ws))
+                                   : _mm512_loadu_si512((const void *)ws);
+      const __m512 sc = b->sbf16 ? _mm512_castsi512_ps(_mm512_slli_epi32(
+                                       _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)sp)), 16))
+                                 : _mm512_loadu_ps((const float *)sp);
+      QG_UNROLL for (int i = 0; i < mr; i++) {
+        __m512i v = _mm512_sub_epi32(c[i][t], _mm512_set1_epi32(qg_wrap_mul(b->sbias, b->sa[i * b->nb + g])));
+        v = _mm512_sub_epi32(v, _mm512_mullo_epi32(_mm512_set1_epi32(b->azp[i]), wsum));
+        float *fo = out + i * ldo + t * QG_NR;
+        _mm512_storeu_ps(fo, _mm512_add_ps(_mm512_loadu_ps(fo), _mm512_mul_ps(_mm512_cvtepi32_ps(v), sc)));
+      }
+    }
+  }
+}
+
+#define QG_GEMM_NT(R)                                                   \
+  switch (nt) {                                                         \
+  case 1:                                                               \
+    qg_gemm4_vnni_n(R, 1, w, tile_bytes, a, lda, nu, b, out);           \
+    break;                                                              \
+  case 2:                                                               \
+    qg_gemm4_vnni_n(R, 2, w, tile_bytes, a, lda, nu, b, out);           \
+    break;                                                              \
+  case 3:                                                               \
+    qg_gemm4_vnni_n(R, 3, w, tile_bytes, a, lda, nu, b, out);           \
+    break;                                                              \
+  default:                                                              \
+    qg_gemm4_vnni_n(R, 4, w, tile_bytes, a, lda, nu, b, out);           \
+    break;                                                              \
+  }
+
+QG_VNNI_T void qg_gemm4_vnni(const uint8_t *w, int64_t tile_bytes, int nt, const int8_t *a, int64_t lda, int mr,
+                             int64_t nu, const qg_blocks *b, float *out) {
+  switch (mr) {
+  case 1:
+    QG_GEMM_NT(1)
+    break;
+  case 2:
+    QG_GEMM_NT(2)
+    break;
+  case 3:
+    QG_GEMM_NT(3)
+    break;
+  default:
+    QG_GEMM_NT(4)
+    break;
+  }
 }
 
 #else
