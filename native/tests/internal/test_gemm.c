@@ -192,7 +192,7 @@ static float frand(uint64_t *st) {
 }
 
 static void threads_invariance(void) {
-  static const int64_t shapes[][3] = {{250, 70, 513}, {9, 300, 40}, {1000, 33, 64}, {40, 1000, 300}};
+  static const int64_t shapes[][3] = {{250, 70, 513}, {9, 300, 40}, {1000, 33, 64}, {40, 1000, 300}, {1, 1000, 600}};
   for (size_t sh = 0; sh < sizeof shapes / sizeof shapes[0]; sh++) {
     const int64_t M = shapes[sh][0], N = shapes[sh][1], K = shapes[sh][2];
     float *A = malloc(sizeof(float) * (size_t)(M * K)), *B = malloc(sizeof(float) * (size_t)(K * N));
@@ -295,6 +295,8 @@ int main(int argc, char **argv) {
   one_shape(17, 33, 1024); /* rows 4 KiB apart: A packed instead of read in place */
   one_shape(9, 70, 2048);
   one_shape(13, 1100, 40); /* several column blocks (NC) */
+  one_shape(1, 1100, 600); /* one row (the decode step's streaming kernel) over column and depth blocks */
+  one_shape(1, 95, 2048);  /* one row, 4 KiB rows read in place, an odd last panel */
   threads_invariance();
   if (px_gemm_f32_conv_available()) {
     one_conv(1, 9, 11, 96, 96, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0);  /* depth blocks start mid-tap */

@@ -471,9 +471,10 @@ static void gemm_block(const gemm_job *j, int64_t ic, int64_t mc, int64_t pc, in
   if (j->pack_rows) {
     j->pack_rows(j->asrc, ic, mc, pc, kc, mr, pa);
     a = pa, rs = 1, cs = mr;
-  } else if (j->csa == 1 && j->rsa % 1024 != 0) {
+  } else if (j->csa == 1 && (j->rsa % 1024 != 0 || mc == 1)) {
     /* in place; rows 4 KiB apart (or a multiple) would all fall in the same
-     * L1 set and evict each other, so those are packed */
+     * L1 set and evict each other, so those are packed (one row has no
+     * other to evict) */
     a = j->A + ic * j->rsa + pc, rs = j->rsa, cs = 1;
   } else {
     pack_a(mc, kc, j->A + ic * j->rsa + pc * j->csa, j->rsa, j->csa, mr, pa);
@@ -481,6 +482,13 @@ static void gemm_block(const gemm_job *j, int64_t ic, int64_t mc, int64_t pc, in
   }
   const float beta_blk = pc == 0 ? j->beta : 1.0f;
   const bool last = pc + kc == j->K && j->epi;
+#if PX_AVX512_KERNELS
+  if (mc == 1 && cs == 1 && j->g.isa == GEMM_ISA_AVX512) { /* one row (a decode step): stream the panels */
+    px_tile_ep ep = {j->bias ? j->bias + (j->bias_rows ? ic : j0) : NULL, j->bias_rows, j->clamp, j->lo, j->hi};
+    px_gemv_f32_avx512(kc, a, bp, j1 - j0, j->C + ic * j->ldc + j0, j->alpha, beta_blk, last ? &ep : NULL);
+    return;
+  }
+#endif
   for (int64_t jr = j0; jr < j1; jr += nr, bp += (int64_t)nr * kc) {
     int n = (int)(j1 - jr < nr ? j1 - jr : nr);
     for (int64_t ir = 0; ir < mc; ir += mr) {

@@ -39,6 +39,14 @@ void px_ukr_f32_8x32_avx512_ep(int64_t kc, const float *a, int64_t rsa, int64_t 
                                const float *b, float *c, int64_t ldc, float alpha, float beta,
                                int mr, int nr, const px_tile_ep *ep);
 
+/* One row of A times columns [0, n) of one depth block of prepacked B
+ * (panels of kc x 32 at bp, the last one zero-padded): c[j] = alpha * sum
+ * (+ c[j] when beta is 1), then ep (its bias at column 0, or the row's
+ * bias when rows). Every column computed as the micro-kernel computes a
+ * one-row tile, several panels at a time. */
+void px_gemv_f32_avx512(int64_t kc, const float *a, const float *bp, int64_t n, float *c, float alpha, float beta,
+                        const px_tile_ep *ep);
+
 /* One block of an indirect convolution (px_gemm_f32_conv): output pixels
  * (product rows) [ic, ic + mc) x columns [j0, j1) (j0 a multiple of 32) of
  * depth block [pc, pc + kc), B's panels for those columns at bp; zeros holds
