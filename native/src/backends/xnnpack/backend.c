@@ -400,6 +400,7 @@ static int exec_profiled(px_ctx *ctx, xnn_delegate *d) {
     ctx->op = xnn_node_type_name(nd->type);
     long ev = px_profile_begin(ctx->prof, "", ctx->op, 1, (int)i);
     for (uint32_t k = 0; k < nd->nin; k++) {
+      if (nd->in[k] == XNN_INVALID_ID) continue; /* an absent optional input (a FullyConnected's bias) */
       const xnn_value *v = &d->g.values[nd->in[k]];
       px_profile_shape(ctx->prof, ev, (int)v->num_dims, v->dims);
     }
