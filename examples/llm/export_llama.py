@@ -60,46 +60,65 @@ def file_names(variant: str) -> tuple[str, str | None]:
     return f"{stem}.pte", (f"{stem}_weights.ptd" if variant == "xnnpack-ptd" else None)
 
 
-def random_checkpoint(params: dict[str, Any], max_seq_len: int, seed: int) -> dict[str, Any]:
+def random_checkpoint(
+    params: dict[str, Any], max_seq_len: int, seed: int, *, tied_embedding: bool = False
+) -> dict[str, Any]:
     """A state dict for the example's Transformer: N(0, 1/fan_in) matrices (so
     activations stay O(1) and the logits are far from ties), norm weights near
     1, an N(0, 1) embedding. export_llm without base.checkpoint would leave
-    the weights uninitialised (NaN logits)."""
+    the weights uninitialised (NaN logits).
+
+    With `tied_embedding` (Qwen3-0.6B's checkpoints) the output projection is
+    the embedding itself, as the model's own weight converter writes it: both
+    N(0, 1/dim), so the logits stay O(1) too. The model is built on the meta
+    device: only the state dict takes memory (a 1B model's 6 GB, not twice)."""
     import torch
     from executorch.examples.models.llama.llama_transformer import construct_transformer
     from executorch.examples.models.llama.model_args import ModelArgs
 
-    model = construct_transformer(ModelArgs(max_seq_len=max_seq_len, max_context_len=max_seq_len, **params))
+    with torch.device("meta"):
+        model = construct_transformer(ModelArgs(max_seq_len=max_seq_len, max_context_len=max_seq_len, **params))
     g = torch.Generator().manual_seed(seed)
     weights = {}
     for name, p in model.named_parameters():
         if name == "tok_embeddings.weight":
             w = torch.randn(p.shape, generator=g)
+            if tied_embedding:
+                w /= p.shape[1] ** 0.5
+        elif name == "output.weight" and tied_embedding:
+            continue
         elif p.dim() == 1:
             w = 1.0 + 0.1 * torch.randn(p.shape, generator=g)
         else:
             w = torch.randn(p.shape, generator=g) / p.shape[1] ** 0.5
         weights[name] = w
+    if tied_embedding:
+        weights["output.weight"] = weights["tok_embeddings.weight"]
     return weights
 
 
-def write_model(workdir: Path, params: dict[str, Any], max_seq_len: int, seed: int) -> tuple[Path, Path]:
+def write_model(
+    workdir: Path, params: dict[str, Any], max_seq_len: int, seed: int, *, tied_embedding: bool = False
+) -> tuple[Path, Path]:
     """params.json and model.pth (random weights) in `workdir`."""
     import torch
 
     workdir.mkdir(parents=True, exist_ok=True)
     params_path, checkpoint = workdir / "params.json", workdir / "model.pth"
     params_path.write_text(json.dumps(params, indent=1))
-    torch.save(random_checkpoint(params, max_seq_len, seed), checkpoint)
+    torch.save(random_checkpoint(params, max_seq_len, seed, tied_embedding=tied_embedding), checkpoint)
     return params_path, checkpoint
 
 
-def overrides(variant: str, workdir: Path, max_seq_len: int, group_size: int = 32) -> list[str]:
+def overrides(
+    variant: str, workdir: Path, max_seq_len: int, group_size: int = 32, model_class: str = "llama3"
+) -> list[str]:
     """export_llm's settings (LlmConfig fields, as key=value) for `variant`,
-    reading params.json and model.pth from `workdir` and writing there."""
+    reading params.json and model.pth from `workdir` and writing there.
+    `model_class`: export_llm's base.model_class (llama3, qwen3_0_6b, ...)."""
     pte, ptd = file_names(variant)
     args = [
-        "base.model_class=llama3",
+        f"base.model_class={model_class}",
         f"base.params={workdir / 'params.json'}",
         f"base.checkpoint={workdir / 'model.pth'}",
         "model.use_kv_cache=True",
@@ -117,19 +136,23 @@ def overrides(variant: str, workdir: Path, max_seq_len: int, group_size: int = 3
     return args
 
 
-def export_command(variant: str, workdir: Path, max_seq_len: int) -> list[str]:
+def export_command(
+    variant: str, workdir: Path, max_seq_len: int, group_size: int = 32, model_class: str = "llama3"
+) -> list[str]:
     """The export_llm command line for `variant` (hydra's own run directory
     and log kept inside `workdir`)."""
     return [
         sys.executable,
         "-m",
         "executorch.extension.llm.export.export_llm",
-        *overrides(variant, workdir, max_seq_len),
+        *overrides(variant, workdir, max_seq_len, group_size, model_class),
         f"hydra.run.dir={workdir / 'hydra'}",
     ]
 
 
-def export_in_process(variant: str, workdir: Path, max_seq_len: int) -> tuple[Path, Path | None]:
+def export_in_process(
+    variant: str, workdir: Path, max_seq_len: int, group_size: int = 32, model_class: str = "llama3"
+) -> tuple[Path, Path | None]:
     """What export_llm's main does with the same settings, in this process:
     the LlmConfig from the key=value list, then export_llama. params.json and
     model.pth must be in `workdir` (write_model). Returns the written files."""
@@ -138,7 +161,8 @@ def export_in_process(variant: str, workdir: Path, max_seq_len: int) -> tuple[Pa
     from omegaconf import OmegaConf
 
     merged = OmegaConf.merge(
-        OmegaConf.structured(LlmConfig), OmegaConf.from_dotlist(overrides(variant, workdir, max_seq_len))
+        OmegaConf.structured(LlmConfig),
+        OmegaConf.from_dotlist(overrides(variant, workdir, max_seq_len, group_size, model_class)),
     )
     export_llama(OmegaConf.to_object(merged))
     return _written(variant, workdir)

@@ -124,18 +124,29 @@ def _example() -> Any:
 
 
 def llama_example(
-    variant: str, params: dict[str, Any] | None = None, *, max_seq_len: int = 32, seed: int = 0
+    variant: str,
+    params: dict[str, Any] | None = None,
+    *,
+    max_seq_len: int = 32,
+    seed: int = 0,
+    model_class: str = "llama3",
+    tied_embedding: bool = False,
 ) -> tuple[bytes, bytes | None]:
     """(.pte, .ptd or None) of examples/llm/export_llama.py's `variant`
     ("portable", "xnnpack-8da4w", "xnnpack-ptd") for `params` (the example's
-    tiny ones by default), random weights from `seed`: export_llm's own
-    configuration run in this process (export_in_process). Cached like
-    llama_program, keyed also by the example's source."""
+    tiny ones by default), random weights from `seed` (with tied_embedding,
+    the output projection is the embedding, as Qwen3-0.6B's checkpoint has
+    it): export_llm's own configuration for `model_class` (its
+    base.model_class: llama3, qwen3_0_6b, ...) run in this process
+    (export_in_process). Cached like llama_program, keyed also by the
+    example's source."""
     import executorch
 
     example = _example()
     params = params or example.TINY_PARAMS
-    options = {"variant": variant, "params": params, "max_seq_len": max_seq_len, "seed": seed}
+    options: dict[str, Any] = {"variant": variant, "params": params, "max_seq_len": max_seq_len, "seed": seed}
+    if model_class != "llama3" or tied_embedding:  # (the llama3 keys as they were: their cached files stay)
+        options.update(model_class=model_class, tied_embedding=tied_embedding)
     h = hashlib.sha256()
     h.update(f"{torch.__version__}|{getattr(executorch, '__version__', '?')}".encode())
     h.update(_file_digest(__file__).encode())
@@ -148,8 +159,8 @@ def llama_example(
         return pte_path.read_bytes(), (ptd_path.read_bytes() if ptd_path.is_file() else None)
     with tempfile.TemporaryDirectory() as d, warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        example.write_model(Path(d), params, max_seq_len, seed)
-        pte_file, ptd_file = example.export_in_process(variant, Path(d), max_seq_len)
+        example.write_model(Path(d), params, max_seq_len, seed, tied_embedding=tied_embedding)
+        pte_file, ptd_file = example.export_in_process(variant, Path(d), max_seq_len, model_class=model_class)
         pte, ptd = pte_file.read_bytes(), (ptd_file.read_bytes() if ptd_file else None)
     if where != "off":
         stem.parent.mkdir(parents=True, exist_ok=True)
