@@ -192,38 +192,45 @@ static float frand(uint64_t *st) {
 }
 
 static void threads_invariance(void) {
-  static const int64_t shapes[][3] = {{250, 70, 513}, {9, 300, 40}, {1000, 33, 64}, {40, 1000, 300}, {1, 1000, 600}};
+  static const int64_t shapes[][3] = {{250, 70, 513}, {9, 300, 40}, {1000, 33, 64}, {40, 1000, 300}, {1, 1000, 600},
+                                      {1, 997, 2051}, {3, 517, 200}};
   for (size_t sh = 0; sh < sizeof shapes / sizeof shapes[0]; sh++) {
     const int64_t M = shapes[sh][0], N = shapes[sh][1], K = shapes[sh][2];
     float *A = malloc(sizeof(float) * (size_t)(M * K)), *B = malloc(sizeof(float) * (size_t)(K * N));
     float *bias = malloc(sizeof(float) * (size_t)N);
     float *pb = malloc(px_gemm_f32_prepack_size(N, K) + 64);
-    float *C[3][2];
+    float *C[3][3];
+    float *Bt = malloc(sizeof(float) * (size_t)(K * N)); /* B as a linear layer's weight, W[n, k] */
+    for (int64_t k = 0; k < K; k++)
+      for (int64_t j = 0; j < N; j++) Bt[j * K + k] = 0.0f;
     uint64_t st = 42 + sh;
     for (int64_t i = 0; i < M * K; i++) A[i] = frand(&st);
     for (int64_t i = 0; i < K * N; i++) B[i] = frand(&st);
     for (int64_t j = 0; j < N; j++) bias[j] = frand(&st);
+    for (int64_t k = 0; k < K; k++)
+      for (int64_t j = 0; j < N; j++) Bt[j * K + k] = B[k * N + j];
     px_gemm_f32_prepack_b(N, K, B, N, 1, pb);
     px_gemm_epilogue ep = {bias, -0.5f, 0.5f, false};
     for (int t = 0; t < 3; t++) {
       CHECK(px_parallel_set_num_threads(t + 1) == 0, "set %d threads", t + 1);
-      for (int v = 0; v < 2; v++) {
+      for (int v = 0; v < 3; v++) {
         C[t][v] = malloc(sizeof(float) * (size_t)(M * N));
         void *work = malloc(px_gemm_f32_work_size(M, N, K));
-        int rc = v == 0 ? px_gemm_f32_prepacked_ep(&ctx, work, M, N, K, A, K, 1, NULL, NULL, pb, 0.0f,
-                                                   C[t][v], N, &ep)
-                        : px_gemm_f32(&ctx, work, M, N, K, 1.0f, A, K, 1, B, N, 1, 0.0f, C[t][v], N);
+        int rc = v == 0   ? px_gemm_f32_prepacked_ep(&ctx, work, M, N, K, A, K, 1, NULL, NULL, pb, 0.0f,
+                                                     C[t][v], N, &ep)
+                 : v == 1 ? px_gemm_f32(&ctx, work, M, N, K, 1.0f, A, K, 1, B, N, 1, 0.0f, C[t][v], N)
+                          : px_gemm_f32(&ctx, work, M, N, K, 1.0f, A, K, 1, Bt, 1, K, 0.0f, C[t][v], N);
         CHECK(rc == 0, "%s", msg);
         free(work);
       }
     }
     for (int t = 1; t < 3; t++)
-      for (int v = 0; v < 2; v++)
+      for (int v = 0; v < 3; v++)
         CHECK(memcmp(C[t][v], C[0][v], sizeof(float) * (size_t)(M * N)) == 0,
               "M=%lld N=%lld K=%lld: %d threads differ from 1 (%s)", (long long)M, (long long)N,
-              (long long)K, t + 1, v == 0 ? "prepacked" : "packed");
-    for (int t = 0; t < 3; t++) free(C[t][0]), free(C[t][1]);
-    free(A), free(B), free(bias), free(pb);
+              (long long)K, t + 1, v == 0 ? "prepacked" : v == 1 ? "packed" : "transposed B");
+    for (int t = 0; t < 3; t++) free(C[t][0]), free(C[t][1]), free(C[t][2]);
+    free(A), free(B), free(Bt), free(bias), free(pb);
   }
   px_parallel_set_num_threads(1);
 }

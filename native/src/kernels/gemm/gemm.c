@@ -653,6 +653,118 @@ int px_gemm_f32_packed_ep(px_ctx *ctx, void *work, int64_t M, int64_t N, int64_t
   return 0;
 }
 
+/* One row of A times a column-major B (rsb == 1: a linear layer's weight
+ * W[n, k], read in place): c[j] += alpha * sum_k a[k] * B[k, j], each
+ * column one chain of 512-bit fused multiply-adds over its weight row (the
+ * depth's tail masked), then a tree sum of the lanes; four columns at a
+ * time, so four weight rows stream at once. Each column is computed the
+ * same way whichever group it is in. */
+#if PX_AVX512_KERNELS
+__attribute__((target("avx512f"))) static void gemv_dots_avx512(int64_t N, int64_t K, float alpha, const float *a,
+                                                                const float *B, int64_t csb, float *c) {
+  const int64_t K16 = K / 16 * 16;
+  const __mmask16 tail = (__mmask16)((1u << (K - K16)) - 1);
+  int64_t j = 0;
+  for (; j + 4 <= N; j += 4) {
+    const float *b0 = B + j * csb, *b1 = b0 + csb, *b2 = b1 + csb, *b3 = b2 + csb;
+    __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+    for (int64_t k = 0; k < K16; k += 16) {
+      const __m512 x = _mm512_loadu_ps(a + k);
+      s0 = _mm512_fmadd_ps(x, _mm512_loadu_ps(b0 + k), s0);
+      s1 = _mm512_fmadd_ps(x, _mm512_loadu_ps(b1 + k), s1);
+      s2 = _mm512_fmadd_ps(x, _mm512_loadu_ps(b2 + k), s2);
+      s3 = _mm512_fmadd_ps(x, _mm512_loadu_ps(b3 + k), s3);
+    }
+    if (tail) {
+      const __m512 x = _mm512_maskz_loadu_ps(tail, a + K16);
+      s0 = _mm512_fmadd_ps(x, _mm512_maskz_loadu_ps(tail, b0 + K16), s0);
+      s1 = _mm512_fmadd_ps(x, _mm512_maskz_loadu_ps(tail, b1 + K16), s1);
+      s2 = _mm512_fmadd_ps(x, _mm512_maskz_loadu_ps(tail, b2 + K16), s2);
+      s3 = _mm512_fmadd_ps(x, _mm512_maskz_loadu_ps(tail, b3 + K16), s3);
+    }
+    c[j] += alpha * _mm512_reduce_add_ps(s0);
+    c[j + 1] += alpha * _mm512_reduce_add_ps(s1);
+    c[j + 2] += alpha * _mm512_reduce_add_ps(s2);
+    c[j + 3] += alpha * _mm512_reduce_add_ps(s3);
+  }
+  for (; j < N; j++) {
+    const float *b0 = B + j * csb;
+    __m512 s0 = _mm512_setzero_ps();
+    for (int64_t k = 0; k < K16; k += 16) s0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + k), _mm512_loadu_ps(b0 + k), s0);
+    if (tail) s0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(tail, a + K16), _mm512_maskz_loadu_ps(tail, b0 + K16), s0);
+    c[j] += alpha * _mm512_reduce_add_ps(s0);
+  }
+}
+#endif
+
+/* A few-row product without packing, its columns in chunks of `cols` (a
+ * multiple of 48). */
+typedef struct small_job {
+  gemm_arch g;
+  int64_t M, N, K;
+  float alpha;
+  const float *A;
+  int64_t rsa, csa;
+  const float *B;
+  int64_t rsb, csb;
+  float *C;
+  int64_t ldc, cols;
+} small_job;
+
+/* Columns [j0, j0 + n) of a few-row product, C already scaled by beta. */
+static void small_cols(const small_job *j, int64_t j0, int64_t n) {
+  const gemm_arch g = j->g;
+  const int64_t M = j->M, K = j->K, rsa = j->rsa, csa = j->csa, ldc = j->ldc;
+  const float alpha = j->alpha, *A = j->A;
+  float *C = j->C + j0;
+  if (j->csb == 1) {
+    const float *B = j->B + j0;
+#if PX_X86_KERNELS
+    if (g.avx2) {
+      gemm_rows_avx2(M, n, K, alpha, A, rsa, csa, B, j->rsb, C, ldc);
+      return;
+    }
+#endif
+#if defined(__aarch64__) && PX_NEON_KERNELS
+    if (g.isa == GEMM_ISA_NEON) {
+      px_gemm_rows_neon(M, n, K, alpha, A, rsa, csa, B, j->rsb, C, ldc);
+      return;
+    }
+#endif
+    gemm_rows(M, n, K, alpha, A, rsa, csa, B, j->rsb, C, ldc);
+    return;
+  }
+  const float *B = j->B + j0 * j->csb;
+#if PX_AVX512_KERNELS
+  if (M == 1 && csa == 1 && g.isa == GEMM_ISA_AVX512) { /* a decode step's linear layer */
+    gemv_dots_avx512(n, K, alpha, A, B, j->csb, C);
+    return;
+  }
+#endif
+#if PX_X86_KERNELS
+  if (g.avx2) {
+    gemm_dots_avx2(M, n, K, alpha, A, rsa, csa, B, j->csb, C, ldc);
+    return;
+  }
+#endif
+#if defined(__aarch64__) && PX_NEON_KERNELS
+  if (g.isa == GEMM_ISA_NEON) {
+    px_gemm_dots_neon(M, n, K, alpha, A, rsa, csa, B, j->csb, C, ldc);
+    return;
+  }
+#endif
+  gemm_dots(M, n, K, alpha, A, rsa, csa, B, j->csb, C, ldc);
+}
+
+static void small_task(void *arg, int64_t t0, int64_t t1, int tid) {
+  (void)tid;
+  const small_job *j = arg;
+  for (int64_t t = t0; t < t1; t++) {
+    int64_t j0 = t * j->cols, n = j->N - j0 < j->cols ? j->N - j0 : j->cols;
+    small_cols(j, j0, n);
+  }
+}
+
 int px_gemm_f32(px_ctx *ctx, void *work, int64_t M, int64_t N, int64_t K, float alpha,
                 const float *A, int64_t rsa, int64_t csa, const float *B, int64_t rsb,
                 int64_t csb, float beta, float *C, int64_t ldc) {
@@ -663,38 +775,18 @@ int px_gemm_f32(px_ctx *ctx, void *work, int64_t M, int64_t N, int64_t K, float 
   }
   gemm_arch g = gemm_select();
   /* Few rows: stream B directly, no packing (a transposed B up to more rows:
-   * packing it is a transpose, as costly as the product at small M). */
+   * packing it is a transpose, as costly as the product at small M), the
+   * columns shared out over the threads. */
   if ((M < g.mr && (csb == 1 || rsb == 1)) || (rsb == 1 && csa == 1 && M <= GEMM_DOTS_MAX_M)) {
     scale_rows(M, N, beta, C, ldc);
-    if (csb == 1) {
-#if PX_X86_KERNELS
-      if (g.avx2) {
-        gemm_rows_avx2(M, N, K, alpha, A, rsa, csa, B, rsb, C, ldc);
-        return 0;
-      }
-#endif
-#if defined(__aarch64__) && PX_NEON_KERNELS
-      if (g.isa == GEMM_ISA_NEON) {
-        px_gemm_rows_neon(M, N, K, alpha, A, rsa, csa, B, rsb, C, ldc);
-        return 0;
-      }
-#endif
-      gemm_rows(M, N, K, alpha, A, rsa, csa, B, rsb, C, ldc);
-    } else {
-#if PX_X86_KERNELS
-      if (g.avx2) {
-        gemm_dots_avx2(M, N, K, alpha, A, rsa, csa, B, csb, C, ldc);
-        return 0;
-      }
-#endif
-#if defined(__aarch64__) && PX_NEON_KERNELS
-      if (g.isa == GEMM_ISA_NEON) {
-        px_gemm_dots_neon(M, N, K, alpha, A, rsa, csa, B, csb, C, ldc);
-        return 0;
-      }
-#endif
-      gemm_dots(M, N, K, alpha, A, rsa, csa, B, csb, C, ldc);
-    }
+    small_job sj = {g, M, N, K, alpha, A, rsa, csa, B, rsb, csb, C, ldc, 0};
+    /* chunks of whole column groups of every kernel (the dot kernels' 3
+     * and 4 columns, the row kernels' 8-wide vectors), so that a column is
+     * computed the same way in any chunk: results independent of the
+     * thread count */
+    sj.cols = (N + 4 * px_parallel_threads() - 1) / (4 * px_parallel_threads());
+    sj.cols = (sj.cols + 47) / 48 * 48;
+    px_parallel_for((N + sj.cols - 1) / sj.cols, 1, M * N * K, small_task, &sj);
     return 0;
   }
   strided_b sb = {B, rsb, csb};
