@@ -133,6 +133,21 @@ def test_an_xnnpack_program_lists_the_delegate_call_and_its_nodes(xnnpack_pte: b
     assert "delegate:XnnpackBackend" in table and "XnnpackBackend/FullyConnected" in table
 
 
+def test_a_node_without_its_optional_input_lists_the_inputs_it_has() -> None:
+    """A FullyConnected without a bias (every linear layer of an 8da4w LLM
+    export) has an absent third input: its shapes are the two it has."""
+    mlp = torch.nn.Sequential(torch.nn.Linear(8, 16, bias=False), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+    pte = export_xnnpack(mlp.eval(), (torch.ones(2, 8),))
+    method = pyexec.load(pte).load_method("forward")
+    x = torch.randn(2, 8)
+    with method.profile() as p:
+        (got,) = method.execute([x])
+    torch.testing.assert_close(got, mlp(x), rtol=1e-5, atol=1e-5)
+    nodes = [e for e in p.events if e.depth == 1]
+    assert [e.name for e in nodes] == ["FullyConnected", "FullyConnected"]
+    assert [e.shapes for e in nodes] == ["[2,8] [16,8]", "[2,16] [4,16] [4]"]
+
+
 def test_nothing_is_recorded_outside_the_block(mixed_pte: bytes) -> None:
     method = pyexec.load(mixed_pte).load_method("forward")
     inputs = [torch.randn(2, 3), torch.randn(2, 3)]
