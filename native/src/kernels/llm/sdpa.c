@@ -66,37 +66,67 @@ static inline void axpy_f32(float *y, float p, const float *x, int64_t n) {
   for (; k < n; k++) y[k] += p * x[k];
 }
 
-/* The softmax's exponentials, x[n] = exp(x[n] - m) for n < len, with
- * ew.h's branch-free exp so that the loop vectorises (libm's expf is a call
- * per element: most of a long prompt's attention time). Stamped out for the
- * baseline and, on x86-64, for AVX2 and AVX-512, picked at run time; every
- * version computes the same expression element by element, so the same
- * bits. */
-#define DEFINE_EXP_ROW(NAME, ATTR)                                \
-  ATTR static void NAME(float *x, int64_t len, float m) {         \
-    for (int64_t n = 0; n < len; n++) x[n] = vexpf(x[n] - m);     \
+/* A row of scores' two reductions and its exponentials: row_max is the
+ * largest of x[0 .. len) (-inf for none; a NaN is skipped, as the scalar
+ * comparison skipped it), exp_sum writes x[n] = exp(x[n] - m) with ew.h's
+ * branch-free exp and returns their sum. Both keep 16 partial results, lane
+ * l taking x[l], x[l + 16], ..., then combine them in a fixed order, so the
+ * loops vectorise (a long prompt's attention spent most of its time in one
+ * chain of compares and of adds per row, and in libm's expf) and give the
+ * same bits however wide the vectors. Stamped out for the baseline and, on
+ * x86-64, AVX2 and AVX-512, picked at run time. */
+#define SOFTMAX_LANES 16
+#define DEFINE_SOFTMAX_ROW(SFX, ATTR)                                             \
+  ATTR static float row_max_##SFX(const float *x, int64_t len) {                  \
+    float part[SOFTMAX_LANES];                                                    \
+    for (int l = 0; l < SOFTMAX_LANES; l++) part[l] = -INFINITY;                  \
+    int64_t n = 0;                                                                \
+    for (; n + SOFTMAX_LANES <= len; n += SOFTMAX_LANES)                          \
+      for (int l = 0; l < SOFTMAX_LANES; l++) part[l] = x[n + l] > part[l] ? x[n + l] : part[l]; \
+    for (int l = 0; n + l < len; l++) part[l] = x[n + l] > part[l] ? x[n + l] : part[l]; \
+    for (int w = SOFTMAX_LANES / 2; w > 0; w /= 2)                                \
+      for (int l = 0; l < w; l++) part[l] = part[l + w] > part[l] ? part[l + w] : part[l]; \
+    return part[0];                                                               \
+  }                                                                               \
+  ATTR static float exp_sum_##SFX(float *x, int64_t len, float m) {               \
+    float part[SOFTMAX_LANES] = {0};                                              \
+    int64_t n = 0;                                                                \
+    for (; n + SOFTMAX_LANES <= len; n += SOFTMAX_LANES)                          \
+      for (int l = 0; l < SOFTMAX_LANES; l++) {                                   \
+        x[n + l] = vexpf(x[n + l] - m);                                           \
+        part[l] += x[n + l];                                                      \
+      }                                                                           \
+    for (int l = 0; n + l < len; l++) {                                           \
+      x[n + l] = vexpf(x[n + l] - m);                                             \
+      part[l] += x[n + l];                                                        \
+    }                                                                             \
+    for (int w = SOFTMAX_LANES / 2; w > 0; w /= 2)                                \
+      for (int l = 0; l < w; l++) part[l] += part[l + w];                         \
+    return part[0];                                                               \
   }
-DEFINE_EXP_ROW(exp_row, )
+DEFINE_SOFTMAX_ROW(base, )
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(PX_PORTABLE_KERNELS)
 #define SDPA_X86 1
-DEFINE_EXP_ROW(exp_row_avx2, __attribute__((target("avx2"))))
-DEFINE_EXP_ROW(exp_row_avx512, __attribute__((target("avx512f"))))
+DEFINE_SOFTMAX_ROW(avx2, __attribute__((target("avx2"))))
+DEFINE_SOFTMAX_ROW(avx512, __attribute__((target("avx512f"))))
 #else
 #define SDPA_X86 0
 #endif
 
-static void exp_shift(float *x, int64_t len, float m) {
+static float row_max(const float *x, int64_t len) {
 #if SDPA_X86
-  if (px_cpu()->avx512f) {
-    exp_row_avx512(x, len, m);
-    return;
-  }
-  if (px_cpu()->avx2) {
-    exp_row_avx2(x, len, m);
-    return;
-  }
+  if (px_cpu()->avx512f) return row_max_avx512(x, len);
+  if (px_cpu()->avx2) return row_max_avx2(x, len);
 #endif
-  exp_row(x, len, m);
+  return row_max_base(x, len);
+}
+
+static float exp_sum(float *x, int64_t len, float m) {
+#if SDPA_X86
+  if (px_cpu()->avx512f) return exp_sum_avx512(x, len, m);
+  if (px_cpu()->avx2) return exp_sum_avx2(x, len, m);
+#endif
+  return exp_sum_base(x, len, m);
 }
 
 /* A decode tile's two products over one block of float32 keys / values,
@@ -235,16 +265,13 @@ static void block_softmax(const attn *a, attn_work *w, int64_t mt, int64_t i0, i
         for (int64_t n = 0; n < valid; n++) row[n] += (float)px_load_d(a->mask->data, a->mask->dtype, mbase + n);
       }
     }
-    float bm = -INFINITY;
-    for (int64_t n = 0; n < valid; n++) bm = row[n] > bm ? row[n] : bm;
+    float bm = row_max(row, valid);
     float mnew = bm > w->m[i] ? bm : w->m[i];
     if (mnew == -INFINITY) { /* nothing but -inf so far: no weight */
       memset(row, 0, sizeof(float) * (size_t)nb);
       continue;
     }
-    exp_shift(row, valid, mnew);
-    float sum = 0.0f;
-    for (int64_t n = 0; n < valid; n++) sum += row[n];
+    float sum = exp_sum(row, valid, mnew);
     /* ExecuTorch casts a float16 / bfloat16 problem's probabilities to
      * that type for P V (the sum keeps them unrounded) */
     if (a->r16)
