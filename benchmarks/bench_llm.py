@@ -5,6 +5,14 @@ pyexec and by ExecuTorch 1.5.1's runtime (thread pool reset to one thread) on
 the same files.
 
     python benchmarks/bench_llm.py [--quick] [--only SIZE ...] [--no-memory]
+    python benchmarks/bench_llm.py --size 1b [--size qwen3-0.6b] [--threads 1 2] [--json PATH]
+
+The first form times the small models (exported in seconds, kept in the
+tests' export cache). The second times the models users run on CPUs, at
+their real sizes (benchmarks/llm_models.py: Llama-3.2-1B's and Qwen3-0.6B's
+architectures, random seeded weights, XNNPACK 8da4w with groups of 128 and
+float32 XNNPACK), exported once into --cache-dir (about 20 minutes and
+10-20 GB of memory each; see big_main's docstring for what it prints).
 
 Per program: prefill tokens/s (one call with the whole prompt at position 0)
 and decode tokens/s (single-token steps after the prompt, each fed the
@@ -39,7 +47,7 @@ from typing import Any
 os.environ.setdefault("PYEXEC_NUM_THREADS", "1")  # before the library is loaded
 
 import torch  # noqa: E402
-from _common import interleaved_us, print_table  # noqa: E402
+from _common import add_json_option, interleaved_us, print_table, write_json  # noqa: E402
 from support.llm import llama_example  # noqa: E402  (tests/, put on the path by _common)
 
 # name -> (params.json, max_seq_len, prompt length, decode steps)
@@ -166,17 +174,29 @@ class ExecuTorchLoop:
 # small model pyexec's own AVX2 and portable GEMM paths differ by ~0.06 on
 # logits of ~3.5, and so may greedy tokens at near ties.
 FLOAT_TOL, QUANTIZED_TOL = 1e-4, 5e-2
+# At users' sizes (--size) the same amplification runs through 16-28
+# layers: on Llama-3.2-1B's 8da4w program two correct runtimes differ by
+# ~4.5% of the largest logit (RMS ~4.5% of the logits' spread) at every
+# step; pyexec before and after a kernel change that moved only last bits
+# differed as much. A wrong kernel moves them by their whole size.
+QUANTIZED_TOL_BIG = 0.15
 
 
-def check_logits(ours: PyexecLoop, theirs: ExecuTorchLoop, prompt: torch.Tensor, steps: int, tol: float) -> str:
+def check_logits(ours: PyexecLoop, theirs: ExecuTorchLoop, prompt: torch.Tensor, steps: int, tol: float,
+                 worst: list[float] | None = None) -> str:
     """Prefill and decode both on ExecuTorch's greedy tokens; '' when every
-    step's logits are within tol * max|logits| of ExecuTorch's."""
+    step's logits are within tol * max|logits| of ExecuTorch's (the largest
+    such ratio appended to `worst`)."""
     pos, tokens = 0, prompt
+    largest = 0.0
     for step in range(steps + 1):
         (got,) = ours.method.execute([tokens, torch.tensor([pos])])
         (want,) = theirs.method.execute([tokens, torch.tensor([pos])])
         scale = float(want.abs().max())
         diff = float((got - want).abs().max())
+        largest = max(largest, diff / scale if scale else diff)
+        if worst is not None and step == steps:
+            worst.append(largest)
         if not diff <= tol * scale:  # also catches nan
             return f"step {step}: logits differ by {diff:.3g} (max |logit| {scale:.3g})"
         pos += tokens.shape[1]
@@ -228,6 +248,28 @@ def rss_mib() -> tuple[float, float]:
     return kib["VmRSS"] / 1024, kib["RssAnon"] / 1024
 
 
+def memory_mib() -> dict[str, float]:
+    """This process's resident memory (VmRSS, RssAnon, RssFile of
+    /proc/self/status) and proportional set size (Pss, Pss_Anon, Pss_File of
+    /proc/self/smaps_rollup: file pages shared with other processes counted
+    in proportion), MiB."""
+    out: dict[str, float] = {}
+    with open("/proc/self/status") as f:
+        for line in f:
+            k, v = line.split(":", 1)
+            if k in ("VmRSS", "RssAnon", "RssFile"):
+                out[k] = int(v.split()[0]) / 1024
+    try:
+        with open("/proc/self/smaps_rollup") as f:
+            for line in f:
+                k, _, v = line.partition(":")
+                if k in ("Pss", "Pss_Anon", "Pss_File"):
+                    out[k] = int(v.split()[0]) / 1024
+    except OSError:  # no smaps_rollup (kernels before 4.14): PSS not reported
+        pass
+    return out
+
+
 def child(runtime: str, size: str, pte: str, ptd: str) -> None:
     """Load, prefill and decode; print the resident memory each stage added."""
     params, _, n_prompt, steps = SIZES[size]
@@ -267,15 +309,374 @@ def measure_memory(runtime: str, size: str, pte: Path, ptd: Path | None) -> dict
     return result
 
 
+
+# ---- users' sizes (--size): benchmarks/llm_models.py's exports -----------------------
+
+BIG_PROMPTS = (128, 512)  # prefill lengths timed; decode starts after the first
+BIG_STEPS = 32  # decode steps timed per call
+STREAM_MIB = 1024  # the streaming-read buffer: 32 times a 32 MiB last-level cache
+
+
+class StreamRead:
+    """benchmarks/stream_read.c built as a shared library and called through
+    ctypes: a plain streaming read of STREAM_MIB MiB, the decode's bound."""
+
+    def __init__(self, where: Path) -> None:
+        import ctypes
+        import shutil
+
+        cc = os.environ.get("CC") or shutil.which("cc") or "gcc"
+        lib = where / "libstream_read.so"
+        src = Path(__file__).resolve().parent / "stream_read.c"
+        subprocess.run([cc, "-O2", "-shared", "-fPIC", "-pthread", str(src), "-o", str(lib)], check=True)
+        self.lib = ctypes.CDLL(str(lib))
+        self.lib.stream_read_gbps.restype = ctypes.c_double
+        self.lib.stream_read_gbps.argtypes = [ctypes.c_size_t, ctypes.c_int, ctypes.c_int]
+
+    def gbps(self, threads: int, runs: int = 1) -> float:
+        return float(self.lib.stream_read_gbps(STREAM_MIB, threads, runs))
+
+
+def set_threads(n: int) -> tuple[int, int]:
+    """Both runtimes' thread counts set to n; returns what each reports."""
+    from executorch.extension.pybindings.portable_lib import _threadpool_get_thread_count
+
+    import pyexec
+
+    set_et_threads(n)
+    pyexec.set_num_threads(n)
+    return pyexec.get_num_threads(), int(_threadpool_get_thread_count())
+
+
+def decode_bytes(size: str, pte: Path, ptd: Path | None, start: int, steps: int) -> float:
+    """Bytes a decode step reads, on average over steps [start, start +
+    steps): every weight once (the program's files less the embedding table,
+    of which one row is read, and less nothing else: the rest of the files is
+    the weights), plus the KV cache up to the step's position (float32, K
+    and V of every layer)."""
+    from llm_models import MODELS
+
+    p = MODELS[size].params
+    files = pte.stat().st_size + (ptd.stat().st_size if ptd else 0)
+    embedding = p["vocab_size"] * p["dim"] * 4  # float32 in every variant here (embedding_quantize unset)
+    head_dim = p.get("head_dim") or p["dim"] // p["n_heads"]
+    kv_row = 2 * p["n_layers"] * p["n_kv_heads"] * head_dim * 4
+    mean_pos = start + (steps - 1) / 2 + 1
+    return files - embedding + p["dim"] * 4 + kv_row * mean_pos
+
+
+def _fc_ops(shapes: str) -> float:
+    """2 M N K of a FullyConnected node from its profile shapes ("[1,128,2048]
+    [2048,8192] ..."): input first, then the filter [N, K] (or [K, N])."""
+    dims = [[int(d) for d in part.strip("[]").split(",") if d] for part in shapes.split()]
+    x, w = dims[0], dims[1]
+    k = x[-1]
+    m = 1
+    for d in x[:-1]:
+        m *= d
+    n = w[0] if w[1] == k else w[1]
+    return 2.0 * m * n * k
+
+
+def gemm_throughput(loop: PyexecLoop, prompt: torch.Tensor) -> tuple[float, float, float]:
+    """(GOP/s of the FullyConnected nodes, their share of the prefill's time,
+    the prefill's seconds) from one profiled prefill of `prompt`."""
+    method = loop.method
+    method.execute([prompt, torch.tensor([0])], clone_outputs=False)  # warm
+    with method.profile() as p:
+        method.execute([prompt, torch.tensor([0])], clone_outputs=False)
+    fc = [e for e in p.events if e.depth == 1 and e.name == "FullyConnected"]
+    ops = sum(_fc_ops(e.shapes) for e in fc)
+    ns = sum(e.duration_ns for e in fc)
+    total = sum(e.duration_ns for e in p.events if e.depth == 0)
+    return (ops / ns if ns else 0.0), (ns / total if total else 0.0), total * 1e-9
+
+
+def greedy_agreement(ours: PyexecLoop, theirs: ExecuTorchLoop, prompt: torch.Tensor, steps: int) -> tuple[int, int]:
+    """Each runtime generates `steps` greedy tokens from `prompt` on its own;
+    (how many leading tokens agree, steps)."""
+    mine = [ours.prefill(prompt)]
+    mine += ours.decode(mine[0], prompt.shape[1], steps - 1)
+    want = [theirs.prefill(prompt)]
+    want += theirs.decode(want[0], prompt.shape[1], steps - 1)
+    same = 0
+    for a, b in zip(mine, want):
+        if a != b:
+            break
+        same += 1
+    return same, steps
+
+
+def time_rounds(fns: dict[str, Callable[[], object]], rounds: int) -> dict[str, float]:
+    """Seconds per call of each function, best of `rounds` interleaved rounds
+    (one call each per round, after one warm-up call each): a burst of noise
+    then hits every function alike instead of one of them."""
+    for fn in fns.values():
+        fn()
+    best = {k: float("inf") for k in fns}
+    for _ in range(rounds):
+        for k, fn in fns.items():
+            t0 = time.perf_counter()
+            fn()
+            best[k] = min(best[k], time.perf_counter() - t0)
+    return best
+
+
+def big_child(runtime: str, size: str, pte: str, ptd: str) -> None:
+    """Load, prefill BIG_PROMPTS[0] tokens and decode BIG_STEPS; print the
+    load time and the memory (memory_mib) before, after loading and after
+    generating, as JSON."""
+    from llm_models import MODELS
+
+    vocab = MODELS[size].params["vocab_size"]
+    prompt = prompt_tokens(BIG_PROMPTS[0], vocab)
+    data = Path(ptd) if ptd else None
+    if runtime == "pyexec":
+        import pyexec
+
+        pyexec.set_num_threads(1)
+        make: Callable[[], Any] = lambda: PyexecLoop(Path(pte), data)  # noqa: E731
+    else:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            import executorch.kernels.quantized  # noqa: F401
+            from executorch.extension.llm.custom_ops import custom_ops  # noqa: F401
+            from executorch.runtime import Runtime  # noqa: F401
+        set_et_threads(1)
+        make = lambda: ExecuTorchLoop(Path(pte), data)  # noqa: E731
+    base = memory_mib()
+    t0 = time.perf_counter()
+    loop = make()
+    load_s = time.perf_counter() - t0
+    loaded = memory_mib()
+    first = loop.prefill(prompt)
+    loop.decode(first, BIG_PROMPTS[0], BIG_STEPS)
+    ran = memory_mib()
+    print(json.dumps({"load_s": load_s, "base": base, "loaded": loaded, "ran": ran}))
+
+
+def big_memory(runtime: str, size: str, pte: Path, ptd: Path | None) -> dict[str, Any] | str:
+    for f in (pte, ptd):
+        if f is not None:  # into the page cache: load times are not disk reads
+            with open(f, "rb") as fh:
+                while fh.read(1 << 24):
+                    pass
+    proc = subprocess.run(
+        [sys.executable, __file__, "--big-child", runtime, size, str(pte), str(ptd or "")],
+        capture_output=True,
+        text=True,
+    )
+    if proc.returncode != 0:
+        return (proc.stderr.strip().splitlines() or ["failed"])[-1][:120]
+    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return result
+
+
+def speed_big(label: str, size: str, variant: str, pte: Path, ptd: Path | None, threads: list[int], rounds: int,
+              stream: StreamRead, peaks: dict[str, float], out: dict[str, list[Any]]) -> None:
+    """Checks, then times, one program at every thread count (rows into
+    `out`); both runtimes' copies are gone when it returns."""
+    import gc
+
+    from llm_models import MODELS
+
+    import pyexec
+
+    vocab = MODELS[size].params["vocab_size"]
+    quant = "8da4w" in variant
+    prompts = {n: prompt_tokens(n, vocab) for n in BIG_PROMPTS}
+    p0 = BIG_PROMPTS[0]
+    set_threads(1)
+    try:
+        ours = PyexecLoop(pte, ptd)
+    except pyexec.Error as e:
+        print(f"  pyexec cannot run {pte.name}: {e}", file=sys.stderr)
+        out["check"].append(([label, f"not run by pyexec: {type(e).__name__}", "", "", ""],
+                             {"program": label, "error": str(e)}))
+        return
+    theirs = ExecuTorchLoop(pte, ptd)
+    worst: list[float] = []
+    tol = QUANTIZED_TOL_BIG if quant else FLOAT_TOL
+    wrong = check_logits(ours, theirs, prompts[p0], 4, tol, worst)
+    same, steps = greedy_agreement(ours, theirs, prompts[p0], 16)
+    diff = f"{worst[0]:.2g}" if worst else "-"
+    out["check"].append(([label, "ok" if not wrong else wrong, diff, f"{tol:g}", f"{same} / {steps}"],
+                         {"program": label, "logits": wrong or "ok", "max_rel_diff": worst[0] if worst else None,
+                          "tolerance": tol, "greedy_same": same, "greedy_steps": steps}))
+    print(f"  {label}: logits {'ok' if not wrong else wrong}; greedy tokens equal for {same} of {steps}",
+          file=sys.stderr)
+    if wrong:
+        return
+    first = theirs.prefill(prompts[p0])
+    nbytes = decode_bytes(size, pte, ptd, p0, BIG_STEPS)
+    peak_1 = peaks["peak_vnni_int8_gops" if quant else "peak_avx512_gflops"] or peaks["peak_avx2_gflops"]
+    current = 1
+    for t in threads:
+        if t != current:
+            # ExecuTorch's XNNPACK delegate keeps the thread pool it was
+            # loaded with: resetting the pool under a loaded program crashes
+            # its next call, so the program is loaded again after the reset
+            del theirs
+            gc.collect()
+            set_threads(t)
+            theirs = ExecuTorchLoop(pte, ptd)
+            current = t
+        got = set_threads(t)
+        print(f"  threads: pyexec {got[0]}, ExecuTorch {got[1]}", file=sys.stderr)
+        fns: dict[str, Callable[[], object]] = {}
+        for n in BIG_PROMPTS:
+            fns[f"ET prefill {n}"] = lambda n=n, et=theirs: et.prefill(prompts[n])
+            fns[f"pyexec prefill {n}"] = lambda n=n: ours.prefill(prompts[n])
+        fns["ET decode"] = lambda et=theirs: et.decode(first, p0, BIG_STEPS)
+        fns["pyexec decode"] = lambda: ours.decode(first, p0, BIG_STEPS)
+        fns["stream"] = lambda t=t: stream.gbps(t)
+        sec = time_rounds(fns, rounds)
+        del fns
+        bw = STREAM_MIB * 2**20 / sec["stream"] / 1e9  # the same read, timed here
+        limit = bw * 1e9 / nbytes
+        v: dict[str, Any] = {"program": label, "threads": t, "pyexec_threads": got[0], "executorch_threads": got[1],
+                             "stream_gbps": bw, "decode_bytes": nbytes, "decode_limit_tok_s": limit}
+        cells = [label, str(t)]
+        for n in BIG_PROMPTS:
+            et, px = n / sec[f"ET prefill {n}"], n / sec[f"pyexec prefill {n}"]
+            v[f"prefill{n}_et_tok_s"], v[f"prefill{n}_pyexec_tok_s"] = et, px
+            cells += [f"{et:.1f}", f"{px:.1f}", f"{px / et:.2f}x"]
+        et, px = BIG_STEPS / sec["ET decode"], BIG_STEPS / sec["pyexec decode"]
+        v["decode_et_tok_s"], v["decode_pyexec_tok_s"] = et, px
+        cells += [f"{et:.2f}", f"{px:.2f}", f"{px / et:.2f}x", f"{bw:.1f}", f"{limit:.2f}",
+                  f"{100 * et / limit:.0f}%", f"{100 * px / limit:.0f}%"]
+        out["speed"].append((cells, v))
+        print(f"  {cells}", file=sys.stderr)
+        for n in BIG_PROMPTS:
+            gops, share, secs = gemm_throughput(ours, prompts[n])
+            peak = peak_1 * t
+            out["gemm"].append(([label, str(n), str(t), f"{gops:.0f}", f"{100 * share:.0f}%", f"{peak:.0f}",
+                                 f"{100 * gops / peak:.0f}%" if peak else "-"],
+                                {"program": label, "tokens": n, "threads": t, "gemm_gops": gops, "gemm_share": share,
+                                 "prefill_s": secs, "peak_gops": peak,
+                                 "peak_kind": "int8 vpdpbusd" if quant else "float32 FMA"}))
+    set_threads(1)
+
+
+def bench_big(size: str, variant: str, pte: Path, ptd: Path | None, threads: list[int], rounds: int,
+              stream: StreamRead, peaks: dict[str, float], memory: bool, out: dict[str, list[Any]]) -> None:
+    """One program: speed_big, then (memory) big_memory per runtime; rows
+    into `out`."""
+    import gc
+
+    mb = (pte.stat().st_size + (ptd.stat().st_size if ptd else 0)) / 1e6
+    label = f"{size} {variant} ({mb / 1e3:.2f} GB)" if mb >= 1000 else f"{size} {variant} ({mb:.1f} MB)"
+    speed_big(label, size, variant, pte, ptd, threads, rounds, stream, peaks, out)
+    gc.collect()  # both runtimes' copies released before the memory children load theirs
+    if not memory:
+        return
+    for runtime in ("ExecuTorch", "pyexec"):
+        r = big_memory(runtime, size, pte, ptd)
+        if isinstance(r, str):
+            out["memory"].append(([label, runtime, r, "", "", "", "", ""],
+                                  {"program": label, "runtime": runtime, "error": r}))
+            continue
+        b, lo, ra = r["base"], r["loaded"], r["ran"]
+
+        def add(after: dict[str, float], key: str, b: dict[str, float] = b) -> str:
+            return f"{after.get(key, float('nan')) - b.get(key, 0.0):.0f}"
+
+        out["memory"].append((
+            [label, runtime, f"{r['load_s']:.2f} s", add(lo, "VmRSS"), add(lo, "Pss"), add(ra, "VmRSS"),
+             add(ra, "RssAnon"), add(ra, "Pss")],
+            {"program": label, "runtime": runtime, "load_s": r["load_s"], "base": b, "loaded": lo, "ran": ra},
+        ))
+
+
+def big_main(args: argparse.Namespace) -> None:
+    """Every --size's variants at every --threads count: the greedy tokens
+    and logits checked against ExecuTorch's runtime first; prefill of 128
+    and 512 tokens and decode tokens/s of both runtimes, and the
+    streaming-read bandwidth (stream_read.c) timed in the same interleaved
+    rounds, with the decode limit it gives (bandwidth / bytes a step reads)
+    and each runtime's decode as a share of it; pyexec's GEMM throughput in
+    the prefill (its FullyConnected nodes, from the profiler) against the
+    core's measured peak (bench_gemm.measure_peaks: float32 FMA, int8
+    vpdpbusd) times the thread count; and, in a fresh process per runtime at
+    one thread, the load time and the resident (RSS) and proportional (PSS)
+    memory added by loading and then by generating."""
+    import tempfile
+
+    from bench_gemm import measure_peaks
+    from llm_models import MODELS, export, free_gib
+
+    peaks = measure_peaks(10)
+    print(f"peaks (one core): {peaks}", file=sys.stderr)
+    out: dict[str, list[Any]] = {"speed": [], "check": [], "gemm": [], "memory": []}
+    rounds = 1 if args.quick else args.rounds
+    with tempfile.TemporaryDirectory() as tmp:
+        stream = StreamRead(Path(tmp))
+        for size in args.size:
+            for variant in args.variant or MODELS[size].variants:
+                print(f"{size} {variant}: {free_gib():.1f} GiB of memory available", file=sys.stderr)
+                pte, ptd = export(size, variant, args.cache_dir)
+                bench_big(size, variant, pte, ptd, args.threads, rounds, stream, peaks, not args.no_memory, out)
+    n0, n1 = BIG_PROMPTS
+    print_table(
+        "Results against ExecuTorch's runtime: a prefill and 4 decode steps on ExecuTorch's greedy tokens, "
+        "the largest |logit difference| / max |logit| against the tolerance; and the leading greedy tokens "
+        "that agree when each runtime generates 16 alone (8da4w: near ties may part them)",
+        ["program", "logits", "largest difference", "tolerance", "greedy tokens equal"],
+        [c for c, _ in out["check"]], values=[v for _, v in out["check"]],
+    )
+    print_table(
+        "Prefill and decode, tokens/s (ratios pyexec / ExecuTorch: above 1 pyexec is faster); decode limit = "
+        "streaming-read GB/s (measured in the same rounds) / bytes a decode step reads",
+        ["program", "threads", f"prefill {n0} ET", "pyexec", "ratio", f"prefill {n1} ET", "pyexec", "ratio",
+         "decode ET", "pyexec", "ratio", "read GB/s", "decode limit", "ET % of limit", "pyexec % of limit"],
+        [c for c, _ in out["speed"]], values=[v for _, v in out["speed"]],
+    )
+    print_table(
+        "pyexec's prefill GEMMs (FullyConnected nodes): GOP/s (2 M N K per second), their share of the "
+        "prefill, against the measured peak of one core times the threads (int8 vpdpbusd for 8da4w, "
+        "float32 FMA for float32)",
+        ["program", "tokens", "threads", "GOP/s", "share of prefill", "peak GOP/s", "% of peak"],
+        [c for c, _ in out["gemm"]], values=[v for _, v in out["gemm"]],
+    )
+    if out["memory"]:
+        print_table(
+            f"Load time and memory added (MiB), one thread, a fresh process per runtime: after loading, then "
+            f"after a {n0}-token prefill and {BIG_STEPS} decode steps (PSS counts shared file pages in "
+            f"proportion; anon: memory not backed by the files)",
+            ["program", "runtime", "load", "RSS loaded", "PSS loaded", "RSS after", "anon after", "PSS after"],
+            [c for c, _ in out["memory"]], values=[v for _, v in out["memory"]],
+        )
+    write_json(args.json, "bench_llm", {"sizes": args.size, "threads": args.threads, "rounds": rounds,
+                                        "prompts": list(BIG_PROMPTS), "decode_steps": BIG_STEPS,
+                                        "stream_mib": STREAM_MIB, "peaks": peaks})
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="shorter measurements")
     parser.add_argument("--only", nargs="*", choices=list(SIZES), help="model sizes to run")
     parser.add_argument("--no-memory", action="store_true", help="skip the resident memory table")
     parser.add_argument("--child", nargs=4, metavar=("RUNTIME", "SIZE", "PTE", "PTD"), help=argparse.SUPPRESS)
+    parser.add_argument("--big-child", nargs=4, metavar=("RUNTIME", "SIZE", "PTE", "PTD"), help=argparse.SUPPRESS)
+    from llm_models import MODELS, default_cache_dir
+
+    parser.add_argument("--size", action="append", choices=list(MODELS),
+                        help="a user-sized model (repeat for several): exported once into --cache-dir, then timed")
+    parser.add_argument("--variant", action="append", help="with --size: xnnpack-8da4w, xnnpack-ptd (default both)")
+    parser.add_argument("--threads", type=int, nargs="+", default=[1, 2], help="with --size: thread counts")
+    parser.add_argument("--rounds", type=int, default=3, help="with --size: interleaved rounds, best kept")
+    parser.add_argument("--cache-dir", type=Path, default=default_cache_dir(),
+                        help="with --size: where the exports are kept (default ~/.cache/pyexec-bench)")
+    add_json_option(parser)
     args = parser.parse_args()
     if args.child:
         child(*args.child)
+        return
+    if args.big_child:
+        big_child(*args.big_child)
+        return
+    if args.size:
+        big_main(args)
         return
     torch.set_num_threads(1)
     set_et_threads(1)
