@@ -653,49 +653,6 @@ int px_gemm_f32_packed_ep(px_ctx *ctx, void *work, int64_t M, int64_t N, int64_t
   return 0;
 }
 
-/* One row of A times a column-major B (rsb == 1: a linear layer's weight
- * W[n, k], read in place): c[j] += alpha * sum_k a[k] * B[k, j], each
- * column one chain of 512-bit fused multiply-adds over its weight row (the
- * depth's tail masked), then a tree sum of the lanes; four columns at a
- * time, so four weight rows stream at once. Each column is computed the
- * same way whichever group it is in. */
-#if PX_AVX512_KERNELS
-__attribute__((target("avx512f"))) static void gemv_dots_avx512(int64_t N, int64_t K, float alpha, const float *a,
-                                                                const float *B, int64_t csb, float *c) {
-  const int64_t K16 = K / 16 * 16;
-  const __mmask16 tail = (__mmask16)((1u << (K - K16)) - 1);
-  int64_t j = 0;
-  for (; j + 4 <= N; j += 4) {
-    const float *b0 = B + j * csb, *b1 = b0 + csb, *b2 = b1 + csb, *b3 = b2 + csb;
-    __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
-    for (int64_t k = 0; k < K16; k += 16) {
-      const __m512 x = _mm512_loadu_ps(a + k);
-      s0 = _mm512_fmadd_ps(x, _mm512_loadu_ps(b0 + k), s0);
-      s1 = _mm512_fmadd_ps(x, _mm512_loadu_ps(b1 + k), s1);
-      s2 = _mm512_fmadd_ps(x, _mm512_loadu_ps(b2 + k), s2);
-      s3 = _mm512_fmadd_ps(x, _mm512_loadu_ps(b3 + k), s3);
-    }
-    if (tail) {
-      const __m512 x = _mm512_maskz_loadu_ps(tail, a + K16);
-      s0 = _mm512_fmadd_ps(x, _mm512_maskz_loadu_ps(tail, b0 + K16), s0);
-      s1 = _mm512_fmadd_ps(x, _mm512_maskz_loadu_ps(tail, b1 + K16), s1);
-      s2 = _mm512_fmadd_ps(x, _mm512_maskz_loadu_ps(tail, b2 + K16), s2);
-      s3 = _mm512_fmadd_ps(x, _mm512_maskz_loadu_ps(tail, b3 + K16), s3);
-    }
-    c[j] += alpha * _mm512_reduce_add_ps(s0);
-    c[j + 1] += alpha * _mm512_reduce_add_ps(s1);
-    c[j + 2] += alpha * _mm512_reduce_add_ps(s2);
-    c[j + 3] += alpha * _mm512_reduce_add_ps(s3);
-  }
-  for (; j < N; j++) {
-    const float *b0 = B + j * csb;
-    __m512 s0 = _mm512_setzero_ps();
-    for (int64_t k = 0; k < K16; k += 16) s0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + k), _mm512_loadu_ps(b0 + k), s0);
-    if (tail) s0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(tail, a + K16), _mm512_maskz_loadu_ps(tail, b0 + K16), s0);
-    c[j] += alpha * _mm512_reduce_add_ps(s0);
-  }
-}
-#endif
 
 /* A few-row product without packing, its columns in chunks of `cols` (a
  * multiple of 48). */
@@ -737,7 +694,7 @@ static void small_cols(const small_job *j, int64_t j0, int64_t n) {
   const float *B = j->B + j0 * j->csb;
 #if PX_AVX512_KERNELS
   if (M == 1 && csa == 1 && g.isa == GEMM_ISA_AVX512) { /* a decode step's linear layer */
-    gemv_dots_avx512(n, K, alpha, A, B, j->csb, C);
+    px_gemv_dots_avx512(n, K, alpha, A, B, j->csb, C);
     return;
   }
 #endif

@@ -33,6 +33,12 @@ typedef struct px_tile_ep {
  * part (mr <= 8, nr <= 32) of alpha * A @ B + beta * C over depth kc, with
  * element (i, p) of A at a[i * rsa + p * csa] and b one packed kc x 32
  * panel; _ep then applies ep (NULL: none) before the store. */
+/* One row a of A times a column-major B (a linear layer's weight W[n, k],
+ * column j at B + j * csb, read in place): c[j] += alpha * a . B[:, j] for
+ * j < N, four weight rows streamed at once (see gemm_x86.c). */
+void px_gemv_dots_avx512(int64_t N, int64_t K, float alpha, const float *a, const float *B,
+                         int64_t csb, float *c);
+
 void px_ukr_f32_8x32_avx512(int64_t kc, const float *a, int64_t rsa, int64_t csa, const float *b,
                             float *c, int64_t ldc, float alpha, float beta, int mr, int nr);
 void px_ukr_f32_8x32_avx512_ep(int64_t kc, const float *a, int64_t rsa, int64_t csa,
