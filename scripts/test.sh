@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
 # Installs everything the tests need into .venv and runs every check once:
-# lint, the library in each flavour (regular, ASan+UBSan, ThreadSanitizer,
-# libFuzzer) built once, the C tests once per flavour, the Python suite
-# against the regular and the ASan library (the second run reuses the first's
-# cached exports), the thread tests against the TSan library, and the fuzzer
-# (regressions, then a short run). Run from anywhere:
+# the library in each flavour (regular, ASan+UBSan, ThreadSanitizer,
+# libFuzzer) built once, lint (ruff, mypy, the layering of the C library and
+# the package), the C tests once per flavour, the Python suite against the
+# installed package, ExecuTorch's own XNNPACK and runtime tests with pyexec
+# as the runtime (a fixed part; tests/support/et_suite.py gives the command
+# for all of them), the Python tests that reach the library's input checks
+# against the ASan library, the thread tests against the TSan library, and
+# the fuzzer (regressions, then a short run). Run from anywhere:
 #     bash scripts/test.sh
 #
-# Setup and builds are prerequisites: the first that fails stops the run. Each
-# test stage runs even when an earlier one failed; a failing stage is reported
-# at once and again in the summary, and makes the command exit 1.
-# FUZZ_TIME (seconds, default 60) sets the length of the fuzzing run.
+# The run stops at the first stage that fails, saying which, with every
+# stage's time so far. It needs root or sudo for apt-get (clang, the aarch64
+# cross compiler and qemu) unless those are installed.
+# FUZZ_TIME (seconds, default 45) sets the length of the fuzzing run.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,7 +21,7 @@ failed=()
 timings=()
 t_start=$SECONDS
 
-run_stage() {  # run_stage NAME COMMAND...: times it; records a failure
+run_stage() {  # run_stage NAME COMMAND...: times it; stops the run if it fails
   local name=$1 t0=$SECONDS rc
   shift
   printf '\n==== %s\n' "$name"
@@ -28,8 +31,9 @@ run_stage() {  # run_stage NAME COMMAND...: times it; records a failure
   if [ $rc -ne 0 ]; then
     printf '\n!!!! FAILED: %s (exit %d)\n' "$name" "$rc" >&2
     failed+=("$name")
+    summary
   fi
-  return $rc
+  return 0
 }
 
 summary() {
@@ -44,9 +48,6 @@ summary() {
   printf '\nall stages passed\n'
 }
 
-require() {  # a prerequisite: stop here if it fails
-  run_stage "$@" || { summary; exit 1; }
-}
 
 setup_python() {
   python3 -m venv .venv && . .venv/bin/activate &&
@@ -85,7 +86,9 @@ aarch64_emulated() {
     PYEXEC_GEMM_ISA=portable qemu-aarch64 -L /usr/aarch64-linux-gnu native/build/aarch64/tests/run_fixtures native/tests/data
 }
 
-lint() { ruff check . && mypy; }
+# The layering check reads the regular build's object files (which object
+# defines the symbols another uses), so lint runs after that build.
+lint() { ruff check . && mypy && python scripts/check_layers.py; }
 
 # The package as a user gets it: `pip install .` builds the wheel's library
 # (make dist) and bundles it; the tests import the installed package.
@@ -110,14 +113,22 @@ pytest_regular() {
 # test_ray is left out too: Ray's own daemons (raylet, gcs_server) would run
 # with the ASan runtime preloaded, and the library calls it makes (load from
 # bytes, execute) are the ones the rest of the suite checks under ASan.
+# Under ASan: the tests that feed the library malformed or unusual input
+# (hostile programs, payloads and data files, binding and lifetime rules,
+# threads, the API's argument checks) and one program per kernel family; the
+# whole suite's numerics already ran against the regular library above.
+ASAN_TESTS=(tests/unit tests/delegates/test_xnnpack_hostile.py tests/delegates/test_xnnpack_args.py
+  tests/integration/test_binding.py tests/integration/test_lifetime.py tests/integration/test_external_data.py
+  tests/integration/test_layout.py tests/integration/test_state.py tests/integration/test_control_flow.py
+  tests/integration/test_program.py tests/ops)
+
 pytest_asan() {
   local asan_env=(env PYTHONPATH="$PWD" PYEXEC_LIBRARY="$PWD/native/build/asan/libpyexec.so"
     LD_PRELOAD="$(make -s -C native asan-runtime)" ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1
     UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1)
   "${asan_env[@]}" python -c "import pyexec, sys
 sys.exit(0 if 'native/build/asan/libpyexec.so' in open('/proc/self/maps').read() else 'the ASan library is not the one loaded')" &&
-    "${asan_env[@]}" "${PYTEST[@]}" tests --ignore=tests/integration/test_wheel.py --ignore=tests/integration/test_examples.py \
-      --ignore=tests/integration/test_ray.py
+    "${asan_env[@]}" "${PYTEST[@]}" "${ASAN_TESTS[@]}"
 }
 
 # The thread tests against the ThreadSanitizer library (native/build/tsan,
@@ -137,25 +148,37 @@ sys.exit(0 if 'native/build/tsan/libpyexec.so' in open('/proc/self/maps').read()
 # once, then a bounded run from the seed corpus (fixtures, native/fuzz/seeds,
 # and programs exported by scripts/make_fuzz_seeds.py).
 fuzz_run() {
-  python scripts/make_fuzz_seeds.py && make -C native fuzz-run FUZZ_TIME="${FUZZ_TIME:-60}" FUZZ_FLAGS=-seed=1
+  python scripts/make_fuzz_seeds.py && make -C native fuzz-run FUZZ_TIME="${FUZZ_TIME:-45}" FUZZ_FLAGS=-seed=1
 }
 
-require "setup: venv and test requirements" setup_python
+# ExecuTorch's shipped XNNPACK operator tests and runtime tests, pyexec in
+# place of its runtime (tests/support/et_suite.py): the fixed part named
+# there; `pytest -p support.et_suite $(python tests/support/et_suite.py all)`
+# runs every one.
+executorch_suite() {
+  local args
+  args=$(python tests/support/et_suite.py ci) &&
+    "${PYTEST[@]}" -p support.et_suite $args
+}
+
+run_stage "setup: venv and test requirements" setup_python
 . .venv/bin/activate
-run_stage "lint: ruff and mypy" lint
-require "setup: clang for the sanitizer and fuzz builds" setup_clang
-require "build: regular library" make -C native -j2 all
-require "build: ASan+UBSan library and C tests" make -C native -j2 asan
-require "build: ThreadSanitizer library and C tests" make -C native -j2 tsan
-require "build: libFuzzer harness" make -C native -j2 fuzz
-require "build: install the package (wheel library)" install_package
+run_stage "setup: clang for the sanitizer and fuzz builds" setup_clang
+run_stage "setup: the aarch64 cross compiler and qemu" setup_cross
+run_stage "build: regular library" make -C native -j2 all
+run_stage "lint: ruff, mypy, layering" lint
+run_stage "build: ASan+UBSan library and C tests" make -C native -j2 asan
+run_stage "build: ThreadSanitizer library and C tests" make -C native -j2 tsan
+run_stage "build: libFuzzer harness" make -C native -j2 fuzz
+run_stage "build: install the package (wheel library)" install_package
 run_stage "C tests" make -C native test
 run_stage "C tests under ASan+UBSan" make -C native asan-test
 run_stage "C tests under ThreadSanitizer" make -C native tsan-test
 run_stage "aarch64: cross build, C tests and model fixtures under qemu" aarch64_emulated
 run_stage "fuzz: committed regression inputs" make -C native fuzz-regress
 run_stage "pytest" pytest_regular
-run_stage "pytest against the ASan library" pytest_asan
+run_stage "ExecuTorch's XNNPACK and runtime tests with pyexec as the runtime" executorch_suite
+run_stage "pytest against the ASan library (input checks)" pytest_asan
 run_stage "thread tests against the TSan library" pytest_tsan
-run_stage "fuzz: ${FUZZ_TIME:-60} s from the seed corpus" fuzz_run
+run_stage "fuzz: ${FUZZ_TIME:-45} s from the seed corpus" fuzz_run
 summary
