@@ -350,9 +350,13 @@ static FORCE_INLINE float r16(float v, int64_t dt) { return dt == PX_F16 ? h2f(f
       NAME##_impl(n, in, is, po, so, P);                                \
   }                                                                     \
   static ALWAYS_INLINE void NAME##_impl(LOOP_ARGS)
+/* float64 loops are compiled once, for the baseline: float64 is rare in
+ * exported programs, and an AVX2 clone of each would take 30 KB. */
+#define LOOP_FN1(NAME) EW_BASELINE_ATTR static void NAME(LOOP_ARGS)
 #else
 #define ALWAYS_INLINE inline
 #define LOOP_FN(NAME) static void NAME(LOOP_ARGS)
+#define LOOP_FN1(NAME) static void NAME(LOOP_ARGS)
 #endif
 
 /* Inside EXPR / PRE: T (compute type), U (its unsigned twin), x / y / z (the
@@ -363,8 +367,8 @@ static FORCE_INLINE float r16(float v, int64_t dt) { return dt == PX_F16 ? h2f(f
   typedef UTY U __attribute__((unused));           \
   int err_ = 0;
 
-#define UN(NAME, TY, UTY, TOY, PRE, EXPR)                                        \
-  LOOP_FN(NAME) {                                                                 \
+#define UN_(LF, NAME, TY, UTY, TOY, PRE, EXPR)                                        \
+  LF(NAME) {                                                                      \
     LOOP_HEAD(TY, UTY)                                                           \
     const T *A = (const T *)in[0];                                               \
     TOY *O = (TOY *)po;                                                          \
@@ -384,8 +388,8 @@ static FORCE_INLINE float r16(float v, int64_t dt) { return dt == PX_F16 ? h2f(f
     if (err_) P->err = err_;                                                     \
   }
 
-#define BIN(NAME, TY, UTY, TOY, PRE, EXPR)                                       \
-  LOOP_FN(NAME) {                                                                 \
+#define BIN_(LF, NAME, TY, UTY, TOY, PRE, EXPR)                                       \
+  LF(NAME) {                                                                      \
     LOOP_HEAD(TY, UTY)                                                           \
     const T *A = (const T *)in[0], *B = (const T *)in[1];                        \
     TOY *O = (TOY *)po;                                                          \
@@ -418,8 +422,8 @@ static FORCE_INLINE float r16(float v, int64_t dt) { return dt == PX_F16 ? h2f(f
   }
 
 /* Three operands; the first has type CTY (the condition of where). */
-#define TER(NAME, CTY, TY, UTY, TOY, EXPR)                                       \
-  LOOP_FN(NAME) {                                                                 \
+#define TER_(LF, NAME, CTY, TY, UTY, TOY, EXPR)                                       \
+  LF(NAME) {                                                                      \
     LOOP_HEAD(TY, UTY)                                                           \
     (void)P;                                                                     \
     const CTY *A = (const CTY *)in[0];                                           \
@@ -462,28 +466,35 @@ static FORCE_INLINE float r16(float v, int64_t dt) { return dt == PX_F16 ? h2f(f
     if (err_) P->err = err_;                                                     \
   }
 
+#define UN(...) UN_(LOOP_FN, __VA_ARGS__)
+#define BIN(...) BIN_(LOOP_FN, __VA_ARGS__)
+#define TER(...) TER_(LOOP_FN, __VA_ARGS__)
+#define UN64(...) UN_(LOOP_FN1, __VA_ARGS__)
+#define BIN64(...) BIN_(LOOP_FN1, __VA_ARGS__)
+#define TER64(...) TER_(LOOP_FN1, __VA_ARGS__)
+
 /* Instantiation helpers: F = float + double, I = int32 + int64, B = bool.
  * The _OB variants write bool (uint8) results. */
 #define UN_F(OP, PRE, E) \
-  UN(OP##_f32, float, uint32_t, float, PRE, E) UN(OP##_f64, double, uint64_t, double, PRE, E)
+  UN(OP##_f32, float, uint32_t, float, PRE, E) UN64(OP##_f64, double, uint64_t, double, PRE, E)
 #define UN_I(OP, PRE, E)                                 \
   UN(OP##_i32, int32_t, uint32_t, int32_t, PRE, E)       \
   UN(OP##_i64, int64_t, uint64_t, int64_t, PRE, E)
 #define UN_B(OP, PRE, E) UN(OP##_b, uint8_t, uint8_t, uint8_t, PRE, E)
 #define UN_F_OB(OP, E) \
-  UN(OP##_f32, float, uint32_t, uint8_t, , E) UN(OP##_f64, double, uint64_t, uint8_t, , E)
+  UN(OP##_f32, float, uint32_t, uint8_t, , E) UN64(OP##_f64, double, uint64_t, uint8_t, , E)
 #define UN_I_OB(OP, E) \
   UN(OP##_i32, int32_t, uint32_t, uint8_t, , E) UN(OP##_i64, int64_t, uint64_t, uint8_t, , E)
 
 #define BIN_F(OP, PRE, E) \
-  BIN(OP##_f32, float, uint32_t, float, PRE, E) BIN(OP##_f64, double, uint64_t, double, PRE, E)
+  BIN(OP##_f32, float, uint32_t, float, PRE, E) BIN64(OP##_f64, double, uint64_t, double, PRE, E)
 #define BIN_I(OP, PRE, E)                                \
   BIN(OP##_i32, int32_t, uint32_t, int32_t, PRE, E)      \
   BIN(OP##_i64, int64_t, uint64_t, int64_t, PRE, E)
 #define BIN_B(OP, PRE, E) BIN(OP##_b, uint8_t, uint8_t, uint8_t, PRE, E)
 #define BIN_ALL_OB(OP, E)                                 \
   BIN(OP##_f32, float, uint32_t, uint8_t, , E)            \
-  BIN(OP##_f64, double, uint64_t, uint8_t, , E)           \
+  BIN64(OP##_f64, double, uint64_t, uint8_t, , E)           \
   BIN(OP##_i32, int32_t, uint32_t, uint8_t, , E)          \
   BIN(OP##_i64, int64_t, uint64_t, uint8_t, , E)          \
   BIN(OP##_b, uint8_t, uint8_t, uint8_t, , E)

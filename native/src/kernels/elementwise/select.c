@@ -18,7 +18,7 @@ OPS_FIB(minimum)
 
 #define TER_ALL(OP, CTY, EF, EI, EB)                            \
   TER(OP##_f32, CTY, float, uint32_t, float, EF)                \
-  TER(OP##_f64, CTY, double, uint64_t, double, EF)              \
+  TER64(OP##_f64, CTY, double, uint64_t, double, EF)            \
   TER(OP##_i32, CTY, int32_t, uint32_t, int32_t, EI)            \
   TER(OP##_i64, CTY, int64_t, uint64_t, int64_t, EI)            \
   TER(OP##_b, CTY, uint8_t, uint8_t, uint8_t, EB)
