@@ -4,12 +4,14 @@ reset to one thread) on the same lowered .pte, measured in one run beside
 torch eager, ExecuTorch's portable kernels and pyexec on the portable export
 of the same model.
 
-    python benchmarks/bench_xnnpack.py [--quick] [--only NAME ...] [--no-load]
+    python benchmarks/bench_xnnpack.py [--quick] [--threads N] [--only NAME ...] [--no-load] [--json PATH]
 
 Before anything is timed, pyexec's result on the lowered file is checked
 against ExecuTorch's XNNPACK result (and pyexec's portable result against
-torch eager), with a loose tolerance scaled by the output's magnitude, so
-that a wrong result cannot look fast. Ratios are times (pyexec's time / the
+torch eager), with a loose tolerance scaled by the output's magnitude (ten
+times looser for the float16 rows), so that a wrong result cannot look fast.
+Every runtime runs at the same thread count (--threads, default 1), printed
+with the table. Ratios are times (pyexec's time / the
 other's): below 1 means pyexec is faster.
 
 The last table loads a lowered program in a fresh process per runtime and
@@ -29,7 +31,7 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from _common import fmt_us, interleaved_us, print_table
+from _common import add_json_option, fmt_us, interleaved_us, print_table, write_json
 from support.export import export_program  # tests/, put on the path by _common
 from support.xnnpack import export_xnnpack
 from support.zoo import InvertedResidual, TransformerLayer
@@ -136,7 +138,32 @@ class ResNet18(nn.Module):
         return self.fc(self.layers(self.stem(x)).mean((2, 3)))
 
 
+class SmallCNN(nn.Module):
+    """A small image classifier: 3x3 conv 3 -> 16 at 32x32, a stride-2 3x3
+    conv 16 -> 32, global average pool, a 10-way Linear."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.c1, self.c2 = nn.Conv2d(3, 16, 3, padding=1), nn.Conv2d(16, 32, 3, 2, 1)
+        self.fc = nn.Linear(32, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(F.relu(self.c2(F.relu(self.c1(x)))).mean((2, 3)))
+
+
+def _half(make: Callable[[], tuple[nn.Module, tuple[torch.Tensor, ...]]]
+          ) -> Callable[[], tuple[nn.Module, tuple[torch.Tensor, ...]]]:
+    """The same model and inputs in float16 (an fp16 XNNPACK graph)."""
+    def build() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+        module, inputs = make()
+        return module.half(), tuple(t.half() for t in inputs)
+    return build
+
+
 MODELS: dict[str, Callable[[], tuple[nn.Module, tuple[torch.Tensor, ...]]]] = {
+    "small_cnn": lambda: (SmallCNN(), (torch.randn(1, 3, 32, 32),)),
+    "small_cnn_fp16": _half(lambda: (SmallCNN(), (torch.randn(1, 3, 32, 32),))),
+    "mlp_batch8_fp16": _half(lambda: (MLP(), (torch.randn(8, 256),))),
     "mobile_block": lambda: (InvertedResidual(32, 4), (torch.randn(1, 32, 56, 56),)),
     "transformer_layer": lambda: (TransformerLayer(256, 4, 1024), (torch.randn(1, 128, 256),)),
     "mlp_batch8": lambda: (MLP(), (torch.randn(8, 256),)),
@@ -207,10 +234,11 @@ def bench_model(name: str, budget_s: float, rounds: int) -> tuple[list[float], s
     with torch.no_grad():
         expected = module(*inputs)
     want_x = [t.clone() for t in et_x.execute(inputs)]
-    for what, got, want, rel in [
-        ("pyexec lowered vs ExecuTorch XNNPACK", ours_x.execute(inputs), want_x, 1e-3),
-        ("ExecuTorch XNNPACK vs torch eager", want_x, [expected], 1e-3),
-        ("pyexec portable vs torch eager", ours_p.execute(inputs), [expected], 1e-3),
+    rel = 1e-2 if inputs[0].dtype == torch.float16 else 1e-3
+    for what, got, want in [
+        ("pyexec lowered vs ExecuTorch XNNPACK", ours_x.execute(inputs), want_x),
+        ("ExecuTorch XNNPACK vs torch eager", want_x, [expected]),
+        ("pyexec portable vs torch eager", ours_p.execute(inputs), [expected]),
     ]:
         wrong = mismatch(list(got), want, rel)
         if wrong:
@@ -311,16 +339,21 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="shorter measurements")
     parser.add_argument("--only", nargs="*", choices=list(MODELS), help="models to run")
     parser.add_argument("--no-load", action="store_true", help="skip the load / memory table")
+    parser.add_argument("--threads", type=int, default=1, help="threads for every runtime (default 1)")
+    add_json_option(parser)
     parser.add_argument("--child", nargs=3, metavar=("RUNTIME", "PATH", "SHAPE"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         child(args.child[0], args.child[1], json.loads(args.child[2]))
         return
-    torch.set_num_threads(1)
-    set_et_threads(1)
-    pyexec.set_num_threads(1)  # the default is one thread per core; compare one against one
+    threads = args.threads
+    torch.set_num_threads(threads)
+    set_et_threads(threads)
+    pyexec.set_num_threads(threads)  # the default is one thread per core: set it like the others
+    print(f"threads: {threads} (torch, ExecuTorch's pool and pyexec)", file=sys.stderr)
     budget, rounds = (0.05, 3) if args.quick else (0.25, 5)
     rows, ratios, failures = [], [], []
+    values: list[dict[str, object]] = []
     for name in MODELS:
         if args.only and name not in args.only:
             continue
@@ -332,21 +365,26 @@ def main() -> None:
             continue
         eager, et_p, et_x, ours_x, ours_p = times
         ratios.append(ours_x / et_x)
+        values.append({"model": name, "threads": threads, "eager_us": eager, "et_portable_us": et_p,
+                       "et_xnnpack_us": et_x, "pyexec_lowered_us": ours_x, "pyexec_portable_us": ours_p,
+                       "pyexec_over_et_xnnpack": ours_x / et_x})
         rows.append([name, *map(fmt_us, times), f"{ours_x / et_x:.2f}x", f"{ours_x / ours_p:.2f}x"])
         print(f"{name}: " + ", ".join(fmt_us(t) for t in times), file=sys.stderr)
     if ratios:
         geo = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
         rows.append(["geometric mean", "", "", "", "", "", f"{geo:.2f}x", ""])
+    per = "one thread" if threads == 1 else f"{threads} threads"
     print_table(
-        "XNNPACK-lowered programs, one thread, per call (ratios are times: below 1, pyexec is faster)",
+        f"XNNPACK-lowered programs, {per}, per call (ratios are times: below 1, pyexec is faster)",
         ["model", "torch eager", "ExecuTorch portable", "ExecuTorch XNNPACK", "pyexec lowered", "pyexec portable",
          "pyexec lowered / ET XNNPACK", "pyexec lowered / portable"],
-        rows,
+        rows, values,
     )
     if not args.no_load:
         names = [n for n in LOAD_MODELS if not args.only or n in args.only]
         if names:
             load_table(names, 1 if args.quick else 3)
+    write_json(args.json, "bench_xnnpack", {"threads": threads, "quick": args.quick})
     if failures:
         sys.exit("wrong results:\n  " + "\n  ".join(failures))
 

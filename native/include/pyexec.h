@@ -79,9 +79,9 @@ extern "C" {
  * header and library of different releases. Minor and patch each range over
  * 0..999 in the number (0.2.0 is 2000, 1.10.3 is 1010003). */
 #define PYEXEC_VERSION_MAJOR 0
-#define PYEXEC_VERSION_MINOR 2
+#define PYEXEC_VERSION_MINOR 3
 #define PYEXEC_VERSION_PATCH 0
-#define PYEXEC_VERSION_STRING "0.2.0"
+#define PYEXEC_VERSION_STRING "0.3.0"
 #define PYEXEC_VERSION_NUMBER                                                  \
   (PYEXEC_VERSION_MAJOR * 1000000 + PYEXEC_VERSION_MINOR * 1000 +              \
    PYEXEC_VERSION_PATCH)

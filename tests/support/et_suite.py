@@ -31,10 +31,12 @@ import pytest
 XNNPACK_OPS = "backends/xnnpack/test/ops"
 RUNTIME = ["runtime/test/test_runtime.py", "runtime/test/test_runtime_xnnpack.py"]
 
-# The fixed part the test command runs (the whole set takes longer than its
-# budget on two cores): every XNNPACK operator file but the slowest ones,
-# which the full command above runs.
-CI_EXCLUDED = ["test_conv2d.py", "test_linear.py", "test_lstm.py"]
+# The fixed part the test command runs (the whole set takes about 20 minutes
+# of one core, mostly exporting and lowering): every XNNPACK operator file but
+# the seven slowest, which together take 80% of that time; the full command
+# above runs them too. 42 of the 49 files, and the runtime tests.
+CI_EXCLUDED = ["test_linear.py", "test_conv2d.py", "test_maxpool2d.py", "test_cat.py", "test_lstm.py",
+               "test_check_quant_params.py", "test_conv1d.py"]
 
 
 def executorch_root() -> Path:
