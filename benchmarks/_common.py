@@ -68,7 +68,15 @@ def machine() -> dict[str, Any]:
     except OSError:
         pass
     versions: dict[str, str] = {}
+    try:  # the pyexec that runs (a source tree's, not an older installed one's)
+        import pyexec
+
+        versions["pyexec"] = pyexec.__version__
+    except Exception:  # noqa: BLE001 - listed below from the metadata instead
+        pass
     for name in ("pyexec", "torch", "executorch"):
+        if name in versions:
+            continue
         try:
             from importlib.metadata import version
 

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from _common import fmt_us, interleaved_us, print_table
+from _common import add_json_option, fmt_us, interleaved_us, print_table, write_json
 from support.quant import export_quantized, register_quantized_ops
 from support.zoo import TransformerLayer
 from torch import nn
@@ -149,15 +149,20 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="shorter measurements")
     parser.add_argument("--only", nargs="*", choices=list(MODELS), help="models to run")
+    parser.add_argument("--threads", type=int, default=1, help="threads for every runtime (default 1)")
+    add_json_option(parser)
     args = parser.parse_args()
     import pyexec
 
     register_quantized_ops()
-    torch.set_num_threads(1)
-    set_et_threads(1)
-    pyexec.set_num_threads(1)
+    threads = args.threads
+    torch.set_num_threads(threads)
+    set_et_threads(threads)
+    pyexec.set_num_threads(threads)  # the default is one thread per core: set it like the others
+    print(f"threads: {threads} (torch, ExecuTorch's pool and pyexec)", file=sys.stderr)
     budget, rounds = (0.05, 3) if args.quick else (0.25, 5)
     rows, ratios, notes = [], [], []
+    values: list[dict[str, object]] = []
     for name in MODELS:
         if args.only and name not in args.only:
             continue
@@ -169,6 +174,8 @@ def main() -> None:
         eager, et, ours = times
         ratios.append(ours / et)
         rows.append([name, fmt_us(eager), fmt_us(et), fmt_us(ours), f"{ours / et:.2f}x"])
+        values.append({"model": name, "threads": threads, "eager_us": eager, "et_xnnpack_us": et,
+                       "pyexec_lowered_us": ours, "pyexec_over_et_xnnpack": ours / et})
         if name == "linear_8da4w_decode":
             notes.append(
                 f"linear_8da4w_decode reads about {size / 1e6:.1f} MB of weights and scales per call: "
@@ -178,13 +185,15 @@ def main() -> None:
     if ratios:
         geo = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
         rows.append(["geometric mean", "", "", "", f"{geo:.2f}x"])
+    per = "one thread" if threads == 1 else f"{threads} threads"
     print_table(
-        "Quantized programs lowered to XNNPACK, one thread, per call (ratios are times: below 1, pyexec is faster)",
+        f"Quantized programs lowered to XNNPACK, {per}, per call (ratios are times: below 1, pyexec is faster)",
         ["model", "torch eager (float)", "ExecuTorch XNNPACK", "pyexec", "pyexec / ExecuTorch"],
-        rows,
+        rows, values,
     )
     for note in notes:
         print(f"\n{note}")
+    write_json(args.json, "bench_quant", {"threads": threads, "quick": args.quick, "notes": notes})
 
 
 if __name__ == "__main__":

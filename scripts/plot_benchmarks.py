@@ -1,11 +1,16 @@
 """Draws the documentation's benchmark figures from the benchmarks' JSON
-reports (written with --json), so that the pages show what a run measured:
+reports (written with --json), and writes each report's tables into the
+pages that show them, so that the pages show what a run measured:
 
     python scripts/plot_benchmarks.py [--results docs/benchmarks] [--out docs/img]
 
+A page shows a report's tables between `<!-- report: NAME.json -->` and
+`<!-- end report -->` (every page under docs/ is searched).
+
 Each report in --results is read by its "bench" field:
-- bench_xnnpack: per model, ExecuTorch + XNNPACK's time / pyexec's time on the
-  same lowered file (above 1: pyexec is faster), one bar per thread count;
+- bench_xnnpack, bench_quant: per model, ExecuTorch + XNNPACK's time /
+  pyexec's time on the same lowered file (above 1: pyexec is faster), one bar
+  per thread count;
 - bench_llm: decode tokens/s of ExecuTorch and pyexec beside the
   streaming-read limit, per program and thread count.
 Each figure names the machine, the date and the thread count the report
@@ -15,7 +20,8 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,15 +39,57 @@ def rows_of(report: Mapping[str, Any], title_start: str) -> list[dict[str, Any]]
 def caption(reports: Sequence[Mapping[str, Any]]) -> str:
     m = reports[0]["machine"]
     versions = ", ".join(f"{k} {v}" for k, v in sorted(m.get("versions", {}).items()))
-    return f"{m['cpu']}, {m['cores']} cores; {m['date']}; {versions}"
+    load = m.get("load_average")
+    busy = f", load average {load:.1f}" if load is not None else ""
+    return f"{m['cpu']}, {m['cores']} cores{busy}; {m['date']}; {versions}"
 
 
-def plot_xnnpack(reports: Sequence[Mapping[str, Any]], out: Path) -> Path | None:
+def markdown(report: Mapping[str, Any]) -> str:
+    """A report's tables as Markdown, with what they ran on."""
+    m = report["machine"]
+    load = m.get("load_average")
+    lines = [f"Measured {m['date']} on {m['cpu']} ({m['cores']} cores"
+             + (f", load average {load:.2f} at the end" if load is not None else "") + "); "
+             + ", ".join(f"{k} {v}" for k, v in sorted(m.get("versions", {}).items())) + "."]
+    for table in report["tables"]:
+        header, rows = table["header"], table["rows"]
+        lines += ["", f"**{table['title']}**", "", "| " + " | ".join(header) + " |",
+                  "|" + "|".join("---" for _ in header) + "|"]
+        lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+REPORT = re.compile(r"(<!-- report: (?P<name>[\w.-]+\.json) -->\n).*?(<!-- end report -->)", re.S)
+
+
+def fill_pages(results: Path, docs: Path) -> list[Path]:
+    """Replaces each report block in the pages with the report's tables."""
+    changed = []
+    for page in sorted(docs.rglob("*.md")):
+        text = page.read_text()
+
+        def fill(m: re.Match[str], page: Path = page) -> str:
+            path = results / m.group("name")
+            if not path.is_file():
+                print(f"{page}: no report {path}; its block is left as it was")
+                return m.group(0)
+            return m.group(1) + markdown(json.loads(path.read_text())) + "\n" + m.group(3)
+
+        new = REPORT.sub(fill, text)
+        if new != text:
+            page.write_text(new)
+            changed.append(page)
+    return changed
+
+
+def plot_speedups(reports: Sequence[Mapping[str, Any]], out: Path, table: str, name: str,
+                  title: str) -> Path | None:
+    """ExecuTorch + XNNPACK's time / pyexec's per model, a bar per thread count."""
     import matplotlib.pyplot as plt
 
     series: dict[int, dict[str, float]] = {}
     for r in reports:
-        for v in rows_of(r, "XNNPACK-lowered programs"):
+        for v in rows_of(r, table):
             series.setdefault(int(v["threads"]), {})[v["model"]] = v["et_xnnpack_us"] / v["pyexec_lowered_us"]
     if not series:
         return None
@@ -57,11 +105,11 @@ def plot_xnnpack(reports: Sequence[Mapping[str, Any]], out: Path) -> Path | None
     ax.set_yticks([i + height * (len(series) - 1) / 2 for i in range(len(models))], models)
     ax.invert_yaxis()
     ax.set_xlabel("ExecuTorch + XNNPACK time / pyexec time (above 1: pyexec is faster)")
-    ax.set_title("XNNPACK-lowered programs, the same file in both runtimes", fontsize=10)
+    ax.set_title(title, fontsize=10)
     ax.legend(loc="lower right", fontsize=8)
     fig.text(0.01, 0.005, caption(reports), fontsize=7, color="gray")
     fig.tight_layout(rect=(0, 0.03, 1, 1))
-    path = out / "bench_xnnpack.svg"
+    path = out / name
     fig.savefig(path)
     plt.close(fig)
     return path
@@ -94,7 +142,13 @@ def plot_llm(reports: Sequence[Mapping[str, Any]], out: Path) -> Path | None:
     return path
 
 
-PLOTS = {"bench_xnnpack": plot_xnnpack, "bench_llm": plot_llm}
+PLOTS: dict[str, Callable[[Sequence[Mapping[str, Any]], Path], Path | None]] = {
+    "bench_xnnpack": lambda r, out: plot_speedups(r, out, "XNNPACK-lowered programs", "bench_xnnpack.svg",
+                                                  "XNNPACK-lowered programs, the same file in both runtimes"),
+    "bench_quant": lambda r, out: plot_speedups(r, out, "Quantized programs", "bench_quant.svg",
+                                                "Quantized programs lowered to XNNPACK, the same file in both"),
+    "bench_llm": plot_llm,
+}
 
 
 def main() -> None:
@@ -121,7 +175,9 @@ def main() -> None:
             print(f"{bench}: no figure for this benchmark, skipped")
             continue
         made = plot(group, args.out)
-        print(f"{bench}: {made.relative_to(ROOT) if made else 'no rows to draw'}")
+        print(f"{bench}: {made if made else 'no rows to draw'}")
+    for page in fill_pages(args.results, args.out.parent):
+        print(f"tables written into {page}")
 
 
 if __name__ == "__main__":

@@ -96,7 +96,7 @@ install_package() { python -m pip install -q --no-deps --force-reinstall .; }
 
 # Both Python runs use every core (pytest-xdist), one test file per worker at
 # a time so that a file's module fixtures are made once.
-PYTEST=(pytest -q -p no:cacheprovider -n "${PYTEST_WORKERS:-auto}" --dist loadfile)
+PYTEST=(pytest -q -p no:cacheprovider -n "${PYTEST_WORKERS:-auto}" --dist loadfile --durations=10)
 
 pytest_regular() {
   # pytest (not `python -m pytest`): the tests import the installed package.

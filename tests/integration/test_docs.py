@@ -14,6 +14,7 @@ one of these languages, so that no snippet escapes this test by accident."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import re
 import shutil
@@ -184,3 +185,22 @@ def test_c_snippet_compiles_and_runs(block: Block, programs: Path, library: Path
     run(["cc", "-std=c11", "-Wall", "-Wextra", "-Werror", "-pedantic", "-I", str(NATIVE / "include"), "app.c",
          "-L", str(library.parent), "-lpyexec", f"-Wl,-rpath,{library.parent}", "-o", "app"], cwd=cwd)
     check_prints(block, run([str(cwd / "app")], cwd=cwd))
+
+
+def test_benchmark_pages_show_the_committed_reports() -> None:
+    """Each `<!-- report: NAME.json -->` block holds the tables of
+    docs/benchmarks/NAME.json as scripts/plot_benchmarks.py writes them, and
+    the figures it draws from them are there."""
+    spec = importlib.util.spec_from_file_location("plot_benchmarks", ROOT / "scripts" / "plot_benchmarks.py")
+    assert spec is not None and spec.loader is not None
+    plots = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(plots)
+    blocks = [(page, m) for page in sorted(DOCS.rglob("*.md")) for m in plots.REPORT.finditer(page.read_text())]
+    assert blocks, "no report blocks in docs/"
+    for page, m in blocks:
+        report = DOCS / "benchmarks" / m.group("name")
+        assert report.is_file(), f"{page.name} shows {m.group('name')}, which is not in docs/benchmarks/"
+        want = m.group(1) + plots.markdown(json.loads(report.read_text())) + "\n" + m.group(3)
+        assert m.group(0) == want, f"{page.name}: the tables of {report.name} are stale: run scripts/plot_benchmarks.py"
+    for figure in re.findall(r"\]\((img/[^)]+\.svg)\)", (DOCS / "benchmarks.md").read_text()):
+        assert (DOCS / figure).is_file(), f"benchmarks.md shows {figure}: run scripts/plot_benchmarks.py"
