@@ -202,5 +202,6 @@ def test_benchmark_pages_show_the_committed_reports() -> None:
         assert report.is_file(), f"{page.name} shows {m.group('name')}, which is not in docs/benchmarks/"
         want = m.group(1) + plots.markdown(json.loads(report.read_text())) + "\n" + m.group(3)
         assert m.group(0) == want, f"{page.name}: the tables of {report.name} are stale: run scripts/plot_benchmarks.py"
-    for figure in re.findall(r"\]\((img/[^)]+\.svg)\)", (DOCS / "benchmarks.md").read_text()):
-        assert (DOCS / figure).is_file(), f"benchmarks.md shows {figure}: run scripts/plot_benchmarks.py"
+    for page in sorted(DOCS.rglob("*.md")):
+        for figure in re.findall(r"\]\((img/[^)]+\.svg)\)", page.read_text()):
+            assert (DOCS / figure).is_file(), f"{page.name} shows {figure}: run scripts/plot_benchmarks.py"
