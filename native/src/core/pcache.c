@@ -253,7 +253,7 @@ size_t px_pcache_layout(const size_t *sizes, int nparts, int i) {
 
 void px_pcache_put(px_pcache *c, uint32_t tag, int nparts, const void *const *parts, const size_t *sizes) {
   if (!c) return;
-  if (c->reading) start_writing(c);
+  if (c->reading || c->fd < 0) start_writing(c);
   if (c->wfail) return;
   c->puts++;
   ent_t e = {.tag = tag, .offset = c->wpos, .size = px_pcache_layout(sizes, nparts, nparts)};
