@@ -192,3 +192,35 @@ def test_concurrent_loads(pte_path: Path, cache_dir: Path, monkeypatch: pytest.M
     (f,) = _files(cache_dir)  # one file, no temporary left
     out, mapped = _run(pte_path)
     assert mapped and torch.equal(out, plain)
+
+
+def test_float32_with_data_file(tmp_path: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The float32 XNNPACK export with its weights in a .ptd: FullyConnected's
+    float panels are cached too, keyed by the data file's content as well."""
+    pte, ptd = llama_example("xnnpack-ptd")
+    assert ptd is not None
+    p, d = tmp_path / "model.pte", tmp_path / "model.ptd"
+    p.write_bytes(pte)
+    d.write_bytes(ptd)
+
+    def run() -> tuple[torch.Tensor, bool]:
+        program = pyexec.load(p, data_path=d)
+        method = program.load_method("forward")
+        out = method.execute(INPUTS)[0]
+        return out, any(line.endswith(".pxw") for line in Path("/proc/self/maps").read_text().splitlines())
+
+    with monkeypatch.context() as m:
+        m.setenv("PYEXEC_CACHE", "0")
+        plain, _ = run()
+    first, mapped = run()
+    assert not mapped and len(_files(cache_dir)) == 1
+    second, mapped = run()
+    assert mapped and torch.equal(first, plain) and torch.equal(second, plain)
+    expected = generate.executorch_method(p, d).execute(INPUTS)[0]
+    assert_close(second, expected, rtol=0.0, atol=1e-4, what="cached logits vs ExecuTorch")
+    # another data file (the same bytes but one weight changed) is another key
+    b = bytearray(ptd)
+    b[len(b) - 8] ^= 1
+    d.write_bytes(bytes(b))
+    run()
+    assert len(_files(cache_dir)) == 2

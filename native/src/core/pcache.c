@@ -257,6 +257,13 @@ void px_pcache_put(px_pcache *c, uint32_t tag, int nparts, const void *const *pa
   if (c->wfail) return;
   c->puts++;
   ent_t e = {.tag = tag, .offset = c->wpos, .size = px_pcache_layout(sizes, nparts, nparts)};
+  if (nparts == 1) { /* as it is: no copy */
+    e.hash = px_hash64(parts[0], (size_t)e.size, 2);
+    wbytes(c, parts[0], (size_t)e.size, e.offset);
+    c->wpos = (e.offset + e.size + ALIGN - 1) / ALIGN * ALIGN;
+    add_ent(c, e);
+    return;
+  }
   /* the hash over the entry as laid out, padding (zeros) included */
   unsigned char *buf = calloc(1, e.size ? (size_t)e.size : 1);
   if (!buf) {
