@@ -455,7 +455,8 @@ def big_child(runtime: str, size: str, pte: str, ptd: str) -> None:
     print(json.dumps({"load_s": load_s, "base": base, "loaded": loaded, "ran": ran}))
 
 
-def big_memory(runtime: str, size: str, pte: Path, ptd: Path | None) -> dict[str, Any] | str:
+def big_memory(runtime: str, size: str, pte: Path, ptd: Path | None,
+               env: dict[str, str] | None = None) -> dict[str, Any] | str:
     for f in (pte, ptd):
         if f is not None:  # into the page cache: load times are not disk reads
             with open(f, "rb") as fh:
@@ -465,6 +466,7 @@ def big_memory(runtime: str, size: str, pte: Path, ptd: Path | None) -> dict[str
         [sys.executable, __file__, "--big-child", runtime, size, str(pte), str(ptd or "")],
         capture_output=True,
         text=True,
+        env={**os.environ, **(env or {})},
     )
     if proc.returncode != 0:
         return (proc.stderr.strip().splitlines() or ["failed"])[-1][:120]
@@ -570,8 +572,16 @@ def bench_big(size: str, variant: str, pte: Path, ptd: Path | None, threads: lis
     gc.collect()  # both runtimes' copies released before the memory children load theirs
     if not memory:
         return
-    for runtime in ("ExecuTorch", "pyexec"):
-        r = big_memory(runtime, size, pte, ptd)
+    import tempfile
+
+    # pyexec three times: without the packed-weight cache, writing it into an
+    # empty directory, and mapping the file that wrote
+    cache = tempfile.TemporaryDirectory()
+    runs = [("ExecuTorch", "ExecuTorch", None), ("pyexec", "pyexec, no cache", {"PYEXEC_CACHE": "0"}),
+            ("pyexec", "pyexec, cache written", {"PYEXEC_CACHE": "1", "PYEXEC_CACHE_DIR": cache.name}),
+            ("pyexec", "pyexec, cache mapped", {"PYEXEC_CACHE": "1", "PYEXEC_CACHE_DIR": cache.name})]
+    for engine, runtime, env in runs:
+        r = big_memory(engine, size, pte, ptd, env)
         if isinstance(r, str):
             out["memory"].append(([label, runtime, r, "", "", "", "", ""],
                                   {"program": label, "runtime": runtime, "error": r}))
@@ -586,6 +596,7 @@ def bench_big(size: str, variant: str, pte: Path, ptd: Path | None, threads: lis
              add(ra, "RssAnon"), add(ra, "Pss")],
             {"program": label, "runtime": runtime, "load_s": r["load_s"], "base": b, "loaded": lo, "ran": ra},
         ))
+    cache.cleanup()
 
 
 def big_main(args: argparse.Namespace) -> None:

@@ -72,6 +72,10 @@ struct pyexec_program {
   /* The attached data file (.ptd), or NULL: external tensors resolve there,
    * and delegates see its named data before the program's. */
   px_data_map *data_map;
+  /* The content hash of data[0..size) (runtime/weight_cache.c), once taken:
+   * content_hashed is read and set with __atomic builtins. */
+  uint64_t content_hash;
+  int content_hashed;
 };
 
 /* One BackendDelegate of a plan, its bytes located and bounds-checked. */

@@ -107,7 +107,13 @@ struct pyexec_method {
   px_ctx ctx;
   char msg[1024];
   struct px_profile *prof_store; /* the events, once profiling was first enabled; ctx.prof while on */
+  struct px_pcache *pcache;      /* the packed-weight cache file; packed weights may point into it */
 };
+
+/* The packed-weight cache for loading m (weight_cache.c), or NULL when the
+ * cache is off for it (PYEXEC_CACHE, the size threshold, no usable
+ * directory). */
+struct px_pcache *px_weight_cache_open(const pyexec_method *m);
 
 /* Load-time rewrites that leave results unchanged (fold.c): drops the
  * per-call transpose of constant weights that only matrix products read. */

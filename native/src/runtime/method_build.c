@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/pcache.h"
 #include "kernels/registry.h"
 #include "runtime/memory.h"
 #include "runtime/profile.h"
@@ -607,6 +608,7 @@ static void method_destroy(pyexec_method *m) {
   px_scratch_release(&m->ctx);
   px_profile_free(m->prof_store);
   px_method_free_allocs(m);
+  px_pcache_close(m->pcache); /* after everything that may point into it */
   pthread_mutex_destroy(&m->lock);
   free(m);
 }
@@ -623,9 +625,12 @@ pyexec_status px_method_load(pyexec_program *program, const char *name, pyexec_m
   m->ctx.msg = m->msg;
   m->ctx.msg_cap = sizeof m->msg;
   pyexec_status st;
+  m->pcache = px_weight_cache_open(m);
+  px_pcache_set_current(m->pcache); /* the packers find it there */
   if ((st = build_arenas(m)) || (st = build_values(m)) || (st = build_delegates(m)) ||
       (st = build_chains(m)) || (st = build_io(m)) ||
       (st = px_fold_method(m)) || (st = px_fuse_method(m))) {
+    px_pcache_set_current(NULL);
     if (st == PYEXEC_ERR_INVALID_PROGRAM) {
       /* Prefix the method name, keeping the detail. */
       size_t cap;
@@ -637,6 +642,8 @@ pyexec_status px_method_load(pyexec_program *program, const char *name, pyexec_m
     method_destroy(m);
     return st;
   }
+  px_pcache_set_current(NULL);
+  px_pcache_commit(m->pcache);
   *out = m;
   return PYEXEC_OK;
 }

@@ -25,6 +25,7 @@
 
 #include "backends/xnnpack/nodes.h"
 #include "backends/xnnpack/qnodes.h"
+#include "core/pcache.h"
 #include "kernels/gemm/gemm.h"
 
 static void clamp_all(float *y, int64_t n, float lo, float hi) {
@@ -59,6 +60,41 @@ int xnn_shape_fully_connected(px_ctx *ctx, const xnn_node *node, xnn_value *valu
   return xnn_set_dims(ctx, node, &values[node->out[0]], x->num_dims, d);
 }
 
+/* ---- the packed-weight cache (core/pcache.h) ---- */
+
+#define CACHE_F32 0x32334650u /* "PF32": px_gemm_f32_prepack_b's panels */
+#define CACHE_H16 0x36314850u /* "PH16": px_gemm_h16_prepack_b's panels */
+
+/* Packed weights taken from the cache file belong to its mapping. */
+static void borrowed_release(void *packed) { (void)packed; }
+
+static void set_packed(xnn_node *node, void *p, size_t size, bool borrowed) {
+  if (node->release) node->release(node->packed);
+  else free(node->packed);
+  node->packed = p;
+  node->packed_size = size;
+  node->release = borrowed ? borrowed_release : NULL;
+}
+
+/* The packed panels from the cache, when it has an entry of exactly the
+ * size the shapes give; otherwise they are packed and put there. */
+static bool from_cache(xnn_node *node, uint32_t tag, size_t bytes) {
+  px_pcache *c = px_pcache_current();
+  size_t n;
+  const void *e = px_pcache_take(c, tag, &n);
+  if (!e) return false;
+  if (n != bytes) {
+    px_pcache_reject(c);
+    return false;
+  }
+  set_packed(node, (void *)(uintptr_t)e, bytes, true);
+  return true;
+}
+
+static void to_cache(uint32_t tag, const void *p, size_t bytes) {
+  px_pcache_put(px_pcache_current(), tag, 1, &p, &bytes);
+}
+
 /* Packs matrices [0, count) of K x N, each at B + i * stride with element
  * (k, j) at [k * rsb + j * csb], into node->packed, one after the other. */
 static int pack_constant(px_ctx *ctx, xnn_node *node, int64_t count, int64_t N, int64_t K,
@@ -66,13 +102,13 @@ static int pack_constant(px_ctx *ctx, xnn_node *node, int64_t count, int64_t N, 
   size_t one = px_gemm_f32_prepack_size(N, K);
   if (count <= 0 || N <= 0 || K <= 0) return 0;
   if ((size_t)count > SIZE_MAX / one) return px_fail(ctx, "packed weights are too large");
+  if (from_cache(node, CACHE_F32, one * (size_t)count)) return 0;
   float *pb = malloc(one * (size_t)count);
   if (!pb) return px_fail(ctx, "out of memory packing %zu bytes of weights", one * (size_t)count);
   for (int64_t i = 0; i < count; i++)
     px_gemm_f32_prepack_b(N, K, B + i * stride, rsb, csb, pb + (size_t)i * (one / sizeof(float)));
-  free(node->packed);
-  node->packed = pb;
-  node->packed_size = one * (size_t)count;
+  set_packed(node, pb, one * (size_t)count, false);
+  to_cache(CACHE_F32, pb, one * (size_t)count);
   return 0;
 }
 
@@ -84,13 +120,13 @@ static int pack_constant_h16(px_ctx *ctx, xnn_node *node, int64_t count, int64_t
   size_t one = px_gemm_h16_prepack_size(N, K);
   if (count <= 0 || N <= 0 || K <= 0) return 0;
   if ((size_t)count > SIZE_MAX / one) return px_fail(ctx, "packed weights are too large");
+  if (from_cache(node, CACHE_H16, one * (size_t)count)) return 0;
   uint16_t *pb = malloc(one * (size_t)count);
   if (!pb) return px_fail(ctx, "out of memory packing %zu bytes of weights", one * (size_t)count);
   for (int64_t i = 0; i < count; i++)
     px_gemm_h16_prepack_b(N, K, B + i * stride, rsb, csb, pb + (size_t)i * (one / sizeof(uint16_t)));
-  free(node->packed);
-  node->packed = pb;
-  node->packed_size = one * (size_t)count;
+  set_packed(node, pb, one * (size_t)count, false);
+  to_cache(CACHE_H16, pb, one * (size_t)count);
   return 0;
 }
 

@@ -14,6 +14,7 @@
 #include "core/cpu.h"
 #include "core/error.h"
 #include "core/parallel.h"
+#include "core/pcache.h"
 #include "kernels/gemm/qgemm_impl.h"
 
 
@@ -36,6 +37,7 @@ struct px_qweights {
   int ws16, sbf16; /* blockwise: sums int16, scales bfloat16 */
   float *bias;     /* [ntiles * QG_NR] or NULL */
   size_t bytes;
+  int borrowed;    /* packed / wsum / scales / bias point into the cache file's mapping (core/pcache.h) */
 };
 
 /* ---- micro-kernel choice -------------------------------------------------- */
@@ -269,6 +271,10 @@ static inline int qg_weight(const px_qweights_desc *d, int64_t n, int64_t k) {
 
 void px_qweights_free(px_qweights *w) {
   if (!w) return;
+  if (w->borrowed) {
+    free(w);
+    return;
+  }
   free(w->packed);
   free(w->wsum);
   free(w->scales);
@@ -277,6 +283,81 @@ void px_qweights_free(px_qweights *w) {
 }
 
 size_t px_qweights_bytes(const px_qweights *w) { return w ? w->bytes : 0; }
+
+/* ---- the packed-weight cache (core/pcache.h) ------------------------------- */
+
+/* An entry: this header, then packed, wsum, scales and bias (each at a
+ * 64-byte aligned offset; absent ones empty). Every geometry field must be
+ * what the description gives; the sizes follow from it. */
+#define QW_TAG 0x31575150u /* "PQW1" */
+typedef struct qw_blob_hdr {
+  int32_t bits, blockwise, ws16, sbf16, has_bias, sbias, bias8, zero_point;
+  int64_t N, K, nb;
+} qw_blob_hdr;
+
+static void qw_header(const px_qweights *w, qw_blob_hdr *h) {
+  memset(h, 0, sizeof *h);
+  h->bits = w->bits;
+  h->blockwise = w->blockwise;
+  h->ws16 = w->ws16;
+  h->sbf16 = w->sbf16;
+  h->has_bias = w->bias != NULL;
+  h->sbias = w->sbias;
+  h->bias8 = QG_BIAS8;
+  h->zero_point = w->zero_point;
+  h->N = w->N;
+  h->K = w->K;
+  h->nb = w->nb;
+}
+
+static void qw_sizes(const px_qweights *w, const qw_blob_hdr *h, size_t sizes[5]) {
+  size_t npad = (size_t)w->ntiles * QG_NR;
+  sizes[0] = sizeof *h;
+  sizes[1] = (size_t)w->ntiles * (size_t)w->tile_bytes;
+  sizes[2] = w->blockwise ? 0 : npad * sizeof(int32_t);
+  sizes[3] = w->blockwise ? 0 : npad * sizeof(float);
+  sizes[4] = h->has_bias ? npad * sizeof(float) : 0;
+}
+
+static int qw_from_cache(px_qweights *w, const px_qweights_desc *d, int64_t nb, const uint8_t *e, size_t n) {
+  qw_blob_hdr h;
+  if (n < sizeof h) return 0;
+  memcpy(&h, e, sizeof h);
+  int blockwise = d->block > 0;
+  if (h.bits != d->bits || h.N != d->N || h.K != d->K || h.nb != nb || h.blockwise != blockwise ||
+      h.has_bias != (d->bias != NULL) || h.zero_point != d->zero_point || h.bias8 != QG_BIAS8 ||
+      h.sbias != (d->bits == 4 ? d->zero_point : QG_BIAS8) || (h.ws16 != 0 && h.ws16 != 1) ||
+      (h.sbf16 != 0 && h.sbf16 != 1) || (!blockwise && (h.ws16 || h.sbf16)))
+    return 0;
+  w->bits = d->bits;
+  w->N = d->N;
+  w->K = d->K;
+  w->ntiles = (d->N + QG_NR - 1) / QG_NR;
+  w->nb = nb;
+  w->bk = d->K / nb;
+  w->bkp = (w->bk + QG_KU - 1) / QG_KU * QG_KU;
+  w->nu = w->bkp / QG_KU;
+  w->unit_bytes = d->bits == 8 ? 128 : 64;
+  w->zero_point = d->zero_point;
+  w->sbias = h.sbias;
+  w->blockwise = blockwise;
+  w->ws16 = h.ws16;
+  w->sbf16 = h.sbf16;
+  int64_t wsz = w->ws16 ? 2 : 4, ssz = w->sbf16 ? 2 : 4;
+  w->blk_bytes = w->nu * w->unit_bytes + (w->blockwise ? QG_NR * (wsz + ssz) : 0);
+  w->tile_bytes = nb * w->blk_bytes;
+  size_t sizes[5];
+  qw_sizes(w, &h, sizes);
+  if (px_pcache_layout(sizes, 5, 5) != n) return 0;
+  uint8_t *base = (uint8_t *)(uintptr_t)e;
+  w->packed = base + px_pcache_layout(sizes, 5, 1);
+  w->wsum = sizes[2] ? base + px_pcache_layout(sizes, 5, 2) : NULL;
+  w->scales = sizes[3] ? base + px_pcache_layout(sizes, 5, 3) : NULL;
+  w->bias = sizes[4] ? (float *)(void *)(base + px_pcache_layout(sizes, 5, 4)) : NULL;
+  w->borrowed = 1;
+  w->bytes = sizeof *w; /* the rest is the cache file's, shared */
+  return 1;
+}
 
 px_qweights *px_qweights_pack(const px_qweights_desc *d) {
   if (!d || (d->bits != 8 && d->bits != 4)) {
@@ -321,6 +402,14 @@ px_qweights *px_qweights_pack(const px_qweights_desc *d) {
   if (!w) {
     px_no_memory("quantized weights");
     return NULL;
+  }
+  px_pcache *cache = px_pcache_current();
+  size_t csize;
+  const uint8_t *centry = px_pcache_take(cache, QW_TAG, &csize);
+  if (centry) {
+    if (qw_from_cache(w, d, nb, centry, csize)) return w;
+    px_pcache_reject(cache);
+    memset(w, 0, sizeof *w);
   }
   w->bits = d->bits;
   w->N = d->N;
@@ -439,6 +528,14 @@ px_qweights *px_qweights_pack(const px_qweights_desc *d) {
   free(sums);
   w->bytes = sizeof *w + packed_bytes + (w->blockwise ? 0 : npad * (sizeof(int32_t) + sizeof(float))) +
              (d->bias ? npad * sizeof(float) : 0);
+  if (cache) {
+    qw_blob_hdr h;
+    qw_header(w, &h);
+    size_t sizes[5];
+    qw_sizes(w, &h, sizes);
+    const void *parts[5] = {&h, w->packed, w->wsum, w->scales, w->bias};
+    px_pcache_put(cache, QW_TAG, 5, parts, sizes);
+  }
   return w;
 }
 

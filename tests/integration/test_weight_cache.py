@@ -1,0 +1,226 @@
+"""The packed-weight cache (PYEXEC_CACHE, PYEXEC_CACHE_DIR) on ExecuTorch's
+llama example exported for XNNPACK 8da4w (4-bit weights, packed at load).
+
+PYEXEC_CACHE=1 forces the cache on for this small program (by default it is
+on only for programs of 16 MiB and more). The first load writes one file;
+the next maps it (visible in /proc/self/maps) and gives the same bits as a
+load without the cache, and logits within the 8da4w tolerance of
+test_llm_generate.py of ExecuTorch's runtime. A damaged, truncated, stale or
+foreign cache file is ignored and rewritten; two processes loading at once
+both succeed and leave one valid file; PYEXEC_CACHE=0 writes nothing; a
+directory that cannot be written still loads."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import torch
+from support import ROOT
+from support.export import assert_close
+from support.llm import llama_example
+
+import pyexec
+
+_spec = importlib.util.spec_from_file_location("pyexec_example_generate", ROOT / "examples" / "llm" / "generate.py")
+assert _spec is not None and _spec.loader is not None
+generate = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(generate)
+
+pytestmark = pytest.mark.slow  # exports the model with export_llm when not cached
+
+Q8_TOL = {"rtol": 0.0, "atol": 2e-2}  # as test_llm_generate.py's 8da4w logits
+INPUTS = [torch.tensor([[1, 17, 59, 3]], dtype=torch.long), torch.tensor([0], dtype=torch.long)]
+
+
+@pytest.fixture(scope="module")
+def pte_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    pte, _ = llama_example("xnnpack-8da4w")
+    path = tmp_path_factory.mktemp("model") / "model.pte"
+    path.write_bytes(pte)
+    return path
+
+
+@pytest.fixture
+def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    d = tmp_path / "cache"
+    monkeypatch.setenv("PYEXEC_CACHE_DIR", str(d))
+    monkeypatch.setenv("PYEXEC_CACHE", "1")
+    yield d
+
+
+def _run(path: Path) -> tuple[torch.Tensor, bool]:
+    """The logits of one load and run, and whether a cache file is mapped."""
+    program = pyexec.load(path)
+    method = program.load_method("forward")
+    out = method.execute(INPUTS)[0]
+    maps = Path("/proc/self/maps").read_text()
+    mapped = any(line.endswith(".pxw") for line in maps.splitlines())
+    del method, program
+    return out, mapped
+
+
+def _files(d: Path) -> list[Path]:
+    return sorted(d.iterdir()) if d.is_dir() else []
+
+
+def _uncached(path: Path, monkeypatch: pytest.MonkeyPatch) -> torch.Tensor:
+    with monkeypatch.context() as m:
+        m.setenv("PYEXEC_CACHE", "0")
+        return _run(path)[0]
+
+
+def test_written_then_mapped(pte_path: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    plain = _uncached(pte_path, monkeypatch)
+    first, mapped = _run(pte_path)
+    assert not mapped
+    files = _files(cache_dir)
+    assert len(files) == 1 and files[0].suffix == ".pxw" and files[0].stat().st_size > 0
+    second, mapped = _run(pte_path)
+    assert mapped, "the second load does not map the cache file"
+    assert _files(cache_dir) == files
+    assert torch.equal(first, plain) and torch.equal(second, plain)
+    expected = generate.executorch_method(pte_path, None).execute(INPUTS)[0]
+    assert_close(second, expected, **Q8_TOL, what="cached logits vs ExecuTorch")
+
+
+def _damage(f: Path, how: str) -> None:
+    b = bytearray(f.read_bytes())
+    if how == "truncated":
+        b = b[: len(b) // 2]
+    elif how == "bitflip_data":
+        b[len(b) // 3] ^= 0x10
+    elif how == "bitflip_header":
+        b[20] ^= 0x01  # inside the key
+    elif how == "version":
+        b[8] = (b[8] + 1) % 256  # the format version follows the 8-byte magic
+    elif how == "empty":
+        b = bytearray()
+    elif how == "garbage":
+        b = bytearray(os.urandom(len(b)))
+    f.write_bytes(bytes(b))
+
+
+@pytest.mark.parametrize("how", ["truncated", "bitflip_data", "bitflip_header", "version", "empty", "garbage"])
+def test_bad_file_rebuilt(pte_path: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch, how: str) -> None:
+    plain = _uncached(pte_path, monkeypatch)
+    _run(pte_path)
+    (f,) = _files(cache_dir)
+    good = f.read_bytes()
+    _damage(f, how)
+    out, _ = _run(pte_path)  # ignored, packed again, rewritten
+    assert torch.equal(out, plain)
+    assert _files(cache_dir) == [f]
+    assert f.read_bytes() == good
+    out, mapped = _run(pte_path)
+    assert mapped and torch.equal(out, plain)
+
+
+def test_other_key_not_used(pte_path: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A valid file of another packing (another PYEXEC_GEMM_ISA) under this
+    file's name is stale: its key differs, so it is rebuilt."""
+    plain = _uncached(pte_path, monkeypatch)
+    _run(pte_path)
+    (f,) = _files(cache_dir)
+    with monkeypatch.context() as m:
+        m.setenv("PYEXEC_GEMM_ISA", "portable")
+        _run(pte_path)
+    other = [g for g in _files(cache_dir) if g != f]
+    assert len(other) == 1
+    os.replace(other[0], f)
+    out, _ = _run(pte_path)
+    assert torch.equal(out, plain)
+    out, mapped = _run(pte_path)
+    assert mapped and torch.equal(out, plain)
+
+
+def test_off_writes_nothing(pte_path: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PYEXEC_CACHE", "0")
+    _, mapped = _run(pte_path)
+    assert not mapped and _files(cache_dir) == []
+
+
+def test_small_program_off_by_default(pte_path: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PYEXEC_CACHE")
+    assert pte_path.stat().st_size < 16 << 20
+    _run(pte_path)
+    assert _files(cache_dir) == []
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into a read-only directory")
+def test_read_only_dir(pte_path: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    plain = _uncached(pte_path, monkeypatch)
+    cache_dir.mkdir()
+    cache_dir.chmod(0o555)
+    try:
+        out, mapped = _run(pte_path)
+        assert not mapped and torch.equal(out, plain) and _files(cache_dir) == []
+    finally:
+        cache_dir.chmod(0o755)
+
+
+def test_unusable_dir(pte_path: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A cache directory that cannot be created (a file is in the way) still loads."""
+    plain = _uncached(pte_path, monkeypatch)
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    monkeypatch.setenv("PYEXEC_CACHE_DIR", str(blocker / "cache"))
+    out, mapped = _run(pte_path)
+    assert not mapped and torch.equal(out, plain)
+
+
+_CHILD = """
+import sys, torch, pyexec
+p = pyexec.load(sys.argv[1]); m = p.load_method("forward")
+out = m.execute([torch.tensor([[1, 17, 59, 3]]), torch.tensor([0])])[0]
+torch.save(out, sys.argv[2])
+"""
+
+
+def test_concurrent_loads(pte_path: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    plain = _uncached(pte_path, monkeypatch)
+    outs = [tmp_path / f"out{i}.pt" for i in range(2)]
+    procs = [subprocess.Popen([sys.executable, "-c", _CHILD, str(pte_path), str(o)]) for o in outs]
+    assert [p.wait(timeout=300) for p in procs] == [0, 0]
+    for o in outs:
+        assert torch.equal(torch.load(o), plain)
+    (f,) = _files(cache_dir)  # one file, no temporary left
+    out, mapped = _run(pte_path)
+    assert mapped and torch.equal(out, plain)
+
+
+def test_float32_with_data_file(tmp_path: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The float32 XNNPACK export with its weights in a .ptd: FullyConnected's
+    float panels are cached too, keyed by the data file's content as well."""
+    pte, ptd = llama_example("xnnpack-ptd")
+    assert ptd is not None
+    p, d = tmp_path / "model.pte", tmp_path / "model.ptd"
+    p.write_bytes(pte)
+    d.write_bytes(ptd)
+
+    def run() -> tuple[torch.Tensor, bool]:
+        program = pyexec.load(p, data_path=d)
+        method = program.load_method("forward")
+        out = method.execute(INPUTS)[0]
+        return out, any(line.endswith(".pxw") for line in Path("/proc/self/maps").read_text().splitlines())
+
+    with monkeypatch.context() as m:
+        m.setenv("PYEXEC_CACHE", "0")
+        plain, _ = run()
+    first, mapped = run()
+    assert not mapped and len(_files(cache_dir)) == 1
+    second, mapped = run()
+    assert mapped and torch.equal(first, plain) and torch.equal(second, plain)
+    expected = generate.executorch_method(p, d).execute(INPUTS)[0]
+    assert_close(second, expected, rtol=0.0, atol=1e-4, what="cached logits vs ExecuTorch")
+    # another data file (the same bytes but one weight changed) is another key
+    b = bytearray(ptd)
+    b[len(b) - 8] ^= 1
+    d.write_bytes(bytes(b))
+    run()
+    assert len(_files(cache_dir)) == 2
