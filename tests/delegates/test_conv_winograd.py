@@ -24,20 +24,29 @@ from support.xnnpack import export_xnnpack
 LAYER = dict(rtol=1e-4, atol=1e-5)
 STACK = dict(rtol=1e-3, atol=1e-4)
 
+# Runs the .pte once under the profiler, saves the output, prints the
+# convolution events' names (one a line).
 _RUNNER = """
 import sys, numpy as np, torch, pyexec
 x = torch.from_numpy(np.load(sys.argv[2]))
-out = pyexec.load(open(sys.argv[1], "rb").read()).load_method("forward").execute([x])
+method = pyexec.load(open(sys.argv[1], "rb").read()).load_method("forward")
+with method.profile() as p:
+    out = method.execute([x])
 np.save(sys.argv[3], np.asarray(out[0]))
+print("\\n".join(e.name for e in p.events if e.name.startswith("Conv2d")))
 """
 
+WINO, DIRECT = "Conv2d [winograd F(2x2,3x3)]", "Conv2d [direct]"
 
-def run_pyexec(pte: Path, x: torch.Tensor, winograd: bool, tmp: Path) -> np.ndarray:
+
+def run_pyexec(pte: Path, x: torch.Tensor, winograd: bool, tmp: Path) -> tuple[np.ndarray, list[str]]:
+    """The output, and the profile's names of the convolutions."""
     xin, out = tmp / "x.npy", tmp / f"y{int(winograd)}.npy"
     np.save(xin, x.numpy())
     env = dict(os.environ, PYEXEC_CONV_WINOGRAD="1" if winograd else "0")
-    subprocess.run([sys.executable, "-c", _RUNNER, str(pte), str(xin), str(out)], check=True, env=env)
-    return np.load(out)
+    run = subprocess.run([sys.executable, "-c", _RUNNER, str(pte), str(xin), str(out)], check=True, env=env,
+                         capture_output=True, text=True)
+    return np.load(out), run.stdout.strip().splitlines()
 
 
 class Block(torch.nn.Module):
@@ -53,6 +62,7 @@ class Block(torch.nn.Module):
 
 
 def cases() -> list[tuple[str, torch.nn.Module, tuple[int, ...], dict[str, float]]]:
+    torch.manual_seed(0)  # the layers' weights
     return [
         ("conv16_pad1", torch.nn.Conv2d(16, 24, 3, padding=1), (1, 16, 13, 11), LAYER),
         ("conv32_pad0", torch.nn.Conv2d(32, 16, 3, padding=0), (2, 32, 10, 9), LAYER),
@@ -67,7 +77,6 @@ def cases() -> list[tuple[str, torch.nn.Module, tuple[int, ...], dict[str, float
 def test_winograd_error_within_twice_direct(
     name: str, module: torch.nn.Module, shape: tuple[int, ...], tol: dict[str, float], tmp_path: Path
 ) -> None:
-    torch.manual_seed(0)
     module = module.eval()
     x = torch.randn(*shape, generator=torch.Generator().manual_seed(1))
     pte_bytes = export_xnnpack(module, (x,))
@@ -75,13 +84,30 @@ def test_winograd_error_within_twice_direct(
     pte.write_bytes(pte_bytes)
     with torch.no_grad():
         ref = module.double()(x.double()).numpy()
-    wino = run_pyexec(pte, x, True, tmp_path)
-    direct = run_pyexec(pte, x, False, tmp_path)
+    wino, wino_events = run_pyexec(pte, x, True, tmp_path)
+    direct, direct_events = run_pyexec(pte, x, False, tmp_path)
+    assert wino_events and set(wino_events) == {WINO}, wino_events
+    assert direct_events and set(direct_events) == {DIRECT}, direct_events
     assert not np.array_equal(wino, direct), "the two settings ran the same path"
     err_w = float(np.abs(wino.astype(np.float64) - ref).max())
     err_d = float(np.abs(direct.astype(np.float64) - ref).max())
     assert err_d > 0.0
+    print(f"{name}: max error vs float64 winograd {err_w:.3g}, direct {err_d:.3g}, ratio {err_w / err_d:.2f}")
     assert err_w <= 2.0 * err_d, f"winograd error {err_w:.3g} > 2 x direct {err_d:.3g}"
     et = run_with_executorch(pte_bytes, [x])[0]
     assert_close(wino, et, **tol, what="winograd vs ExecuTorch")
     assert_close(direct, et, **tol, what="direct vs ExecuTorch")
+
+
+def test_few_channels_and_strided_convolutions_stay_direct(tmp_path: Path) -> None:
+    """Below 16 channels, and with stride 2, the direct path runs."""
+    module = torch.nn.Sequential(
+        torch.nn.Conv2d(8, 32, 3, padding=1), torch.nn.Conv2d(32, 32, 3, stride=2, padding=1)
+    ).eval()
+    x = torch.randn(1, 8, 12, 12, generator=torch.Generator().manual_seed(2))
+    pte_bytes = export_xnnpack(module, (x,))
+    pte = tmp_path / "few.pte"
+    pte.write_bytes(pte_bytes)
+    got, events = run_pyexec(pte, x, True, tmp_path)
+    assert events == [DIRECT, DIRECT], events
+    assert_close(got, run_with_executorch(pte_bytes, [x])[0], **LAYER, what="vs ExecuTorch")

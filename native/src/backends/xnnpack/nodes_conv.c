@@ -435,6 +435,11 @@ static void im2col_pack(const void *src, int64_t ic, int64_t mc, int64_t pc, int
   }
 }
 
+const char *xnn_conv2d_profile_name(const xnn_node *node) {
+  const conv_plan *p = node->packed;
+  return p && p->wino ? "Conv2d [winograd F(2x2,3x3)]" : "Conv2d [direct]";
+}
+
 int xnn_exec_conv2d(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
   const conv_plan *p = node->packed;
   const xnn_value *xv = &values[node->in[0]], *yv = &values[node->out[0]];
