@@ -1,5 +1,6 @@
-"""Winograd F(4x4, 3x3) for 3x3 stride-1 float32 convolutions in the XNNPACK
-Conv2d node, against the direct (GEMM) path and a float64 reference.
+"""Winograd F(2x2, 3x3) for 3x3 stride-1 float32 convolutions, in the XNNPACK
+Conv2d node and the portable convolution (its filter packed at load), against
+the direct (GEMM) path and a float64 reference.
 
 PYEXEC_CONV_WINOGRAD is read once per process, so each setting runs the same
 .pte in its own interpreter. The numerics rule the path is held to: its error
@@ -10,6 +11,7 @@ tolerances of ExecuTorch's own runtime on the same file.
 
 from __future__ import annotations
 
+import copy
 import os
 import subprocess
 import sys
@@ -18,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from support.export import assert_close, run_with_executorch
+from support.export import assert_close, export_program, run_with_executorch
 from support.xnnpack import export_xnnpack
 
 LAYER = dict(rtol=1e-4, atol=1e-5)
@@ -73,26 +75,29 @@ def cases() -> list[tuple[str, torch.nn.Module, tuple[int, ...], dict[str, float
     ]
 
 
+@pytest.mark.parametrize("lowered", [True, False], ids=["xnnpack", "portable"])
 @pytest.mark.parametrize("name, module, shape, tol", cases(), ids=[c[0] for c in cases()])
 def test_winograd_error_within_twice_direct(
-    name: str, module: torch.nn.Module, shape: tuple[int, ...], tol: dict[str, float], tmp_path: Path
+    name: str, module: torch.nn.Module, shape: tuple[int, ...], tol: dict[str, float], lowered: bool,
+    tmp_path: Path,
 ) -> None:
     module = module.eval()
     x = torch.randn(*shape, generator=torch.Generator().manual_seed(1))
-    pte_bytes = export_xnnpack(module, (x,))
+    pte_bytes = (export_xnnpack if lowered else export_program)(module, (x,))
     pte = tmp_path / f"{name}.pte"
     pte.write_bytes(pte_bytes)
     with torch.no_grad():
-        ref = module.double()(x.double()).numpy()
+        ref = copy.deepcopy(module).double()(x.double()).numpy()
     wino, wino_events = run_pyexec(pte, x, True, tmp_path)
     direct, direct_events = run_pyexec(pte, x, False, tmp_path)
-    assert wino_events and set(wino_events) == {WINO}, wino_events
-    assert direct_events and set(direct_events) == {DIRECT}, direct_events
+    if lowered:  # the portable path's events name the operator
+        assert wino_events and set(wino_events) == {WINO}, wino_events
+        assert direct_events and set(direct_events) == {DIRECT}, direct_events
     assert not np.array_equal(wino, direct), "the two settings ran the same path"
     err_w = float(np.abs(wino.astype(np.float64) - ref).max())
     err_d = float(np.abs(direct.astype(np.float64) - ref).max())
     assert err_d > 0.0
-    print(f"{name}: max error vs float64 winograd {err_w:.3g}, direct {err_d:.3g}, ratio {err_w / err_d:.2f}")
+    print(f"{name} {'xnnpack' if lowered else 'portable'}: max error vs float64 winograd {err_w:.3g}, direct {err_d:.3g}, ratio {err_w / err_d:.2f}")
     assert err_w <= 2.0 * err_d, f"winograd error {err_w:.3g} > 2 x direct {err_d:.3g}"
     et = run_with_executorch(pte_bytes, [x])[0]
     assert_close(wino, et, **tol, what="winograd vs ExecuTorch")
