@@ -97,7 +97,8 @@ def test_winograd_error_within_twice_direct(
     err_w = float(np.abs(wino.astype(np.float64) - ref).max())
     err_d = float(np.abs(direct.astype(np.float64) - ref).max())
     assert err_d > 0.0
-    print(f"{name} {'xnnpack' if lowered else 'portable'}: max error vs float64 winograd {err_w:.3g}, direct {err_d:.3g}, ratio {err_w / err_d:.2f}")
+    where = "xnnpack" if lowered else "portable"
+    print(f"{name} {where}: max error vs float64 winograd {err_w:.3g}, direct {err_d:.3g}, ratio {err_w / err_d:.2f}")
     assert err_w <= 2.0 * err_d, f"winograd error {err_w:.3g} > 2 x direct {err_d:.3g}"
     et = run_with_executorch(pte_bytes, [x])[0]
     assert_close(wino, et, **tol, what="winograd vs ExecuTorch")
