@@ -21,14 +21,18 @@
 #define TA 4            /* input tile: TA x TA (TM + 2) */
 #define NP (TA * TA)    /* products per tile */
 
+/* PYEXEC_CONV_WINOGRAD, read on the first call (-1: not yet); programs may
+ * be loaded on several threads at once, hence the atomics */
 static int wino_env = -1;
 
 bool px_wino_enabled(void) {
-  if (wino_env < 0) {
+  int v = __atomic_load_n(&wino_env, __ATOMIC_RELAXED);
+  if (v < 0) {
     const char *e = getenv("PYEXEC_CONV_WINOGRAD");
-    wino_env = !(e && !strcmp(e, "0"));
+    v = !(e && !strcmp(e, "0"));
+    __atomic_store_n(&wino_env, v, __ATOMIC_RELAXED);
   }
-  return wino_env == 1;
+  return v == 1;
 }
 
 bool px_wino_applicable(int64_t G, int64_t Cin, int64_t Cout, int64_t KH, int64_t KW, int64_t sh,
