@@ -23,8 +23,8 @@
  * kernel, stride 1, dilation 1, and at least 16 input and 16 output
  * channels. With fewer input channels each output sums few products and the
  * transforms' rounding is a larger share of the error than in the direct
- * sum (measured against float64 in tests/ops/test_conv_winograd.py and
- * native/tests/internal/test_winograd.c: at 16 channels and more the error
+ * sum (measured against float64 in tests/delegates/test_conv_winograd.py on
+ * XNNPACK and portable programs: at 16 channels and more the error
  * stays within twice the direct path's). */
 bool px_wino_enabled(void);
 bool px_wino_applicable(int64_t G, int64_t Cin, int64_t Cout, int64_t KH, int64_t KW, int64_t sh,
