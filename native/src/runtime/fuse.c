@@ -282,6 +282,7 @@ static bool pack_wanted(const pyexec_method *m, px_value *const *ca, const px_te
   if (!(Cin_g >= 8 || (G == 1 && dl[1] == 1 && KW * Cin_g >= 8))) return false;
   *g = (px_conv_nhwc_geom){0};
   g->Cin = Cin_g * G, g->Cout = Cout, g->KH = KH, g->KW = KW, g->G = G;
+  g->sh = st[0], g->sw = st[1], g->dh = dl[0], g->dw = dl[1]; /* they choose Winograd (winograd.h) */
   return true;
 }
 

@@ -398,7 +398,9 @@ static int exec_profiled(px_ctx *ctx, xnn_delegate *d) {
   for (uint32_t i = 0; i < d->g.nnodes && !rc; i++) {
     const xnn_node *nd = &d->g.nodes[i];
     ctx->op = xnn_node_type_name(nd->type);
-    long ev = px_profile_begin(ctx->prof, "", ctx->op, 1, (int)i);
+    /* a float32 convolution's event names the path it takes */
+    const char *name = d->ops[i]->exec == xnn_exec_conv2d ? xnn_conv2d_profile_name(nd) : ctx->op;
+    long ev = px_profile_begin(ctx->prof, "", name, 1, (int)i);
     for (uint32_t k = 0; k < nd->nin; k++) {
       if (nd->in[k] == XNN_INVALID_ID) continue; /* an absent optional input (a FullyConnected's bias) */
       const xnn_value *v = &d->g.values[nd->in[k]];

@@ -24,6 +24,10 @@ int xnn_shape_depthwise_conv2d(px_ctx *ctx, const xnn_node *node, xnn_value *val
 int xnn_exec_depthwise_conv2d(px_ctx *ctx, const xnn_node *node, xnn_value *values);
 int xnn_shape_conv_transpose2d(px_ctx *ctx, const xnn_node *node, xnn_value *values);
 int xnn_exec_conv_transpose2d(px_ctx *ctx, const xnn_node *node, xnn_value *values);
+/* The name a float32 Conv2d node's profile event takes: "Conv2d
+ * [winograd F(2x2,3x3)]" when it runs through kernels/conv/winograd.h, else
+ * "Conv2d [direct]". */
+const char *xnn_conv2d_profile_name(const xnn_node *node);
 /* Weight packing at init (the prepare hooks). */
 int xnn_prepare_conv2d(px_ctx *ctx, xnn_node *node, xnn_value *values);
 int xnn_prepare_depthwise_conv2d(px_ctx *ctx, xnn_node *node, xnn_value *values);

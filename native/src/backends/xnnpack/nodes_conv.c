@@ -37,6 +37,7 @@
 #include "core/parallel.h"
 #include "kernels/convert/convert16.h"
 #include "kernels/conv/dwconv.h"
+#include "kernels/conv/winograd.h"
 #include "kernels/gemm/gemm.h"
 
 enum { CONV_PLAIN, CONV_DEPTHWISE, CONV_TRANSPOSED };
@@ -53,6 +54,7 @@ typedef struct conv_plan {
   float *bias;                           /* [Cout] */
   float *w;                              /* packed weights, group after group */
   size_t wg;                             /* floats between groups in w */
+  float *wino;                           /* Winograd F(4x4, 3x3) filter, or NULL */
 } conv_plan;
 
 /* ---- checks and plan ---------------------------------------------------- */
@@ -179,7 +181,12 @@ static int conv_prepare(px_ctx *ctx, xnn_node *node, xnn_value *values, int kind
   }
   wfloats = p.wg * (size_t)p.G;
   size_t head = (sizeof(conv_plan) + 63) / 64 * 64, bias_b = ((size_t)p.Cout * 4 + 63) / 64 * 64;
-  size_t total = head + bias_b + (wfloats * 4 + 63) / 64 * 64;
+  /* 3x3 stride-1 layers with enough channels also keep the filter
+   * transformed for Winograd (winograd.h says which), and run through it */
+  const bool wino = kind == CONV_PLAIN &&
+                    px_wino_applicable(p.G, p.Cin_g, p.Cout_g, p.KH, p.KW, p.sh, p.sw, p.dh, p.dw);
+  const size_t wino_b = wino ? px_wino_packed_size(p.Cin, p.Cout) : 0;
+  size_t total = head + bias_b + (wfloats * 4 + 63) / 64 * 64 + wino_b;
   if (wfloats > ((size_t)1 << 40) / 4) {
     free(wide);
     return px_fail(ctx, "packed weights of %zu floats are too large", wfloats);
@@ -193,6 +200,13 @@ static int conv_prepare(px_ctx *ctx, xnn_node *node, xnn_value *values, int kind
   *plan = p;
   plan->bias = (float *)(mem + head);
   plan->w = (float *)(mem + head + bias_b);
+  plan->wino = wino ? (float *)(mem + head + bias_b + (wfloats * 4 + 63) / 64 * 64) : NULL;
+  if (wino && !px_wino_pack(p.Cin, p.Cout, fw, 9 * p.Cin, 1, p.Cin, plan->wino)) {
+    free(mem);
+    free(wide);
+    return px_fail(ctx, "out of memory transforming a %lld -> %lld channel filter",
+                   (long long)p.Cin, (long long)p.Cout);
+  }
   if (b)
     memcpy(plan->bias, b->constant, (size_t)p.Cout * sizeof(float));
   else
@@ -421,6 +435,11 @@ static void im2col_pack(const void *src, int64_t ic, int64_t mc, int64_t pc, int
   }
 }
 
+const char *xnn_conv2d_profile_name(const xnn_node *node) {
+  const conv_plan *p = node->packed;
+  return p && p->wino ? "Conv2d [winograd F(2x2,3x3)]" : "Conv2d [direct]";
+}
+
 int xnn_exec_conv2d(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
   const conv_plan *p = node->packed;
   const xnn_value *xv = &values[node->in[0]], *yv = &values[node->out[0]];
@@ -429,6 +448,10 @@ int xnn_exec_conv2d(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
   const int64_t H = xv->dims[1], W = xv->dims[2], OH = yv->dims[1], OW = yv->dims[2];
   const int64_t M = yv->dims[0] * OH * OW, Cout = p->Cout, Cg = p->Cout_g;
   if (M == 0) return 0;
+  if (p->wino) {
+    px_wino_geom wg = {yv->dims[0], H, W, p->Cin, Cout, OH, OW, p->pt, p->pl};
+    return px_wino_conv_nhwc(ctx, &wg, x, p->wino, p->bias, node->output_min, node->output_max, y);
+  }
   /* One thread: tiles of rows whose outputs stay in cache. More: every row
    * in one product, which the GEMM cuts into row blocks for the threads
    * (tiles of a few row blocks each left threads idle at each tile's end:

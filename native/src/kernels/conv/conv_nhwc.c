@@ -10,6 +10,7 @@
 
 #include "core/parallel.h"
 #include "kernels/conv/dwconv.h"
+#include "kernels/conv/winograd.h"
 #include "kernels/gemm/gemm.h"
 #include "kernels/shape/transpose.h"
 
@@ -22,8 +23,15 @@ static size_t group_floats(const px_conv_nhwc_geom *g) {
   return (b + 63) / 64 * 16;
 }
 
+/* Whether the convolution runs as Winograd F(2x2, 3x3) (winograd.h's
+ * rule): its transformed filter is packed after the direct one. */
+static bool use_wino(const px_conv_nhwc_geom *g) {
+  return px_wino_applicable(g->G, g->Cin, g->Cout, g->KH, g->KW, g->sh, g->sw, g->dh, g->dw);
+}
+
 size_t px_conv_nhwc_packed_size(const px_conv_nhwc_geom *g) {
-  return group_floats(g) * sizeof(float) * (size_t)g->G;
+  return group_floats(g) * sizeof(float) * (size_t)g->G +
+         (use_wino(g) ? px_wino_packed_size(g->Cin, g->Cout) : 0);
 }
 
 bool px_conv_nhwc_pack(const px_conv_nhwc_geom *g, const float *w, float *dst) {
@@ -40,6 +48,8 @@ bool px_conv_nhwc_pack(const px_conv_nhwc_geom *g, const float *w, float *dst) {
     px_gemm_f32_prepack_b(Og, K, t, 1, K, dst + (size_t)gi * group_floats(g));
   }
   free(t);
+  /* the filter [Cout][Cin][3][3] */
+  if (use_wino(g)) return px_wino_pack(g->Cin, g->Cout, w, 9 * g->Cin, 9, 1, dst + (size_t)g->G * group_floats(g));
   return true;
 }
 
@@ -63,7 +73,7 @@ int px_conv_nhwc(px_ctx *ctx, const px_conv_nhwc_geom *g, const float *x, const 
   if (!xs || !ys || !work) return PYEXEC_ERR_EXECUTION;
   for (int64_t n = 0; n < g->N; n++) /* [Cin, HW] -> [HW, Cin] */
     px_transpose2d(sizeof(float), xs + n * HW * g->Cin, g->Cin, x + n * g->Cin * HW, HW, g->Cin, HW);
-  for (int64_t r0 = 0; r0 < M; r0 += T) {
+  for (int64_t r0 = use_wino(g) ? M : 0; r0 < M; r0 += T) {
     const int64_t rows = M - r0 < T ? M - r0 : T;
     for (int64_t gi = 0; gi < g->G; gi++) {
       px_gemm_conv cv = {xs + gi * Cg, HW * g->Cin, g->H, g->W, g->Cin, Cg, g->KH, g->KW, g->sh, g->sw,
@@ -73,6 +83,11 @@ int px_conv_nhwc(px_ctx *ctx, const px_conv_nhwc_geom *g, const float *x, const 
                                 ys + r0 * g->Cout + gi * Og, g->Cout, &ep);
       if (rc) return rc;
     }
+  }
+  if (use_wino(g)) {
+    px_wino_geom wg = {g->N, g->H, g->W, g->Cin, g->Cout, g->OH, g->OW, g->ph, g->pw};
+    int rc = px_wino_conv_nhwc(ctx, &wg, xs, packed + (size_t)g->G * group_floats(g), bias, lo, hi, ys);
+    if (rc) return rc;
   }
   for (int64_t n = 0; n < g->N; n++) /* [OHW, Cout] -> [Cout, OHW] */
     px_transpose2d(sizeof(float), y + n * g->Cout * OHW, OHW, ys + n * OHW * g->Cout, g->Cout, OHW,
