@@ -59,8 +59,11 @@ $(TSAN_BUILD)/tests/internal/%: tests/internal/%.c $(TSAN_OBJS)
 	@mkdir -p $(dir $@)
 	$(TSAN_CC) $(TSAN_CFLAGS) $< $(TSAN_OBJS) -o $@ -lm -lpthread
 
-tsan-test: tsan
-	@set -e; for t in $(TSAN_TESTS) $(TSAN_INTERNAL_TESTS); do echo "== $$t (ThreadSanitizer)"; \
-		TSAN_OPTIONS=$(TSAN_OPTIONS_RUN) $$t tests/data; done
+# Each test runs as a target of its own, side by side under `make -j`.
+TSAN_RUNS := $(addsuffix .run,$(TSAN_TESTS) $(TSAN_INTERNAL_TESTS))
+.PHONY: $(TSAN_RUNS)
+tsan-test: $(TSAN_RUNS)
+$(TSAN_RUNS): %.run: % $(TSAN_BUILD)/pyexec.h
+	@echo "== $< (ThreadSanitizer)"; TSAN_OPTIONS=$(TSAN_OPTIONS_RUN) $< tests/data
 
 -include $(TSAN_OBJS:.o=.d)
