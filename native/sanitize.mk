@@ -7,7 +7,8 @@
 #                    AddressSanitizer + UndefinedBehaviorSanitizer
 #   make asan-test   the C tests under ASan+UBSan, leak detection on
 #   make fuzz        build/fuzz/fuzz_program: a libFuzzer harness over program
-#                    load + method load + execute (ASan+UBSan)
+#                    load + method load + execute, linked from the ASan
+#                    objects (they carry libFuzzer's coverage instrumentation)
 #   make fuzz-run    FUZZ_TIME seconds of fuzzing from the seed corpus
 #                    (tests/data/ with regress/, fuzz/seeds/, and
 #                    $(FUZZ_BUILD)/seeds from scripts/make_fuzz_seeds.py);
@@ -29,15 +30,17 @@ FUZZ_FLAGS ?=
 SAN_SRCS := $(shell find src -name '*.c' | LC_ALL=C sort)
 SAN_WARN := -Wall -Wextra -Werror
 SAN_SANITIZE := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
-# Every planned buffer from the allocator, so ASan knows its bounds.
+# One set of objects for the ASan library, the ASan C tests and the fuzzer:
+# libFuzzer's coverage instrumentation (fuzzer-no-link) is in every object
+# (outside the fuzzer nothing reads it), and the harness lowers the size
+# and instruction bounds at run time (core/limits.h). Line tables are all
+# the sanitizers' reports need. Buffers under 256 MiB come from the
+# allocator (not mmap, as from 1 MiB in the regular build), so ASan knows
+# their bounds; larger ones only come from sizes a malformed file declares
+# (no test program has one), and are mapped as in the regular build rather
+# than allocated and cleared page by page.
 SAN_CFLAGS := -std=c11 -D_GNU_SOURCE -DPYEXEC_BUILD -fPIC -fvisibility=hidden $(SAN_WARN) -Iinclude -Isrc \
-	-O1 -g $(SAN_SANITIZE) '-DPX_MMAP_THRESHOLD=((size_t)-1)'
-# The fuzzing build refuses declared tensors and planned buffers over 4 MiB
-# (instead of 1 TiB) and stops a run after 100,000 instructions (instead of
-# 10 million), so that a mutated size or a backward jump makes an input slow
-# (legal, but a libFuzzer timeout) rather than finding a bug.
-FUZZ_CFLAGS := $(SAN_CFLAGS) -fsanitize=fuzzer-no-link '-DPX_MAX_DECLARED_BYTES=((uint64_t)1 << 22)' \
-	-DPX_MAX_STEPS=100000L
+	-O1 -gline-tables-only $(SAN_SANITIZE) -fsanitize=fuzzer-no-link '-DPX_MMAP_THRESHOLD=((size_t)1 << 28)'
 
 # Where the shared ASan runtime lives (deferred: only asks clang when used).
 SAN_RTDIR = $(dir $(shell $(SAN_CC) -print-file-name=libclang_rt.asan-x86_64.so))
@@ -48,7 +51,6 @@ ASAN_TESTS := $(patsubst tests/%.c,$(ASAN_BUILD)/tests/%,$(wildcard tests/*.c))
 # The kernel tests (tests/internal/) link the ASan objects themselves.
 ASAN_INTERNAL_TESTS := $(patsubst tests/%.c,$(ASAN_BUILD)/tests/%,$(wildcard tests/internal/*.c))
 
-FUZZ_OBJS := $(patsubst src/%.c,$(FUZZ_BUILD)/obj/%.o,$(SAN_SRCS))
 FUZZ_BIN := $(FUZZ_BUILD)/fuzz_program
 # The seed corpus: the fixtures and committed regression inputs (libFuzzer
 # reads directories recursively), a few small committed programs (fuzz/seeds:
@@ -64,9 +66,9 @@ FUZZ_RUN_FLAGS := -rss_limit_mb=3072 -malloc_limit_mb=2048 -timeout=30 -max_len=
 .PHONY: asan asan-test asan-runtime fuzz fuzz-run fuzz-regress san-force
 
 # Objects are rebuilt when their flags change (make itself tracks only files).
-$(ASAN_BUILD)/flags $(FUZZ_BUILD)/flags: san-force
+$(ASAN_BUILD)/flags: san-force
 	@mkdir -p $(dir $@)
-	@echo '$(SAN_CC) $(subst ',,$(if $(findstring fuzz,$@),$(FUZZ_CFLAGS),$(SAN_CFLAGS)))' > $@.new
+	@echo '$(SAN_CC) $(subst ',,$(SAN_CFLAGS))' > $@.new
 	@cmp -s $@.new $@ && rm $@.new || mv $@.new $@
 
 # The ASan runtime a Python process must preload to load the ASan library.
@@ -103,19 +105,19 @@ $(ASAN_BUILD)/tests/internal/%: tests/internal/%.c $(ASAN_OBJS)
 # allocator_may_return_null: an allocation a malformed file declares too big
 # for the machine returns NULL, as malloc does (the library reports it as
 # PYEXEC_ERR_OUT_OF_MEMORY), instead of ASan aborting.
-asan-test: asan
-	@set -e; for t in $(ASAN_TESTS) $(ASAN_INTERNAL_TESTS); do echo "== $$t (ASan+UBSan, leak detection on)"; \
+# Each test runs as a target of its own, side by side under `make -j`.
+ASAN_RUNS := $(addsuffix .run,$(ASAN_TESTS) $(ASAN_INTERNAL_TESTS))
+.PHONY: $(ASAN_RUNS)
+asan-test: $(ASAN_RUNS)
+$(ASAN_RUNS): %.run: % $(ASAN_BUILD)/pyexec.h
+	@echo "== $< (ASan+UBSan, leak detection on)"; \
 		ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:allocator_may_return_null=1 \
-		UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 $$t tests/data; done
+		UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 $< tests/data
 
-$(FUZZ_BUILD)/obj/%.o: src/%.c $(FUZZ_BUILD)/flags
+$(FUZZ_BIN): fuzz/fuzz_program.c $(ASAN_OBJS) include/pyexec.h
 	@mkdir -p $(dir $@)
-	$(SAN_CC) $(FUZZ_CFLAGS) -MMD -MP -c $< -o $@
-
-$(FUZZ_BIN): fuzz/fuzz_program.c $(FUZZ_OBJS) include/pyexec.h
-	@mkdir -p $(dir $@)
-	$(SAN_CC) -std=c11 -D_GNU_SOURCE $(SAN_WARN) -O1 -g $(SAN_SANITIZE) -fsanitize=fuzzer -Iinclude \
-		fuzz/fuzz_program.c $(FUZZ_OBJS) -o $@ -lm -lpthread
+	$(SAN_CC) -std=c11 -D_GNU_SOURCE $(SAN_WARN) -O1 -gline-tables-only $(SAN_SANITIZE) -fsanitize=fuzzer \
+		-Iinclude -Isrc fuzz/fuzz_program.c $(ASAN_OBJS) -o $@ -lm -lpthread
 
 fuzz: $(FUZZ_BIN)
 
@@ -130,4 +132,4 @@ fuzz-regress: $(FUZZ_BIN)
 		UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1 \
 		$(FUZZ_BIN) $(FUZZ_RUN_FLAGS) tests/data/regress/*; fi
 
--include $(ASAN_OBJS:.o=.d) $(FUZZ_OBJS:.o=.d)
+-include $(ASAN_OBJS:.o=.d)

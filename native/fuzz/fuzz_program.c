@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/limits.h" /* the harness links the library's objects: it lowers their bounds */
 #include "pyexec.h"
 
 /* Inputs and bound outputs larger than this are not made (the harness's own
@@ -208,6 +209,18 @@ static void split_pair(const uint8_t *data, size_t size, const uint8_t **pte, si
   *pte_size = n < rest ? n : rest;
   *ptd = data + 8 + *pte_size;
   *ptd_size = rest - *pte_size;
+}
+
+/* Declared tensors and planned buffers over 4 MiB are refused (instead of
+ * over 1 TiB) and a run stops after 100,000 instructions (instead of 10
+ * million), so that a mutated size or a backward jump makes an input slow
+ * (legal, but a libFuzzer timeout) rather than finding a bug. */
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+  (void)argc;
+  (void)argv;
+  px_max_declared_bytes = (uint64_t)1 << 22;
+  px_max_steps = 100000L;
+  return 0;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

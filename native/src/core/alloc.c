@@ -9,7 +9,7 @@
 
 /* Large buffers come from mmap (zeroed, paged in on first touch); small ones
  * from an aligned allocation. Sanitizer builds raise the threshold so that
- * AddressSanitizer sees every buffer's bounds. */
+ * AddressSanitizer sees the bounds of all but the largest (sanitize.mk). */
 #ifndef PX_MMAP_THRESHOLD
 #define PX_MMAP_THRESHOLD ((size_t)1 << 20)
 #endif

@@ -13,6 +13,7 @@
 #include <sys/mman.h>
 
 #include "core/error.h"
+#include "core/limits.h"
 #include "loader/file_map.h"
 
 #define BAD(...) px_invalid_program(__VA_ARGS__)
@@ -312,9 +313,9 @@ pyexec_status px_parse_tensor(const pyexec_program *p, const px_fb_table *t, con
     if (s && numel > limit / (uint64_t)s) return BAD("%s: element count overflows", where);
     numel *= (uint64_t)s;
   }
-  if (numel * px_elsize(st) > PX_MAX_DECLARED_BYTES)
+  if (numel * px_elsize(st) > px_max_declared_bytes)
     return BAD("%s: tensor of %llu bytes exceeds the limit of %llu bytes", where,
-               (unsigned long long)(numel * px_elsize(st)), (unsigned long long)PX_MAX_DECLARED_BYTES);
+               (unsigned long long)(numel * px_elsize(st)), (unsigned long long)px_max_declared_bytes);
   d->nbytes = (size_t)(numel * px_elsize(st));
 
   px_fb_table extra;

@@ -8,12 +8,9 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/limits.h"
 #include "runtime/memory.h"
 #include "runtime/profile.h"
-
-#ifndef PX_MAX_STEPS /* the fuzzing build lowers it (sanitize.mk) */
-#define PX_MAX_STEPS 10000000L
-#endif
 
 /* A Bool tensor counts as true only when every element is true. */
 static bool condition_true(const px_value *v) {
@@ -132,9 +129,9 @@ static inline __attribute__((always_inline)) pyexec_status run_chains(pyexec_met
     const px_chain *ch = &m->chains[c];
     uint32_t pc = 0;
     while (pc < ch->n) {
-      if (++steps > PX_MAX_STEPS)
+      if (++steps > px_max_steps)
         return px_error(PYEXEC_ERR_EXECUTION, "method '%s' ran more than %ld instructions; stopped",
-                        m->plan->name, PX_MAX_STEPS);
+                        m->plan->name, px_max_steps);
       const px_instr *in = &ch->instrs[pc];
       long ev = profiled ? profile_begin(m, c, pc, in) : -1;
       switch (in->kind) {

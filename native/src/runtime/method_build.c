@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/limits.h"
 #include "core/pcache.h"
 #include "kernels/registry.h"
 #include "runtime/memory.h"
@@ -194,9 +195,9 @@ static pyexec_status build_arenas(pyexec_method *m) {
   ALLOC_OR_FAIL(m->arena_mapped, sizes.count + 1, "arenas");
   for (uint32_t i = 1; i < sizes.count; i++) {
     int64_t n = px_fb_vec_i64(&sizes, i);
-    if (n < 0 || (uint64_t)n > PX_MAX_DECLARED_BYTES)
+    if (n < 0 || (uint64_t)n > px_max_declared_bytes)
       return BAD("planned buffer %u has an invalid size %lld (the limit is %llu bytes)", i, (long long)n,
-                 (unsigned long long)PX_MAX_DECLARED_BYTES);
+                 (unsigned long long)px_max_declared_bytes);
     m->arena_sizes[i] = (size_t)n;
     m->arenas[i] = px_big_alloc((size_t)n, &m->arena_mapped[i]);
     if (!m->arenas[i]) {

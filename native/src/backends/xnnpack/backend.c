@@ -57,9 +57,9 @@ static pyexec_status give_storage(xnn_delegate *d) {
     const xnn_value *v = &g->values[i];
     if (!stored_here(v)) continue;
     total += ((uint64_t)v->capacity + 63) & ~(uint64_t)63;
-    if (total > PX_MAX_DECLARED_BYTES)
+    if (total > px_max_declared_bytes)
       return px_invalid_program("XNNPACK payload: intermediate values need more than %llu bytes",
-                                (unsigned long long)PX_MAX_DECLARED_BYTES);
+                                (unsigned long long)px_max_declared_bytes);
   }
   d->arena_len = (size_t)total ? (size_t)total : 64;
   d->arena = px_big_alloc(d->arena_len, &d->arena_mapped);

@@ -13,6 +13,7 @@
 
 #include "backends/xnnpack/nodes.h"
 #include "core/error.h"
+#include "core/limits.h"
 #include "kernels/convert/convert16.h"
 #include "loader/fb.h"
 #include "loader/program.h"
@@ -373,7 +374,7 @@ static pyexec_status parse_value(parse_state *s, uint32_t vi, const px_fb_table 
   if (dt < XNN_DT_FP32 || dt > XNN_DT_BF16) return BAD("xvalues[%u].datatype %d is unknown", vi, dt);
   uint64_t numel = 1;
   for (uint32_t k = 0; k < nd; k++) {
-    if (dims[k] && numel > (PX_MAX_DECLARED_BYTES / 8) / dims[k])
+    if (dims[k] && numel > (px_max_declared_bytes / 8) / dims[k])
       return BAD("xvalues[%u].dims: element count exceeds the limit", vi);
     numel *= dims[k];
     v->max_dims[k] = v->dims[k] = dims[k];
