@@ -15,7 +15,9 @@ tests reach a runtime:
   tests import, replaced before any test module is imported.
 
 Export, partitioning, quantization, the eager references and the tolerances
-are ExecuTorch's, untouched. The run fails when tests ran but no program went
+are ExecuTorch's, untouched (the one other change is for speed: torch.export's
+walk over the operators it may keep whole runs once per state of the
+dispatcher, support/cia_memo.py, giving the answer torch computes). The run fails when tests ran but no program went
 through pyexec, so a harness that stopped swapping cannot pass unnoticed."""
 
 from __future__ import annotations
@@ -126,6 +128,11 @@ def pytest_configure(config: pytest.Config) -> None:
     config.option.collect_in_virtualenv = True
     serialize.Serialize.run_artifact = _run_artifact  # type: ignore[method-assign]
     executorch.runtime.Runtime = _Runtime  # type: ignore[misc,assignment]
+    # Speed only: torch.export's operator walk once per dispatcher state (the
+    # same answer torch computes; support/cia_memo.py).
+    from support import cia_memo
+
+    cia_memo.install()
 
 
 def pytest_runtest_call(item: pytest.Item) -> None:

@@ -16,6 +16,10 @@ from typing import Any
 import numpy as np
 import torch
 
+from support import cia_memo
+
+cia_memo.install()  # every export in a test process: torch's operator walk once per dispatcher state
+
 _HERE = Path(__file__).resolve().parent
 _CACHE = _HERE.parent / "_artifacts" / "exports"
 
