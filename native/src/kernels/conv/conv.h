@@ -39,6 +39,19 @@ int px_conv_check_channels(px_ctx *ctx, const px_tensor *in, const px_tensor *w,
 int px_conv_out_size(px_ctx *ctx, int64_t in, int64_t k, int64_t st, int64_t pd, int64_t dl,
                      int64_t op, bool transposed, int64_t *out);
 
+/* A convolution's operands in a working type (for the types the float32
+ * loops do not take): input, weight and bias (NULL without one) converted,
+ * and room for the output. */
+typedef struct px_conv_widened {
+  void *in, *w, *bias, *out;
+} px_conv_widened;
+
+/* Fills `o` with scratch copies of in, w and bias converted to `wide`
+ * (PX_F32, PX_F64 or PX_I64) and an output buffer of out's size; returns 0,
+ * or PYEXEC_ERR_EXECUTION when scratch memory runs out. */
+int px_conv_widen(px_ctx *ctx, const px_tensor *in, const px_tensor *w, const px_tensor *bias,
+                  const px_tensor *out, int wide, px_conv_widened *o);
+
 /* C (M x N, row-major, M output channels) = A @ B + bias[row], clamped to
  * [lo, hi] (-inf / +inf: no clamp): B a row-major K x N matrix (an im2col
  * matrix, or a 1x1 convolution's input itself). */

@@ -221,32 +221,20 @@ int px_convolution3d(px_ctx *ctx, px_tensor *in, px_tensor *w, px_tensor *bias, 
   if (in->dtype == PX_F32)
     return conv3_f32(ctx, &g, transposed, in->data, w->data, bias ? bias->data : NULL, out->data);
   if (in->dtype == PX_F16 || in->dtype == PX_BF16) { /* float32 copies, rounded once (as conv.c) */
-    float *fi = px_scratch(ctx, sizeof(float) * (size_t)(in->numel + 1));
-    float *fw = px_scratch(ctx, sizeof(float) * (size_t)(w->numel + 1));
-    float *fb = bias ? px_scratch(ctx, sizeof(float) * (size_t)(bias->numel + 1)) : NULL;
-    float *fo = px_scratch(ctx, sizeof(float) * (size_t)out->numel);
-    if (!fi || !fw || (bias && !fb) || !fo) return PYEXEC_ERR_EXECUTION;
-    px_convert(fi, PX_F32, in->data, in->dtype, in->numel);
-    px_convert(fw, PX_F32, w->data, w->dtype, w->numel);
-    if (bias) px_convert(fb, PX_F32, bias->data, bias->dtype, bias->numel);
-    rc = conv3_f32(ctx, &g, transposed, fi, fw, fb, fo);
-    if (!rc) px_convert(out->data, out->dtype, fo, PX_F32, out->numel);
+    px_conv_widened o;
+    if (px_conv_widen(ctx, in, w, bias, out, PX_F32, &o)) return PYEXEC_ERR_EXECUTION;
+    rc = conv3_f32(ctx, &g, transposed, o.in, o.w, o.bias, o.out);
+    if (!rc) px_convert(out->data, out->dtype, o.out, PX_F32, out->numel);
     return rc;
   }
   bool fl = px_is_floating(in->dtype);
   int wide = fl ? PX_F64 : PX_I64;
-  void *xi = px_scratch(ctx, 8 * (size_t)(in->numel + 1));
-  void *xw = px_scratch(ctx, 8 * (size_t)(w->numel + 1));
-  void *xb = bias ? px_scratch(ctx, 8 * (size_t)(bias->numel + 1)) : NULL;
-  void *xo = px_scratch(ctx, 8 * (size_t)out->numel);
-  if (!xi || !xw || (bias && !xb) || !xo) return PYEXEC_ERR_EXECUTION;
-  px_convert(xi, wide, in->data, in->dtype, in->numel);
-  px_convert(xw, wide, w->data, w->dtype, w->numel);
-  if (bias) px_convert(xb, wide, bias->data, bias->dtype, bias->numel);
+  px_conv_widened o;
+  if (px_conv_widen(ctx, in, w, bias, out, wide, &o)) return PYEXEC_ERR_EXECUTION;
   if (fl)
-    conv3_naive_f64(&g, transposed, xi, xw, xb, xo);
+    conv3_naive_f64(&g, transposed, o.in, o.w, o.bias, o.out);
   else
-    conv3_naive_u64(&g, transposed, xi, xw, xb, xo);
-  px_convert(out->data, out->dtype, xo, wide, out->numel);
+    conv3_naive_u64(&g, transposed, o.in, o.w, o.bias, o.out);
+  px_convert(out->data, out->dtype, o.out, wide, out->numel);
   return 0;
 }

@@ -1,7 +1,8 @@
 /*
  * conv_rows.c - what the 2-D (conv.c) and 3-D (conv3d.c) convolutions share:
  * the row GEMM with its bias and clamp epilogue over an im2col matrix (or
- * the input itself), the channel and group checks, and the output-size rule.
+ * the input itself), the channel and group checks, the output-size rule and
+ * the operands' conversion to a working type.
  */
 #include <math.h>
 #include <string.h>
@@ -112,5 +113,19 @@ int px_conv_out_size(px_ctx *ctx, int64_t in, int64_t k, int64_t st, int64_t pd,
   }
   *out = (in - 1) * st - 2 * pd + eff + op;
   if (*out <= 0) return px_fail(ctx, "computed output size %lld is not positive", (long long)*out);
+  return 0;
+}
+
+int px_conv_widen(px_ctx *ctx, const px_tensor *in, const px_tensor *w, const px_tensor *bias,
+                  const px_tensor *out, int wide, px_conv_widened *o) {
+  size_t es = px_elsize(wide);
+  o->in = px_scratch(ctx, es * (size_t)(in->numel + 1));
+  o->w = px_scratch(ctx, es * (size_t)(w->numel + 1));
+  o->bias = bias ? px_scratch(ctx, es * (size_t)(bias->numel + 1)) : NULL;
+  o->out = px_scratch(ctx, es * (size_t)out->numel);
+  if (!o->in || !o->w || (bias && !o->bias) || !o->out) return PYEXEC_ERR_EXECUTION;
+  px_convert(o->in, wide, in->data, in->dtype, in->numel);
+  px_convert(o->w, wide, w->data, w->dtype, w->numel);
+  if (bias) px_convert(o->bias, wide, bias->data, bias->dtype, bias->numel);
   return 0;
 }

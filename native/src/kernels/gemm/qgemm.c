@@ -848,22 +848,33 @@ static int qg_prepare_a(px_ctx *ctx, const px_qweights *w, int64_t M, const int8
   return 0;
 }
 
+/* What a job over either output starts from: the weights, the kernel for
+ * their width, the activations (packed where the kernels need it) with
+ * their block sums, and the count of row blocks. */
+static int qg_job_init(px_ctx *ctx, const px_qweights *w, int64_t M, const int8_t *a, int64_t lda,
+                       qg_job *J) {
+  memset(J, 0, sizeof *J);
+  const int8_t *ap;
+  int64_t ldap;
+  int32_t *sa;
+  if (qg_prepare_a(ctx, w, M, a, lda, &ap, &ldap, &sa)) return PYEXEC_ERR_OUT_OF_MEMORY;
+  J->w = w;
+  J->ukr = qg_kernel(w->bits);
+  J->M = M;
+  J->ap = ap;
+  J->lda = ldap;
+  J->sa = sa;
+  J->nmb = (M + QG_MB - 1) / QG_MB;
+  return 0;
+}
+
 int px_qgemm_qd8_f32(px_ctx *ctx, const px_qweights *w, int64_t M, const int8_t *a, int64_t lda,
                      const int32_t *a_zp, const float *a_scale, float *out, int64_t ldc, float lo,
                      float hi) {
   if (M <= 0) return 0;
   qg_job J;
-  memset(&J, 0, sizeof J);
-  const int8_t *ap;
-  int64_t ldap;
-  int32_t *sa;
-  if (qg_prepare_a(ctx, w, M, a, lda, &ap, &ldap, &sa)) return PYEXEC_ERR_OUT_OF_MEMORY;
-  J.w = w;
-  J.ukr = qg_kernel(w->bits);
-  J.M = M;
-  J.ap = ap;
-  J.lda = ldap;
-  J.sa = sa;
+  int rc = qg_job_init(ctx, w, M, a, lda, &J);
+  if (rc) return rc;
   J.a_zp = a_zp;
   J.a_scale = a_scale;
   J.out = out;
@@ -877,7 +888,6 @@ int px_qgemm_qd8_f32(px_ctx *ctx, const px_qweights *w, int64_t M, const int8_t 
 #if QG_NEON
   if (px_qgemm_path() == PX_QGEMM_NEON || px_qgemm_path() == PX_QGEMM_NEON_DOT) J.f32_out = qg_f32_out_neon;
 #endif
-  J.nmb = (M + QG_MB - 1) / QG_MB;
   /* One row of blockwise 4-bit weights (8da4w decode): several tiles at
    * once where the path has a kernel for it. Its high-nibble sums are 16
    * times the true ones, so blocks are kept short enough not to wrap them
@@ -902,17 +912,8 @@ int px_qgemm_qs8(px_ctx *ctx, const px_qweights *w, int64_t M, const int8_t *a, 
   if (w->blockwise) return px_fail(ctx, "static int8 product with blockwise weight scales");
   if (M <= 0) return 0;
   qg_job J;
-  memset(&J, 0, sizeof J);
-  const int8_t *ap;
-  int64_t ldap;
-  int32_t *sa;
-  if (qg_prepare_a(ctx, w, M, a, lda, &ap, &ldap, &sa)) return PYEXEC_ERR_OUT_OF_MEMORY;
-  J.w = w;
-  J.ukr = qg_kernel(w->bits);
-  J.M = M;
-  J.ap = ap;
-  J.lda = ldap;
-  J.sa = sa;
+  int rc = qg_job_init(ctx, w, M, a, lda, &J);
+  if (rc) return rc;
   J.azp1 = a_zp;
   J.ibias = bias;
   J.requant = requant;
@@ -928,7 +929,6 @@ int px_qgemm_qs8(px_ctx *ctx, const px_qweights *w, int64_t M, const int8_t *a, 
   if (px_qgemm_path() == PX_QGEMM_NEON || px_qgemm_path() == PX_QGEMM_NEON_DOT) J.qs8_out = qg_qs8_out_neon;
 #endif
   J.ldc = ldc;
-  J.nmb = (M + QG_MB - 1) / QG_MB;
   px_parallel_for(w->ntiles * J.nmb, 1, M * w->K * w->N, qg_run_qs8, &J);
   return 0;
 }
