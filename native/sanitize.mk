@@ -98,7 +98,7 @@ $(ASAN_BUILD)/tests/%: tests/%.c $(ASAN_LIB) include/pyexec.h
 	$(SAN_CC) -std=c11 -D_GNU_SOURCE $(SAN_WARN) -pedantic -O1 -g $(SAN_SANITIZE) -shared-libsan -Iinclude $< \
 		-L$(ASAN_BUILD) -Wl,-rpath,'$$ORIGIN/..' -lpyexec -Wl,-rpath,$(SAN_RTDIR) -o $@
 
-$(ASAN_BUILD)/tests/internal/%: tests/internal/%.c $(ASAN_OBJS)
+$(ASAN_BUILD)/tests/internal/%: tests/internal/%.c tests/internal/check.h $(ASAN_OBJS)
 	@mkdir -p $(dir $@)
 	$(SAN_CC) $(SAN_CFLAGS) $< $(ASAN_OBJS) -o $@ -lm -lpthread
 

@@ -55,7 +55,7 @@ $(TSAN_BUILD)/tests/%: tests/%.c $(TSAN_LIB) include/pyexec.h
 	$(TSAN_CC) -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -pedantic -O1 -g $(TSAN_FLAGS) -Iinclude $< \
 		-L$(TSAN_BUILD) -Wl,-rpath,'$$ORIGIN/..' -lpyexec -o $@
 
-$(TSAN_BUILD)/tests/internal/%: tests/internal/%.c $(TSAN_OBJS)
+$(TSAN_BUILD)/tests/internal/%: tests/internal/%.c tests/internal/check.h $(TSAN_OBJS)
 	@mkdir -p $(dir $@)
 	$(TSAN_CC) $(TSAN_CFLAGS) $< $(TSAN_OBJS) -o $@ -lm -lpthread
 

@@ -13,19 +13,7 @@
 #include <string.h>
 
 #include "kernels/convert/convert16.h"
-
-static int failures = 0, checks = 0;
-
-#define CHECK(cond, ...)                                                          \
-  do {                                                                            \
-    checks++;                                                                     \
-    if (!(cond)) {                                                                \
-      failures++;                                                                 \
-      fprintf(stderr, "%s:%d: CHECK failed: %s: ", __FILE__, __LINE__, #cond);   \
-      fprintf(stderr, __VA_ARGS__);                                               \
-      fputc('\n', stderr);                                                        \
-    }                                                                             \
-  } while (0)
+#include "check.h"
 
 static float from_bits(uint32_t u) {
   float f;

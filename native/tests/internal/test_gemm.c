@@ -24,21 +24,10 @@
 #include "kernels/convert/convert16.h"
 #include "kernels/gemm/gemm.h"
 #include "kernels/kernel.h"
+#include "check.h"
 
-static int failures = 0, checks = 0;
 static char msg[1024];
 static px_ctx ctx = {.op = "test_gemm", .msg = msg, .msg_cap = sizeof msg};
-
-#define CHECK(cond, ...)                                                \
-  do {                                                                  \
-    checks++;                                                           \
-    if (!(cond)) {                                                      \
-      failures++;                                                       \
-      fprintf(stderr, "%s:%d: CHECK failed: %s: ", __FILE__, __LINE__, #cond); \
-      fprintf(stderr, __VA_ARGS__);                                     \
-      fputc('\n', stderr);                                              \
-    }                                                                   \
-  } while (0)
 
 static float aval(int64_t i, int64_t k) { return (float)((i * 7 + k * 3) % 9 - 4); }
 static float bval(int64_t k, int64_t j) { return (float)((k * 5 + j * 11) % 7 - 3); }

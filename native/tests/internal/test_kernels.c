@@ -18,19 +18,7 @@
 #include "kernels/kernel.h"
 #include "kernels/registry.h"
 #include "kernels/shape/transpose.h"
-
-static int failures = 0;
-static int checks = 0;
-
-#define CHECK(cond)                                                               \
-  do {                                                                            \
-    checks++;                                                                     \
-    if (!(cond)) {                                                                \
-      failures++;                                                                 \
-      fprintf(stderr, "%s:%d: CHECK failed: %s (%s)\n", __FILE__, __LINE__, #cond, \
-              msg[0] ? msg : "no message");                                       \
-    }                                                                             \
-  } while (0)
+#include "check.h"
 
 /* ---- a kernel context and values, as the runtime builds them ---------------- */
 
@@ -362,6 +350,7 @@ static void test_transpose2d(void) {
 }
 
 int main(void) {
+  check_context = msg; /* a failing kernel's message */
   test_gemm_small();
   test_gemm_blocked();
   test_conv_3x3();

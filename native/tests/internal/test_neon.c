@@ -24,31 +24,17 @@
 #include "kernels/kernel.h"
 #include "kernels/elementwise/math_neon.h"
 #include "kernels/registry.h"
-
-static int failures = 0;
-static int checks = 0;
-
-#define CHECK(cond, ...)                                               \
-  do {                                                                 \
-    checks++;                                                          \
-    if (!(cond)) {                                                     \
-      if (++failures <= 20) {                                          \
-        fprintf(stderr, "%s:%d: CHECK failed: %s: ", __FILE__, __LINE__, #cond); \
-        fprintf(stderr, __VA_ARGS__);                                  \
-        fputc('\n', stderr);                                           \
-      }                                                                \
-    }                                                                  \
-  } while (0)
+#include "check.h"
 
 static char msg[1024];
 static px_ctx ctx = {.op = "test_neon", .msg = msg, .msg_cap = sizeof msg};
 
 /* ---- deterministic inputs ------------------------------------------------ */
 
-static uint64_t rng_state = 0x9e3779b97f4a7c15ULL;
+static uint64_t lcg_state = 0x9e3779b97f4a7c15ULL;
 static float frand(void) { /* uniform in [-1, 1) */
-  rng_state = rng_state * 6364136223846793005ULL + 1442695040888963407ULL;
-  return (float)((double)(rng_state >> 40) / (double)(1ULL << 23) - 1.0);
+  lcg_state = lcg_state * 6364136223846793005ULL + 1442695040888963407ULL;
+  return (float)((double)(lcg_state >> 40) / (double)(1ULL << 23) - 1.0);
 }
 static void fill(float *p, size_t n) {
   for (size_t i = 0; i < n; i++) p[i] = frand();

@@ -16,18 +16,7 @@
 #include <unistd.h>
 
 #include "core/parallel.h"
-
-static int failures = 0;
-static int checks = 0;
-
-#define CHECK(cond)                                                        \
-  do {                                                                     \
-    checks++;                                                              \
-    if (!(cond)) {                                                         \
-      failures++;                                                          \
-      fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-    }                                                                      \
-  } while (0)
+#include "check.h"
 
 /* Far above the inline threshold. */
 #define BIG ((int64_t)1 << 40)

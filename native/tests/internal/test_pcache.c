@@ -12,18 +12,7 @@
 #include <unistd.h>
 
 #include "core/pcache.h"
-
-static int failures, checks;
-#define CHECK(c, ...)                                                                                                  \
-  do {                                                                                                                 \
-    checks++;                                                                                                          \
-    if (!(c)) {                                                                                                        \
-      failures++;                                                                                                      \
-      printf("FAIL line %d: ", __LINE__);                                                                              \
-      printf(__VA_ARGS__);                                                                                             \
-      printf("\n");                                                                                                    \
-    }                                                                                                                  \
-  } while (0)
+#include "check.h"
 
 static const uint64_t KEY[4] = {1, 2, 3, 4};
 static unsigned char A[300], B[5000];

@@ -22,37 +22,10 @@
 #include "kernels/conv/qconv.h"
 #include "kernels/gemm/qgemm.h"
 #include "kernels/kernel.h"
+#include "check.h"
 
-static int failures = 0;
-static int checks = 0;
 static char msg[1024];
 static px_ctx ctx = {.op = "test", .msg = msg, .msg_cap = sizeof msg};
-static const char *run_name = "";
-
-#define CHECK(cond)                                                                              \
-  do {                                                                                           \
-    checks++;                                                                                    \
-    if (!(cond)) {                                                                               \
-      failures++;                                                                                \
-      if (failures < 30) fprintf(stderr, "%s:%d: [%s] CHECK failed: %s\n", __FILE__, __LINE__, run_name, #cond); \
-    }                                                                                            \
-  } while (0)
-
-static uint64_t rng_state = 0x2545F4914F6CDD1Dull;
-static uint32_t rnd(void) {
-  rng_state ^= rng_state << 13;
-  rng_state ^= rng_state >> 7;
-  rng_state ^= rng_state << 17;
-  return (uint32_t)(rng_state >> 11);
-}
-/* An int in [lo, hi], the ends more often than chance. */
-static int rnd_int(int lo, int hi) {
-  uint32_t r = rnd() % 16;
-  if (r == 0) return lo;
-  if (r == 1) return hi;
-  return lo + (int)(rnd() % (uint32_t)(hi - lo + 1));
-}
-static float rnd_float(float lo, float hi) { return lo + (hi - lo) * (float)(rnd() % 1000001) / 1e6f; }
 
 typedef struct {
   int transposed, dynamic, per_pixel, bias, clamp;
@@ -298,17 +271,18 @@ static void test_errors(void) {
 }
 
 int main(void) {
+  rng_state = 0x2545F4914F6CDD1Dull;
   setenv("PYEXEC_PARALLEL_MIN_COST", "1", 1); /* split even small products over the threads */
   static const int paths[] = {PX_QGEMM_PORTABLE, PX_QGEMM_AVX2, PX_QGEMM_AVX512_VNNI, PX_QGEMM_NEON,
                               PX_QGEMM_NEON_DOT};
   int best = px_qgemm_path();
   for (size_t i = 0; i < sizeof paths / sizeof *paths; i++) {
     if (px_qgemm_use_path(paths[i]) != 0) continue;
-    run_name = px_qgemm_path_name(paths[i]);
+    check_label = px_qgemm_path_name(paths[i]);
     int before = failures;
     rng_state = 0x2545F4914F6CDD1Dull; /* the same cases on every path */
     test_cases();
-    printf("qconv: %s: %s\n", run_name, failures == before ? "ok" : "FAILED");
+    printf("qconv: %s: %s\n", check_label, failures == before ? "ok" : "FAILED");
   }
   px_qgemm_use_path(PX_QGEMM_AUTO);
   /* the same cases split over 2 and 3 threads: still exact */
@@ -317,14 +291,14 @@ int main(void) {
     if (px_parallel_set_num_threads(t) != PYEXEC_OK) continue;
     char name[32];
     snprintf(name, sizeof name, "%d thread%s", t, t > 1 ? "s" : "");
-    run_name = name;
+    check_label = name;
     int before = failures;
     rng_state = 0x2545F4914F6CDD1Dull;
     test_cases();
     printf("qconv: %s, %s: %s\n", px_qgemm_path_name(best), name, failures == before ? "ok" : "FAILED");
   }
   px_parallel_set_num_threads(threads);
-  run_name = "errors";
+  check_label = "errors";
   test_errors();
   px_scratch_release(&ctx);
   printf("test_qconv: %d checks, %d failures\n", checks, failures);

@@ -20,38 +20,10 @@
 #include "core/parallel.h"
 #include "kernels/gemm/qgemm.h"
 #include "kernels/kernel.h"
+#include "check.h"
 
-static int failures = 0;
-static int checks = 0;
 static char msg[1024];
 static px_ctx ctx = {.op = "test", .msg = msg, .msg_cap = sizeof msg};
-static const char *path_name = "";
-
-#define CHECK(cond)                                                                           \
-  do {                                                                                        \
-    checks++;                                                                                 \
-    if (!(cond)) {                                                                            \
-      failures++;                                                                             \
-      if (failures < 30)                                                                      \
-        fprintf(stderr, "%s:%d: [%s] CHECK failed: %s\n", __FILE__, __LINE__, path_name, #cond); \
-    }                                                                                         \
-  } while (0)
-
-static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
-static uint32_t rnd(void) {
-  rng_state ^= rng_state << 13;
-  rng_state ^= rng_state >> 7;
-  rng_state ^= rng_state << 17;
-  return (uint32_t)(rng_state >> 11);
-}
-/* An int in [lo, hi], the ends more often than chance (edge values). */
-static int rnd_int(int lo, int hi) {
-  uint32_t r = rnd() % 16;
-  if (r == 0) return lo;
-  if (r == 1) return hi;
-  return lo + (int)(rnd() % (uint32_t)(hi - lo + 1));
-}
-static float rnd_float(float lo, float hi) { return lo + (hi - lo) * (float)(rnd() % 1000001) / 1e6f; }
 
 static void scratch_reset(void) {
   ctx.scratch_cur = ctx.scratch;
@@ -199,7 +171,7 @@ static void run_case(const qcase *c) {
       if (!same || fabs(got - dref) > 1e-5 * (1.0 + fabs(dref))) {
         if (bad++ < 3)
           fprintf(stderr, "[%s] qd8 bits %d M %lld N %lld K %lld block %lld: out[%lld,%lld] = %.9g, expected %.9g (double %.9g)\n",
-                  path_name, c->bits, (long long)M, (long long)N, (long long)K, (long long)c->block,
+                  check_label, c->bits, (long long)M, (long long)N, (long long)K, (long long)c->block,
                   (long long)m, (long long)n, (double)got, (double)y, dref);
       }
     }
@@ -231,7 +203,7 @@ static void run_case(const qcase *c) {
         if (qout[m * ldc + n] != q || qout[m * ldc + n] < qmin || qout[m * ldc + n] > qmax ||
             (dv > qmin && dv < qmax && fabs(qout[m * ldc + n] - dv) > 0.5001)) {
           if (qbad++ < 3)
-            fprintf(stderr, "[%s] qs8 bits %d M %lld N %lld K %lld: out[%lld,%lld] = %d, expected %ld\n", path_name,
+            fprintf(stderr, "[%s] qs8 bits %d M %lld N %lld K %lld: out[%lld,%lld] = %d, expected %ld\n", check_label,
                     c->bits, (long long)M, (long long)N, (long long)K, (long long)m, (long long)n,
                     qout[m * ldc + n], q);
         }
@@ -447,6 +419,7 @@ static void test_pack_errors(void) {
 }
 
 int main(void) {
+  rng_state = 0x9E3779B97F4A7C15ull;
   setenv("PYEXEC_PARALLEL_MIN_COST", "1", 1); /* split even small products over the threads */
   static const int paths[] = {PX_QGEMM_PORTABLE, PX_QGEMM_AVX2, PX_QGEMM_AVX512_VNNI, PX_QGEMM_NEON,
                               PX_QGEMM_NEON_DOT};
@@ -457,26 +430,26 @@ int main(void) {
       printf("qgemm: %s not available in this build / CPU (skipped)\n", px_qgemm_path_name(paths[i]));
       continue;
     }
-    path_name = px_qgemm_path_name(paths[i]);
+    check_label = px_qgemm_path_name(paths[i]);
     int before = failures;
     rng_state = 0x9E3779B97F4A7C15ull; /* the same cases for every path */
     test_products();
     test_qd8(); /* its passes are vectorised on some paths too */
-    printf("qgemm: %s: %s\n", path_name, failures == before ? "ok" : "FAILED");
+    printf("qgemm: %s: %s\n", check_label, failures == before ? "ok" : "FAILED");
   }
   CHECK(px_qgemm_use_path(PX_QGEMM_AUTO) == 0 && px_qgemm_path() == best);
   /* the same checks with the work split over 3 threads: every output is
    * still exact, so results do not depend on the thread count */
   int threads = px_parallel_get_num_threads();
   if (px_parallel_set_num_threads(3) == PYEXEC_OK) {
-    path_name = "3 threads";
+    check_label = "3 threads";
     int before = failures;
     rng_state = 0x9E3779B97F4A7C15ull;
     test_products();
     printf("qgemm: %s, 3 threads: %s\n", px_qgemm_path_name(best), failures == before ? "ok" : "FAILED");
     px_parallel_set_num_threads(threads);
   }
-  path_name = "pack";
+  check_label = "pack";
   test_pack_errors();
   px_scratch_release(&ctx);
   printf("test_qgemm: %d checks, %d failures\n", checks, failures);

@@ -16,27 +16,10 @@
 #include "core/parallel.h"
 #include "kernels/conv/winograd.h"
 #include "kernels/kernel.h"
+#include "check.h"
 
-static int failures = 0, checks = 0;
 static char msg[1024];
 static px_ctx ctx = {.op = "test_winograd", .msg = msg, .msg_cap = sizeof msg};
-
-#define CHECK(cond, ...)                                                           \
-  do {                                                                             \
-    checks++;                                                                      \
-    if (!(cond)) {                                                                 \
-      failures++;                                                                  \
-      fprintf(stderr, "%s:%d: CHECK failed: %s: ", __FILE__, __LINE__, #cond);     \
-      fprintf(stderr, __VA_ARGS__);                                                \
-      fputc('\n', stderr);                                                         \
-    }                                                                              \
-  } while (0)
-
-static uint64_t rng = 88172645463325252ull;
-static float frand(void) { /* uniform in [-1, 1) */
-  rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
-  return (float)((double)(rng >> 11) / 9007199254740992.0 * 2.0 - 1.0);
-}
 
 static void one(int64_t N, int64_t H, int64_t W, int64_t Cin, int64_t Cout, int64_t pt, int64_t pl,
                 int64_t pb, int64_t pr, bool with_bias, float lo, float hi) {
@@ -49,9 +32,9 @@ static void one(int64_t N, int64_t H, int64_t W, int64_t Cin, int64_t Cout, int6
     CHECK(0, "out of memory");
     goto out;
   }
-  for (size_t i = 0; i < nx; i++) x[i] = frand();
-  for (size_t i = 0; i < nw; i++) w[i] = frand();
-  for (int64_t i = 0; i < Cout; i++) bias[i] = frand();
+  for (size_t i = 0; i < nx; i++) x[i] = rnd_unit();
+  for (size_t i = 0; i < nw; i++) w[i] = rnd_unit();
+  for (int64_t i = 0; i < Cout; i++) bias[i] = rnd_unit();
   /* the filter OHWI, as the XNNPACK node reads it */
   CHECK(px_wino_pack(Cin, Cout, w, 9 * Cin, 1, Cin, pk), "pack");
   px_wino_geom g = {N, H, W, Cin, Cout, OH, OW, pt, pl};
@@ -102,6 +85,7 @@ out:
 }
 
 int main(void) {
+  rng_state = 88172645463325252ull;
   setenv("PYEXEC_PARALLEL_MIN_COST", "1", 1); /* split even small convolutions over the threads */
   CHECK(px_wino_applicable(1, 16, 16, 3, 3, 1, 1, 1, 1), "16 -> 16, 3x3 stride 1 takes Winograd");
   CHECK(!px_wino_applicable(1, 8, 64, 3, 3, 1, 1, 1, 1), "8 input channels stay direct");
