@@ -24,32 +24,18 @@ weights; the 4-bit rounding moves logits by ~0.7)."""
 
 from __future__ import annotations
 
-import importlib.util
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 import torch
-from support import ROOT
-from support.export import assert_close
-from support.llm import llama_example
+from support.llm import assert_steps_match_eager, example, llama_example, lock_step
 
 import pyexec
 
-
-def _example(name: str) -> ModuleType:
-    """examples/llm/NAME.py as a module (examples/ is no package)."""
-    spec = importlib.util.spec_from_file_location(f"pyexec_example_{name}", ROOT / "examples" / "llm" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-export_llama = _example("export_llama")
-generate = _example("generate")
+export_llama = example("export_llama")
+generate = example("generate")
 
 pytestmark = pytest.mark.slow  # exports three models with export_llm (about 20-60 s each when not cached)
 
@@ -121,29 +107,14 @@ def test_each_step_matches_executorch_and_eager(
     variant: str, files: dict[str, tuple[Path, Path | None]], eager: torch.nn.Module
 ) -> None:
     pte, ptd = files[variant]
-    ours = pyexec.load(pte, data_path=ptd).load_method("forward")
-    theirs = generate.executorch_method(pte, ptd)
-    tokens, pos, sequence, steps = torch.tensor([PROMPT]), 0, list(PROMPT), []
-    while pos < MAX_SEQ_LEN:
-        args = [tokens, torch.tensor([pos])]
-        (got,) = ours.execute([a.clone() for a in args])
-        (expected,) = theirs.execute([a.clone() for a in args])
-        assert got.shape == (1, VOCAB)
-        assert_close(got, expected, what=f"{variant}: logits at position {pos} vs ExecuTorch", **TOLERANCES[variant])
-        token = int(expected.argmax())
-        top2 = expected[0].topk(2).values.tolist()
-        assert int(got.argmax()) == token, f"{variant}, position {pos}: ExecuTorch's top two logits {top2}"
-        steps.append((pos + tokens.shape[1] - 1, got))
-        pos += tokens.shape[1]
-        tokens = torch.tensor([[token]])
-        sequence.append(token)
+    # fed ExecuTorch's greedy token
+    steps, argmaxes = lock_step(pte, ptd, PROMPT, MAX_SEQ_LEN, VOCAB, TOLERANCES[variant],
+                                lambda pos, logits: int(logits.argmax()), variant)
+    sequence = PROMPT + argmaxes
     assert len(set(sequence[len(PROMPT) :])) > 3  # random weights still give a varied sequence
     if variant == "xnnpack-8da4w":
         return
-    with torch.no_grad():
-        full = eager(torch.tensor([sequence[:MAX_SEQ_LEN]]))
-    for last, got in steps:
-        assert_close(got[0], full[0, last], what=f"{variant}: logits at position {last} vs eager", **FLOAT_TOL)
+    assert_steps_match_eager(eager, sequence[:MAX_SEQ_LEN], steps, FLOAT_TOL, variant)
 
 
 @pytest.mark.parametrize("variant", VARIANTS)

@@ -19,31 +19,16 @@ example's greedy loops give the same tokens in both runtimes."""
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 import torch
-from support import ROOT
-from support.export import assert_close
-from support.llm import llama_example
+from support.llm import assert_steps_match_eager, example, llama_example, lock_step
 
-import pyexec
-
-
-def _example(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"pyexec_example_{name}", ROOT / "examples" / "llm" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-export_llama = _example("export_llama")
-generate = _example("generate")
+export_llama = example("export_llama")
+generate = example("generate")
 
 pytestmark = pytest.mark.slow  # three export_llm exports when not cached
 
@@ -119,30 +104,13 @@ def test_each_step_matches_executorch_and_eager(
     variant: str, files: dict[str, tuple[Path, Path | None]], eager: torch.nn.Module
 ) -> None:
     pte, ptd = files[variant]
-    ours = pyexec.load(pte, data_path=ptd).load_method("forward")
-    theirs = generate.executorch_method(pte, ptd)
-    sequence = PROMPT + FED
-    tokens, pos, steps, argmaxes = torch.tensor([PROMPT]), 0, [], set()
-    while pos < MAX_SEQ_LEN:
-        args = [tokens, torch.tensor([pos])]
-        (got,) = ours.execute([a.clone() for a in args])
-        (expected,) = theirs.execute([a.clone() for a in args])
-        assert got.shape == (1, TINY_QWEN3["vocab_size"])
-        assert_close(got, expected, what=f"{variant}: logits at position {pos} vs ExecuTorch", **TOLERANCES[variant])
-        top2 = expected[0].topk(2).values.tolist()
-        assert int(got.argmax()) == int(expected.argmax()), f"{variant}, position {pos}: ExecuTorch's top two {top2}"
-        argmaxes.add(int(expected.argmax()))
-        steps.append((pos + tokens.shape[1] - 1, got))
-        pos += tokens.shape[1]
-        if pos < MAX_SEQ_LEN:
-            tokens = torch.tensor([[sequence[pos]]])
-    assert len(argmaxes) > 3  # the steps' predictions differ: each step is its own check
+    sequence = PROMPT + FED  # fed fixed tokens, not the greedy ones
+    steps, argmaxes = lock_step(pte, ptd, PROMPT, MAX_SEQ_LEN, TINY_QWEN3["vocab_size"], TOLERANCES[variant],
+                                lambda pos, logits: sequence[pos], variant)
+    assert len(set(argmaxes)) > 3  # the steps' predictions differ: each step is its own check
     if variant == "xnnpack-8da4w":
         return
-    with torch.no_grad():
-        full = eager(torch.tensor([sequence[:MAX_SEQ_LEN]]))
-    for last, got in steps:
-        assert_close(got[0], full[0, last], what=f"{variant}: logits at position {last} vs eager", **FLOAT_TOL)
+    assert_steps_match_eager(eager, sequence[:MAX_SEQ_LEN], steps, FLOAT_TOL, variant)
 
 
 @pytest.mark.parametrize("variant", VARIANTS)

@@ -10,12 +10,14 @@ import json
 import os
 import tempfile
 import warnings
+from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import torch
 
-from support.export import _CACHE, _file_digest
+from support.export import _CACHE, _file_digest, assert_close
 
 # dim 64, 2 layers, 4 query heads sharing 2 kv heads (head_dim 16), vocab 128
 TINY_LLAMA = {
@@ -109,14 +111,15 @@ def llama_program(
 
 # ---- the exports of examples/llm/export_llama.py ---------------------------------
 
-_EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "llm" / "export_llama.py"
+_EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "llm"
+_EXAMPLE = _EXAMPLES / "export_llama.py"
 
 
-def _example() -> Any:
-    """examples/llm/export_llama.py as a module (examples/ is no package)."""
+def example(name: str) -> ModuleType:
+    """examples/llm/NAME.py as a module (examples/ is no package)."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("pyexec_example_export_llama", _EXAMPLE)
+    spec = importlib.util.spec_from_file_location(f"pyexec_example_{name}", _EXAMPLES / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -142,8 +145,8 @@ def llama_example(
     example's source."""
     import executorch
 
-    example = _example()
-    params = params or example.TINY_PARAMS
+    example_module = example("export_llama")
+    params = params or example_module.TINY_PARAMS
     options: dict[str, Any] = {"variant": variant, "params": params, "max_seq_len": max_seq_len, "seed": seed}
     if model_class != "llama3" or tied_embedding:  # (the llama3 keys as they were: their cached files stay)
         options.update(model_class=model_class, tied_embedding=tied_embedding)
@@ -159,8 +162,8 @@ def llama_example(
         return pte_path.read_bytes(), (ptd_path.read_bytes() if ptd_path.is_file() else None)
     with tempfile.TemporaryDirectory() as d, warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        example.write_model(Path(d), params, max_seq_len, seed, tied_embedding=tied_embedding)
-        pte_file, ptd_file = example.export_in_process(variant, Path(d), max_seq_len, model_class=model_class)
+        example_module.write_model(Path(d), params, max_seq_len, seed, tied_embedding=tied_embedding)
+        pte_file, ptd_file = example_module.export_in_process(variant, Path(d), max_seq_len, model_class=model_class)
         pte, ptd = pte_file.read_bytes(), (ptd_file.read_bytes() if ptd_file else None)
     if where != "off":
         stem.parent.mkdir(parents=True, exist_ok=True)
@@ -171,3 +174,57 @@ def llama_example(
                     f.write(data)
                 os.replace(tmp, path)
     return pte, ptd
+
+
+# ---- stepping a program in pyexec and ExecuTorch side by side ---------------------
+
+
+def lock_step(
+    pte: Path,
+    ptd: Path | None,
+    prompt: list[int],
+    max_seq_len: int,
+    vocab: int,
+    tol: dict[str, float],
+    next_token: Callable[[int, torch.Tensor], int],
+    what: str,
+) -> tuple[list[tuple[int, torch.Tensor]], list[int]]:
+    """Steps pyexec and ExecuTorch's runtime side by side on the same files:
+    `prompt` as one prefill, then one token a step up to the last cache
+    position, next_token(pos, logits) choosing the token fed at `pos` from
+    ExecuTorch's logits of the step before. Every step's logits are within
+    `tol` of ExecuTorch's, with the same argmax. Returns each step's
+    (position its logits are for, pyexec's logits) and ExecuTorch's argmaxes."""
+    import pyexec
+
+    ours = pyexec.load(pte, data_path=ptd).load_method("forward")
+    theirs = example("generate").executorch_method(pte, ptd)
+    tokens, pos = torch.tensor([prompt]), 0
+    steps: list[tuple[int, torch.Tensor]] = []
+    argmaxes: list[int] = []
+    while pos < max_seq_len:
+        args = [tokens, torch.tensor([pos])]
+        (got,) = ours.execute([a.clone() for a in args])
+        (expected,) = theirs.execute([a.clone() for a in args])
+        assert got.shape == (1, vocab)
+        assert_close(got, expected, what=f"{what}: logits at position {pos} vs ExecuTorch", **tol)
+        top2 = expected[0].topk(2).values.tolist()
+        assert int(got.argmax()) == int(expected.argmax()), f"{what}, position {pos}: ExecuTorch's top two {top2}"
+        argmaxes.append(int(expected.argmax()))
+        steps.append((pos + tokens.shape[1] - 1, got))
+        pos += tokens.shape[1]
+        if pos < max_seq_len:
+            tokens = torch.tensor([[next_token(pos, expected)]])
+    return steps, argmaxes
+
+
+def assert_steps_match_eager(
+    eager: torch.nn.Module, sequence: list[int], steps: list[tuple[int, torch.Tensor]], tol: dict[str, float],
+    what: str,
+) -> None:
+    """Each step's logits (lock_step's) within `tol` of torch eager run over
+    the whole `sequence` at once (no KV cache)."""
+    with torch.no_grad():
+        full = eager(torch.tensor([sequence]))
+    for last, got in steps:
+        assert_close(got[0], full[0, last], what=f"{what}: logits at position {last} vs eager", **tol)
