@@ -39,6 +39,34 @@ run_stage() {  # run_stage NAME COMMAND...: times it; stops the run if it fails
   return 0
 }
 
+# run_together NAME1 COMMAND1 NAME2 COMMAND2: two stages that each keep one
+# core busy (the other idle) run side by side; each one's output is printed
+# when both are done, then the run stops if either failed. COMMANDs are
+# single words (functions or programs).
+run_together() {
+  local names=("$1" "$3") cmds=("$2" "$4") logs=() pids=() t0=() rc i
+  for i in 0 1; do
+    logs[i]=$(mktemp)
+    t0[i]=$SECONDS
+    ( "${cmds[i]}" >"${logs[i]}" 2>&1; echo $? >"${logs[i]}.rc"; echo $SECONDS >"${logs[i]}.end" ) &
+    pids[i]=$!
+  done
+  wait "${pids[@]}"
+  for i in 0 1; do
+    rc=$(cat "${logs[i]}.rc")
+    printf '\n==== %s (beside: %s)\n' "${names[i]}" "${names[1 - i]}"
+    cat "${logs[i]}"
+    timings+=("$(printf '%5ds  %s' $(($(cat "${logs[i]}.end") - t0[i])) "${names[i]}")$([ "$rc" -eq 0 ] || echo "  FAILED (exit $rc)")")
+    if [ "$rc" -ne 0 ]; then
+      printf '\n!!!! FAILED: %s (exit %d)\n' "${names[i]}" "$rc" >&2
+      failed+=("${names[i]}")
+    fi
+    rm -f "${logs[i]}" "${logs[i]}.rc" "${logs[i]}.end"
+  done
+  [ ${#failed[@]} -eq 0 ] || summary
+  return 0
+}
+
 summary() {
   printf '\n==== stage times\n'
   printf '%s\n' "${timings[@]}"
@@ -93,7 +121,8 @@ aarch64_emulated() {
 }
 
 # The layering check reads the regular build's object files (which object
-# defines the symbols another uses), so lint runs after that build.
+# defines the symbols another uses), so lint runs after that build (beside
+# the package's install, which builds the wheel's library on its own).
 lint() { ruff check . && mypy && python scripts/check_layers.py; }
 
 # The package as a user gets it: `pip install .` builds the wheel's library
@@ -121,9 +150,13 @@ pytest_regular() {
 # bytes, execute) are the ones the rest of the suite checks under ASan.
 # Under ASan: the tests that feed the library malformed or unusual input
 # (hostile programs, payloads and data files, binding and lifetime rules,
-# threads, the API's argument checks) and one program per kernel family; the
-# whole suite's numerics already ran against the regular library above.
-ASAN_TESTS=(tests/unit tests/delegates/test_xnnpack_hostile.py tests/delegates/test_xnnpack_args.py
+# threads, the API's argument checks) and the operator tests; the whole
+# suite's numerics already ran against the regular library above. The CLI's
+# tests are left out: the CLI is Python over the same calls, and each of
+# its tests starts interpreters (half this stage's time under ASan).
+ASAN_TESTS=(tests/unit/test_errors.py tests/unit/test_hostile.py tests/unit/test_library.py
+  tests/unit/test_threads_leaks.py tests/unit/test_threads_pool.py
+  tests/delegates/test_xnnpack_hostile.py tests/delegates/test_xnnpack_args.py
   tests/integration/test_binding.py tests/integration/test_lifetime.py tests/integration/test_external_data.py
   tests/integration/test_layout.py tests/integration/test_state.py tests/integration/test_control_flow.py
   tests/integration/test_program.py tests/ops)
@@ -154,10 +187,8 @@ sys.exit(0 if 'native/build/tsan/libpyexec.so' in open('/proc/self/maps').read()
 # once, then a bounded run from the seed corpus (fixtures, native/fuzz/seeds,
 # and programs exported by scripts/make_fuzz_seeds.py), one fuzzing job per
 # core; the first crash, leak or sanitizer report stops it and fails.
-fuzz_run() {
-  python scripts/make_fuzz_seeds.py &&
-    make -C native fuzz-run FUZZ_TIME="${FUZZ_TIME:-25}" FUZZ_FLAGS="-seed=1 -fork=$JOBS"
-}
+fuzz_seeds() { python scripts/make_fuzz_seeds.py; }
+fuzz_run() { make -C native fuzz-run FUZZ_TIME="${FUZZ_TIME:-25}" FUZZ_FLAGS="-seed=1 -fork=$JOBS"; }
 
 # ExecuTorch's shipped XNNPACK operator tests and runtime tests, pyexec in
 # place of its runtime (tests/support/et_suite.py): the fixed part named
@@ -174,11 +205,10 @@ run_stage "setup: venv and test requirements" setup_python
 run_stage "setup: clang for the sanitizer and fuzz builds" setup_clang
 run_stage "setup: the aarch64 cross compiler and qemu" setup_cross
 run_stage "build: regular library" make -C native -j"$JOBS" all
-run_stage "lint: ruff, mypy, layering" lint
+run_together "lint: ruff, mypy, layering" lint "build: install the package (wheel library)" install_package
 run_stage "build: ASan+UBSan library and C tests" make -C native -j"$JOBS" asan
 run_stage "build: ThreadSanitizer library and C tests" make -C native -j"$JOBS" tsan
 run_stage "build: libFuzzer harness (linked from the ASan objects)" make -C native -j"$JOBS" fuzz
-run_stage "build: install the package (wheel library)" install_package
 run_stage "C tests" make -C native -j"$JOBS" -O test
 run_stage "C tests under ASan+UBSan" make -C native -j"$JOBS" -O asan-test
 run_stage "C tests under ThreadSanitizer" make -C native -j"$JOBS" -O tsan-test
@@ -187,6 +217,6 @@ run_stage "fuzz: committed regression inputs" make -C native fuzz-regress
 run_stage "pytest" pytest_regular
 run_stage "ExecuTorch's XNNPACK and runtime tests with pyexec as the runtime" executorch_suite
 run_stage "pytest against the ASan library (input checks)" pytest_asan
-run_stage "thread tests against the TSan library" pytest_tsan
+run_together "thread tests against the TSan library" pytest_tsan "fuzz: the seed programs" fuzz_seeds
 run_stage "fuzz: ${FUZZ_TIME:-25} s on $JOBS cores from the seed corpus" fuzz_run
 summary
