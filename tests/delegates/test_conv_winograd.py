@@ -118,3 +118,46 @@ def test_few_channels_and_strided_convolutions_stay_direct(tmp_path: Path) -> No
     got, events = run_pyexec(pte, x, True, tmp_path)
     assert events == [DIRECT, DIRECT], events
     assert_close(got, run_with_executorch(pte_bytes, [x])[0], **LAYER, what="vs ExecuTorch")
+
+
+# Memory load_method adds (RssAnon, from a path: the file's own pages are
+# not anonymous).
+_LOAD_GROWTH = """
+import sys, pyexec
+
+def anon():
+    for line in open("/proc/self/status"):
+        if line.startswith("RssAnon:"):
+            return int(line.split()[1]) * 1024
+    raise SystemExit("no RssAnon in /proc/self/status")
+
+program = pyexec.load(sys.argv[1])
+before = anon()
+method = program.load_method("forward")
+print(anon() - before)
+"""
+
+
+def test_a_winograd_layer_keeps_only_its_transformed_filter(tmp_path: Path) -> None:
+    """With Winograd a 3x3 layer holds its transformed filter (16 values per
+    input and output channel pair) instead of, not beside, the direct one (9
+    values): load_method adds 7/9 of the direct filters' bytes D more than
+    with PYEXEC_CONV_WINOGRAD=0 (about 1.2 D with the transform's scratch
+    the allocator keeps), where keeping both filters adds 16/9 D (about
+    2.2 D): the bound is 1.6 D."""
+    c, layers = 256, 4
+    module = torch.nn.Sequential(*[torch.nn.Conv2d(c, c, 3, padding=1) for _ in range(layers)]).eval()
+    x = torch.randn(1, c, 8, 8, generator=torch.Generator().manual_seed(3))
+    pte = tmp_path / "deep.pte"
+    pte.write_bytes(export_xnnpack(module, (x,)))
+    growth = {}
+    for winograd in (True, False):
+        env = dict(os.environ, PYEXEC_CONV_WINOGRAD="1" if winograd else "0")
+        run = subprocess.run([sys.executable, "-c", _LOAD_GROWTH, str(pte)], check=True, env=env,
+                             capture_output=True, text=True)
+        growth[winograd] = int(run.stdout)
+    direct = layers * c * c * 9 * 4  # bytes of the direct filters
+    extra = growth[True] - growth[False]
+    print(f"load_method adds {growth[True] / 2**20:.1f} MiB with Winograd, {growth[False] / 2**20:.1f} MiB without")
+    assert growth[False] >= direct, growth  # the measure sees the packed filters at all
+    assert extra < 1.6 * direct, f"{extra / 2**20:.1f} MiB more with Winograd: both filters kept?"

@@ -179,12 +179,14 @@ static int conv_prepare(px_ctx *ctx, xnn_node *node, xnn_value *values, int kind
     p.K = p.KH * p.KW;
     p.wg = (size_t)fn;
   }
-  wfloats = p.wg * (size_t)p.G;
-  size_t head = (sizeof(conv_plan) + 63) / 64 * 64, bias_b = ((size_t)p.Cout * 4 + 63) / 64 * 64;
-  /* 3x3 stride-1 layers with enough channels also keep the filter
-   * transformed for Winograd (winograd.h says which), and run through it */
+  /* 3x3 stride-1 layers with enough channels keep the filter transformed
+   * for Winograd instead (winograd.h says which), and run through it: the
+   * switch is read once per process, so the direct filter would never be
+   * read and is not packed */
   const bool wino = kind == CONV_PLAIN &&
                     px_wino_applicable(p.G, p.Cin_g, p.Cout_g, p.KH, p.KW, p.sh, p.sw, p.dh, p.dw);
+  wfloats = wino ? 0 : p.wg * (size_t)p.G;
+  size_t head = (sizeof(conv_plan) + 63) / 64 * 64, bias_b = ((size_t)p.Cout * 4 + 63) / 64 * 64;
   const size_t wino_b = wino ? px_wino_packed_size(p.Cin, p.Cout) : 0;
   size_t total = head + bias_b + (wfloats * 4 + 63) / 64 * 64 + wino_b;
   if (wfloats > ((size_t)1 << 40) / 4) {
@@ -199,7 +201,7 @@ static int conv_prepare(px_ctx *ctx, xnn_node *node, xnn_value *values, int kind
   conv_plan *plan = (conv_plan *)mem;
   *plan = p;
   plan->bias = (float *)(mem + head);
-  plan->w = (float *)(mem + head + bias_b);
+  plan->w = wino ? NULL : (float *)(mem + head + bias_b);
   plan->wino = wino ? (float *)(mem + head + bias_b + (wfloats * 4 + 63) / 64 * 64) : NULL;
   if (wino && !px_wino_pack(p.Cin, p.Cout, fw, 9 * p.Cin, 1, p.Cin, plan->wino)) {
     free(mem);
@@ -211,7 +213,9 @@ static int conv_prepare(px_ctx *ctx, xnn_node *node, xnn_value *values, int kind
     memcpy(plan->bias, b->constant, (size_t)p.Cout * sizeof(float));
   else
     memset(plan->bias, 0, (size_t)p.Cout * sizeof(float));
-  if (kind == CONV_PLAIN) {
+  if (wino) {
+    /* transformed above */
+  } else if (kind == CONV_PLAIN) {
     /* B(k, j) = filter[g*Cout_g + j][k]: row stride 1, column stride K */
     for (int64_t g = 0; g < p.G; g++)
       px_gemm_f32_prepack_b(p.Cout_g, p.K, fw + g * p.Cout_g * p.K, 1, p.K, plan->w + g * p.wg);

@@ -24,17 +24,20 @@ static size_t group_floats(const px_conv_nhwc_geom *g) {
 }
 
 /* Whether the convolution runs as Winograd F(2x2, 3x3) (winograd.h's
- * rule): its transformed filter is packed after the direct one. */
+ * rule): its transformed filter is then all that is packed (the switch is
+ * read once per process, so the direct filter would never be read). */
 static bool use_wino(const px_conv_nhwc_geom *g) {
   return px_wino_applicable(g->G, g->Cin, g->Cout, g->KH, g->KW, g->sh, g->sw, g->dh, g->dw);
 }
 
 size_t px_conv_nhwc_packed_size(const px_conv_nhwc_geom *g) {
-  return group_floats(g) * sizeof(float) * (size_t)g->G +
-         (use_wino(g) ? px_wino_packed_size(g->Cin, g->Cout) : 0);
+  if (use_wino(g)) return px_wino_packed_size(g->Cin, g->Cout);
+  return group_floats(g) * sizeof(float) * (size_t)g->G;
 }
 
 bool px_conv_nhwc_pack(const px_conv_nhwc_geom *g, const float *w, float *dst) {
+  /* the filter [Cout][Cin][3][3] */
+  if (use_wino(g)) return px_wino_pack(g->Cin, g->Cout, w, 9 * g->Cin, 9, 1, dst);
   const int64_t Cg = g->Cin / g->G, Og = g->Cout / g->G, KK = g->KH * g->KW, K = KK * Cg;
   /* B(k, j) with k = tap * Cg + c: the filter [Og][Cg][KK] reordered to
    * [Og][KK][Cg] (row j of B^T), then packed through its strides */
@@ -48,8 +51,6 @@ bool px_conv_nhwc_pack(const px_conv_nhwc_geom *g, const float *w, float *dst) {
     px_gemm_f32_prepack_b(Og, K, t, 1, K, dst + (size_t)gi * group_floats(g));
   }
   free(t);
-  /* the filter [Cout][Cin][3][3] */
-  if (use_wino(g)) return px_wino_pack(g->Cin, g->Cout, w, 9 * g->Cin, 9, 1, dst + (size_t)g->G * group_floats(g));
   return true;
 }
 
@@ -86,7 +87,7 @@ int px_conv_nhwc(px_ctx *ctx, const px_conv_nhwc_geom *g, const float *x, const 
   }
   if (use_wino(g)) {
     px_wino_geom wg = {g->N, g->H, g->W, g->Cin, g->Cout, g->OH, g->OW, g->ph, g->pw};
-    int rc = px_wino_conv_nhwc(ctx, &wg, xs, packed + (size_t)g->G * group_floats(g), bias, lo, hi, ys);
+    int rc = px_wino_conv_nhwc(ctx, &wg, xs, packed, bias, lo, hi, ys);
     if (rc) return rc;
   }
   for (int64_t n = 0; n < g->N; n++) /* [OHW, Cout] -> [Cout, OHW] */
