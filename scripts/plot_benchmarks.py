@@ -110,7 +110,7 @@ def plot_speedups(reports: Sequence[Mapping[str, Any]], out: Path, table: str, n
     fig.text(0.01, 0.005, caption(reports), fontsize=7, color="gray")
     fig.tight_layout(rect=(0, 0.03, 1, 1))
     path = out / name
-    fig.savefig(path)
+    fig.savefig(path, metadata={"Date": None})  # no timestamp: the same report draws the same file
     plt.close(fig)
     return path
 
@@ -137,7 +137,7 @@ def plot_llm(reports: Sequence[Mapping[str, Any]], out: Path) -> Path | None:
     fig.text(0.01, 0.005, caption(reports), fontsize=7, color="gray")
     fig.tight_layout(rect=(0, 0.03, 1, 1))
     path = out / "bench_llm.svg"
-    fig.savefig(path)
+    fig.savefig(path, metadata={"Date": None})  # no timestamp: the same report draws the same file
     plt.close(fig)
     return path
 
