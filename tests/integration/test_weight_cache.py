@@ -16,6 +16,7 @@ import importlib.util
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -137,6 +138,27 @@ def test_other_key_not_used(pte_path: Path, cache_dir: Path, monkeypatch: pytest
     assert torch.equal(out, plain)
     out, mapped = _run(pte_path)
     assert mapped and torch.equal(out, plain)
+
+
+def test_a_killed_writers_leftovers_are_removed(pte_path: Path, cache_dir: Path) -> None:
+    """A writer killed mid-write leaves NAME.tmp.XXXXXX behind. The next
+    writer of that file removes those untouched for over an hour, and
+    leaves a recent one (a writer still at work) and other names alone."""
+    _run(pte_path)
+    (f,) = _files(cache_dir)
+    f.unlink()  # so that the next load writes it again
+    hour_ago = time.time() - 3700
+    stale = [cache_dir / f"{f.name}.tmp.{s}" for s in ("a1B2c3", "ZZZZZZ")]
+    fresh = cache_dir / f"{f.name}.tmp.q9W8e7"
+    other = [cache_dir / f"{f.name}.tmp.notes", cache_dir / "other.pxw.tmp.a1B2c3"]
+    for p in [*stale, fresh, *other]:
+        p.write_bytes(b"partial")
+    for p in [*stale, *other]:
+        os.utime(p, (hour_ago, hour_ago))
+    _, mapped = _run(pte_path)
+    assert not mapped and f.is_file()
+    assert not any(p.exists() for p in stale), "stale temporaries were left"
+    assert fresh.exists() and all(p.exists() for p in other)
 
 
 def test_off_writes_nothing(pte_path: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:

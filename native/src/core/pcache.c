@@ -5,6 +5,7 @@
  */
 #include "core/pcache.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -12,6 +13,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 /* ---- hash ------------------------------------------------------------------------------------ */
@@ -187,6 +189,44 @@ static int add_ent(px_pcache *c, ent_t e) {
   return 1;
 }
 
+/* A writer renames or removes its temporary file (PATH.tmp.XXXXXX) itself,
+ * and writes to it as the packers go; one that was killed mid-write leaves
+ * it behind. Those untouched for an hour are removed when a new writer of
+ * the same cache file starts. */
+#define STALE_TMP_SECONDS 3600
+
+static void remove_stale_temporaries(const char *path) {
+  const char *slash = strrchr(path, '/');
+  const char *base = slash ? slash + 1 : path;
+  char dir[4096];
+  size_t dlen = slash ? (size_t)(slash - path) : 0;
+  if (dlen + 2 > sizeof dir) return;
+  if (!slash)
+    strcpy(dir, ".");
+  else if (dlen == 0)
+    strcpy(dir, "/");
+  else {
+    memcpy(dir, path, dlen);
+    dir[dlen] = 0;
+  }
+  DIR *d = opendir(dir);
+  if (!d) return;
+  const size_t blen = strlen(base);
+  const time_t now = time(NULL);
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    const char *name = e->d_name;
+    if (strlen(name) != blen + 11 || strncmp(name, base, blen) || strncmp(name + blen, ".tmp.", 5)) continue;
+    int fd = openat(dirfd(d), name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) continue;
+    struct stat st;
+    int stale = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && now - st.st_mtime > STALE_TMP_SECONDS;
+    close(fd);
+    if (stale) (void)unlinkat(dirfd(d), name, 0);
+  }
+  closedir(d);
+}
+
 /* Leaves reading: a temporary file gets the entries taken so far, and the
  * packers' entries from here on. */
 static void start_writing(px_pcache *c) {
@@ -200,6 +240,7 @@ static void start_writing(px_pcache *c) {
     return;
   }
   snprintf(c->tmp, n, "%s.tmp.XXXXXX", c->path);
+  remove_stale_temporaries(c->path);
   c->fd = mkstemp(c->tmp);
   if (c->fd < 0) {
     free(c->tmp);
