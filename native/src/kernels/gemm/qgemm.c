@@ -319,16 +319,10 @@ static void qw_sizes(const px_qweights *w, const qw_blob_hdr *h, size_t sizes[5]
   sizes[4] = h->has_bias ? npad * sizeof(float) : 0;
 }
 
-static int qw_from_cache(px_qweights *w, const px_qweights_desc *d, int64_t nb, const uint8_t *e, size_t n) {
-  qw_blob_hdr h;
-  if (n < sizeof h) return 0;
-  memcpy(&h, e, sizeof h);
-  int blockwise = d->block > 0;
-  if (h.bits != d->bits || h.N != d->N || h.K != d->K || h.nb != nb || h.blockwise != blockwise ||
-      h.has_bias != (d->bias != NULL) || h.zero_point != d->zero_point || h.bias8 != QG_BIAS8 ||
-      h.sbias != (d->bits == 4 ? d->zero_point : QG_BIAS8) || (h.ws16 != 0 && h.ws16 != 1) ||
-      (h.sbf16 != 0 && h.sbf16 != 1) || (!blockwise && (h.ws16 || h.sbf16)))
-    return 0;
+/* The layout every packing of `d` with nb blocks a row has: sizes, tiles,
+ * blocks and their padded depth, the unit size, zero point and the bias
+ * added to stored values. */
+static void qw_geometry(px_qweights *w, const px_qweights_desc *d, int64_t nb) {
   w->bits = d->bits;
   w->N = d->N;
   w->K = d->K;
@@ -339,8 +333,21 @@ static int qw_from_cache(px_qweights *w, const px_qweights_desc *d, int64_t nb, 
   w->nu = w->bkp / QG_KU;
   w->unit_bytes = d->bits == 8 ? 128 : 64;
   w->zero_point = d->zero_point;
-  w->sbias = h.sbias;
-  w->blockwise = blockwise;
+  w->sbias = d->bits == 4 ? d->zero_point : QG_BIAS8;
+  w->blockwise = d->block > 0;
+}
+
+static int qw_from_cache(px_qweights *w, const px_qweights_desc *d, int64_t nb, const uint8_t *e, size_t n) {
+  qw_blob_hdr h;
+  if (n < sizeof h) return 0;
+  memcpy(&h, e, sizeof h);
+  int blockwise = d->block > 0;
+  if (h.bits != d->bits || h.N != d->N || h.K != d->K || h.nb != nb || h.blockwise != blockwise ||
+      h.has_bias != (d->bias != NULL) || h.zero_point != d->zero_point || h.bias8 != QG_BIAS8 ||
+      h.sbias != (d->bits == 4 ? d->zero_point : QG_BIAS8) || (h.ws16 != 0 && h.ws16 != 1) ||
+      (h.sbf16 != 0 && h.sbf16 != 1) || (!blockwise && (h.ws16 || h.sbf16)))
+    return 0;
+  qw_geometry(w, d, nb); /* the header's sbias and blockwise were checked equal to these */
   w->ws16 = h.ws16;
   w->sbf16 = h.sbf16;
   int64_t wsz = w->ws16 ? 2 : 4, ssz = w->sbf16 ? 2 : 4;
@@ -411,18 +418,7 @@ px_qweights *px_qweights_pack(const px_qweights_desc *d) {
     px_pcache_reject(cache);
     memset(w, 0, sizeof *w);
   }
-  w->bits = d->bits;
-  w->N = d->N;
-  w->K = d->K;
-  w->ntiles = (d->N + QG_NR - 1) / QG_NR;
-  w->nb = nb;
-  w->bk = d->K / nb;
-  w->bkp = (w->bk + QG_KU - 1) / QG_KU * QG_KU;
-  w->nu = w->bkp / QG_KU;
-  w->unit_bytes = d->bits == 8 ? 128 : 64;
-  w->zero_point = d->zero_point;
-  w->sbias = d->bits == 4 ? d->zero_point : QG_BIAS8;
-  w->blockwise = d->block > 0;
+  qw_geometry(w, d, nb);
   size_t npad = (size_t)w->ntiles * QG_NR;
   size_t nmeta = npad * (size_t)nb;
 
