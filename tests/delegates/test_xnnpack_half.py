@@ -16,8 +16,12 @@ kernels for the transcendental functions and depthwise convolution differ
 from float32-then-round by an ulp or two (its depthwise kernel rounds its
 accumulator after each tap). A handful of such roundings along the longest
 chain of a model stays within 4 eps of the output's largest magnitude, the
-bound both comparisons use (observed: at most 2.4 eps against ExecuTorch,
-most outputs equal to it bit for bit; equal to eager or within an eps). The
+bound both comparisons use (observed: at most 2.4 eps against ExecuTorch on
+AMD Zen 4, most outputs equal to it bit for bit; equal to eager or within an
+eps). XNNPACK chooses its fp16 kernels by CPU, and on some Intel CPUs its
+exp and log are 4.5 eps from the exact value: an output farther than the
+bound from ExecuTorch's passes only where pyexec's is the closer of the two
+to the float64 result. The
 quantized linears differ from eager by the quantization itself: against
 eager their bound is the relative L2 error of test_xnnpack_quant.py.
 
@@ -202,8 +206,21 @@ def test_lowered_half_model_matches_executorch_and_eager(name: str, dt: str) -> 
             run_with_executorch(pte, x)
         return
     ref = run_with_executorch(pte, x)
+    exact = None
     for k, (o, r) in enumerate(zip(ours, ref)):
-        _close(o, r, dtype, f"{dt} {name} output {k} against ExecuTorch")
+        try:
+            _close(o, r, dtype, f"{dt} {name} output {k} against ExecuTorch")
+        except AssertionError as far:
+            # XNNPACK picks its half-precision kernels by CPU, and some of its
+            # exp / log kernels are looser than float32-then-round (4.5 eps
+            # from the exact value on some x86 CPUs): there pyexec must be the
+            # closer of the two to the float64 result.
+            if exact is None:
+                with torch.no_grad():
+                    exact = _outputs(module.double()(*[t.double() for t in x]))
+            e = exact[k]
+            ours_err, et_err = float((o.double() - e).abs().max()), float((r.double() - e).abs().max())
+            assert ours_err <= et_err, f"{far}; and farther from float64 ({ours_err:.3g}) than it ({et_err:.3g})"
 
 
 def test_half_inputs_are_refused_in_another_dtype() -> None:

@@ -153,10 +153,11 @@ int xnn_quant_check(const xnn_node *node, const xnn_value *values, char *why, si
         return NO("%s and %s inputs with a %s output (all qint8 run)", xnn_datatype_name(xd),
                   xnn_datatype_name(b->datatype), xnn_datatype_name(yd));
       if (node->type != XNN_NODE_multiply) {
-        /* XNNPACK's fixed-point add takes input / output scale ratios in [2^-10, 2^8) */
+        /* any finite positive ratios run (XNNPACK refuses none): fixed point
+         * where its multipliers fit, float beyond (init_binop) */
         float ra = x->quant.scale / y->quant.scale, rb = b->quant.scale / y->quant.scale;
-        if (!(ra >= 0x1.0p-10f && ra < 0x1.0p+8f && rb >= 0x1.0p-10f && rb < 0x1.0p+8f))
-          return BADQ("input / output scale ratios %g and %g lie outside [2^-10, 2^8)", ra, rb);
+        if (!(ra > 0.0f && rb > 0.0f && isfinite(ra) && isfinite(rb)))
+          return BADQ("input / output scale ratios %g and %g are not finite and > 0", ra, rb);
       } else {
         float r = x->quant.scale * b->quant.scale / y->quant.scale;
         if (!(r > 0.0f && isfinite(r)))
@@ -352,12 +353,18 @@ static int exec_fc(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
 /* XNNPACK's qs8 add: multipliers round(ratio * 2^shift) with shift =
  * 20 - exponent(larger |ratio|), a bias holding the rounding term and the
  * zero points, an arithmetic shift right, then clamp and the output zero
- * point. Subtract is an add with the second ratio negated. */
+ * point. Subtract is an add with the second ratio negated. The smaller ratio
+ * may round to a small multiplier, even 0, as in XNNPACK. Where the larger
+ * ratio puts the shift outside [1, 30] (it is >= 2^20 or < 2^-10, past what
+ * XNNPACK's kernels assume), the sum is taken in float: the dequantized
+ * inputs times their ratios, rounded as Convert rounds. */
 typedef struct q8_binop {
   int type;
+  bool in_float;               /* add / subtract with a shift outside [1, 30] */
   int32_t ma, mb, bias, shift; /* add / subtract */
-  int32_t azp, bzp;            /* multiply */
+  int32_t azp, bzp;            /* multiply, and add / subtract in float */
   float scale;                 /* multiply */
+  float ra, rb;                /* add / subtract in float */
   int32_t lo, hi, ozp;         /* bounds less the zero point, output zero point */
 } q8_binop;
 
@@ -367,18 +374,23 @@ static void init_binop(q8_binop *p, const xnn_node *node, const xnn_value *a, co
   p->ozp = y->quant.zero_point;
   p->lo = xnn_q8_bound(node->output_min, y->quant.scale, p->ozp) - p->ozp;
   p->hi = xnn_q8_bound(node->output_max, y->quant.scale, p->ozp) - p->ozp;
+  p->azp = a->quant.zero_point;
+  p->bzp = b->quant.zero_point;
   if (node->type == XNN_NODE_multiply) {
-    p->azp = a->quant.zero_point;
-    p->bzp = b->quant.zero_point;
     p->scale = a->quant.scale * b->quant.scale / y->quant.scale;
     return;
   }
   float ra = a->quant.scale / y->quant.scale, rb = b->quant.scale / y->quant.scale;
   if (node->type == XNN_NODE_subtract) rb = -rb;
+  p->ra = ra, p->rb = rb;
   float amax = fmaxf(fabsf(ra), fabsf(rb));
   uint32_t bits;
   memcpy(&bits, &amax, 4);
   int32_t exponent = (int32_t)(bits >> 23) - 127;
+  if (exponent < -10 || exponent > 19) {
+    p->in_float = true;
+    return;
+  }
   p->shift = 20 - exponent;
   p->ma = (int32_t)lrintf(ldexpf(fabsf(ra), p->shift));
   p->mb = (int32_t)lrintf(ldexpf(fabsf(rb), p->shift));
@@ -391,6 +403,9 @@ static inline int8_t binop1(const q8_binop *p, int32_t a, int32_t b) {
   int32_t v;
   if (p->type == XNN_NODE_multiply) {
     v = xnn_q8_round(xnn_clampf((float)((a - p->azp) * (b - p->bzp)) * p->scale, (float)p->lo, (float)p->hi));
+  } else if (p->in_float) {
+    float sum = (float)(a - p->azp) * p->ra + (float)(b - p->bzp) * p->rb;
+    v = xnn_q8_round(xnn_clampf(sum, (float)p->lo, (float)p->hi));
   } else {
     int32_t acc = p->bias + a * p->ma + b * p->mb;
     v = acc >> p->shift; /* arithmetic: gcc and clang shift signed values arithmetically */
@@ -408,6 +423,10 @@ static void binop_row(const q8_binop *p, const int8_t *restrict a, const int8_t 
     const float scale = p->scale, flo = (float)lo, fhi = (float)hi;
     for (int64_t i = 0; i < n; i++)
       o[i] = (int8_t)(xnn_q8_round(xnn_clampf((float)((a[i] - azp) * (b[i] - bzp)) * scale, flo, fhi)) + ozp);
+    return;
+  }
+  if (p->in_float) {
+    for (int64_t i = 0; i < n; i++) o[i] = binop1(p, a[i], b[i]);
     return;
   }
   const int32_t bias = p->bias, ma = p->ma, mb = p->mb, shift = p->shift;
@@ -549,10 +568,12 @@ static int exec_max_pool(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
 
 /* ---- GlobalAvgPooling2d ------------------------------------------------------------------------------ */
 
-/* XNNPACK's qs8 mean (its global average pooling): an int32 sum of the
- * window's bytes, less count x the input zero point, converted to float and
- * scaled by (x_scale / y_scale) x (1 / count), then quantized as Convert does
- * (clamp in the output's zero-point-less range, lrintf, add the zero point). */
+/* XNNPACK's qs8 mean (its global average pooling, a sum reduction and an
+ * int32 -> qs8 conversion): the int32 sum of the window's raw bytes times
+ * s = (x_scale / y_scale) x (1 / count), plus the zero point term
+ * y_zp - (count x x_zp) x s, both in float, rounded to nearest even and
+ * saturated to int8. The term is folded in float, as XNNPACK folds it, so
+ * ties round as there; the node's output bounds then clamp. */
 static int shape_global_avg_pool(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
   const xnn_value *x = &values[node->in[0]];
   xnn_value *y = &values[node->out[0]];
@@ -573,8 +594,9 @@ static int exec_global_avg_pool(px_ctx *ctx, const xnn_node *node, xnn_value *va
   if (!acc) return PYEXEC_ERR_EXECUTION;
   float scale = (x->quant.scale / y->quant.scale) * (HW ? 1.0f / (float)HW : 0.0f);
   int32_t izp = x->quant.zero_point, ozp = y->quant.zero_point;
-  int32_t lo = xnn_q8_bound(node->output_min, y->quant.scale, ozp) - ozp;
-  int32_t hi = xnn_q8_bound(node->output_max, y->quant.scale, ozp) - ozp;
+  float zterm = (float)ozp - (float)((int32_t)HW * izp) * scale;
+  int32_t lo = xnn_q8_bound(node->output_min, y->quant.scale, ozp);
+  int32_t hi = xnn_q8_bound(node->output_max, y->quant.scale, ozp);
   const int8_t *in = x->data;
   int8_t *out = y->data;
   for (int64_t n = 0; n < N; n++) {
@@ -584,8 +606,10 @@ static int exec_global_avg_pool(px_ctx *ctx, const xnn_node *node, xnn_value *va
       for (int64_t c = 0; c < C; c++) acc[c] += row[c];
     }
     for (int64_t c = 0; c < C; c++) {
-      float v = xnn_clampf((float)(acc[c] - (int32_t)HW * izp) * scale, (float)lo, (float)hi);
-      out[n * C + c] = (int8_t)(xnn_q8_round(v) + ozp);
+      float v = (float)acc[c] * scale;
+      v = v + zterm; /* two roundings, no fused multiply-add */
+      int32_t q = xnn_q8_round(xnn_clampf(v, -128.0f, 127.0f));
+      out[n * C + c] = (int8_t)(q < lo ? lo : q > hi ? hi : q);
     }
   }
   return 0;

@@ -1,0 +1,56 @@
+"""Layouts of ExecuTorch's example models (executorch/examples/models),
+rebuilt by hand at reduced sizes so that the tests need no torchsr: EDSR
+(torchsr's r16f64: mean shifts, residual blocks, pixel shuffle), with random
+weights."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+class MeanShift(nn.Conv2d):
+    def __init__(self, sign: int) -> None:
+        super().__init__(3, 3, 1)
+        with torch.no_grad():
+            self.weight.copy_(torch.eye(3).view(3, 3, 1, 1))
+            self.bias.copy_(sign * 255 * torch.tensor([0.4488, 0.4371, 0.4040]))
+        self.requires_grad_(False)
+
+
+class ResBlock(nn.Module):
+    def __init__(self, c: int) -> None:
+        super().__init__()
+        self.body = nn.Sequential(nn.Conv2d(c, c, 3, padding=1), nn.ReLU(), nn.Conv2d(c, c, 3, padding=1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.body(x) + x
+
+
+class EDSR(nn.Module):
+    """torchsr's EDSR (r16f64 at scale 2) with `feats` features."""
+
+    def __init__(self, blocks: int = 16, feats: int = 64) -> None:
+        super().__init__()
+        self.sub_mean, self.add_mean = MeanShift(-1), MeanShift(1)
+        self.head = nn.Conv2d(3, feats, 3, padding=1)
+        self.body = nn.Sequential(*(ResBlock(feats) for _ in range(blocks)), nn.Conv2d(feats, feats, 3, padding=1))
+        self.tail = nn.Sequential(
+            nn.Conv2d(feats, 4 * feats, 3, padding=1), nn.PixelShuffle(2), nn.Conv2d(feats, 3, 3, padding=1)
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.head(self.sub_mean(255 * x))
+        x = self.body(x) + x
+        return self.add_mean(self.tail(x)) / 255
+
+
+def initialise(module: nn.Module) -> nn.Module:
+    """Kaiming-normal weights and small random biases (the mean shifts keep
+    theirs), in eval mode."""
+    for m in module.modules():
+        if isinstance(m, (nn.Conv2d, nn.Linear)) and m.weight.requires_grad:
+            nn.init.kaiming_normal_(m.weight, mode="fan_in", nonlinearity="relu")
+            if m.bias is not None:
+                nn.init.uniform_(m.bias, -0.1, 0.1)
+    return module.eval().requires_grad_(False)
