@@ -18,21 +18,12 @@ from __future__ import annotations
 
 import numpy as np
 import torch
+from delegates.test_xnnpack_quant import _near_eager, _run_both
 from support.et_examples import EDSR, initialise
-from support.export import run_with_executorch
-from support.quant import export_quantized, register_quantized_ops
+from support.quant import export_quantized
 from support.xnnpack import node_types, union_names
 
-import pyexec
-
 PER_CHANNEL = {"scheme": "pt2e", "per_channel": True}
-
-
-def _run_both(pte: bytes, x: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
-    register_quantized_ops()
-    (ours,) = pyexec.load(pte).load_method("forward").execute([x.clone()])
-    (ref,) = run_with_executorch(pte, (x,))
-    return np.asarray(ours), ref.numpy()
 
 
 def _assert_equal(ours: np.ndarray, ref: np.ndarray) -> None:
@@ -41,13 +32,6 @@ def _assert_equal(ours: np.ndarray, ref: np.ndarray) -> None:
         f"{int(differ.sum())} of {differ.size} outputs differ from ExecuTorch's, "
         f"by up to {float(np.abs(ours - ref).max())}"
     )
-
-
-def _near_eager(got: np.ndarray, m: torch.nn.Module, x: torch.Tensor, bound: float) -> None:
-    with torch.no_grad():
-        e = m(x).numpy()
-    rel = float(np.linalg.norm(got - e) / np.linalg.norm(e))
-    assert rel < bound, f"relative L2 error to eager float {rel:.3f} (bound {bound})"
 
 
 class ConvMean(torch.nn.Module):
@@ -69,7 +53,7 @@ def test_quantized_global_average_pool_rounds_as_xnnpack() -> None:
     x2 = torch.randn_like(x)
     pte = export_quantized(m, (x,), PER_CHANNEL, lower=True)
     assert "GlobalAvgPooling2d" in {union_names()[t] for t in node_types(pte)}
-    ours, ref = _run_both(pte, x2)
+    ours, ref = _run_both(pte, (x2,))
     _assert_equal(ours, ref)
 
 
@@ -80,6 +64,6 @@ def test_edsr_int8_with_a_tiny_add_ratio_runs_and_equals_executorch() -> None:
     pte = export_quantized(m, (x,), PER_CHANNEL, lower=True)
     torch.manual_seed(4)
     x2 = torch.rand_like(x)
-    ours, ref = _run_both(pte, x2)
+    ours, ref = _run_both(pte, (x2,))
     _assert_equal(ours, ref)
-    _near_eager(ours, m, x2, 0.5)
+    _near_eager(ours, m, (x2,), 0.5)

@@ -572,8 +572,8 @@ static int exec_max_pool(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
  * int32 -> qs8 conversion): the int32 sum of the window's raw bytes times
  * s = (x_scale / y_scale) x (1 / count), plus the zero point term
  * y_zp - (count x x_zp) x s, both in float, rounded to nearest even and
- * saturated to int8. The term is folded in float, as XNNPACK folds it, so
- * ties round as there; the node's output bounds then clamp. */
+ * clamped to the node's output bounds (within int8). The term is folded in
+ * float, as XNNPACK folds it, so ties round as there. */
 static int shape_global_avg_pool(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
   const xnn_value *x = &values[node->in[0]];
   xnn_value *y = &values[node->out[0]];
@@ -608,8 +608,7 @@ static int exec_global_avg_pool(px_ctx *ctx, const xnn_node *node, xnn_value *va
     for (int64_t c = 0; c < C; c++) {
       float v = (float)acc[c] * scale;
       v = v + zterm; /* two roundings, no fused multiply-add */
-      int32_t q = xnn_q8_round(xnn_clampf(v, -128.0f, 127.0f));
-      out[n * C + c] = (int8_t)(q < lo ? lo : q > hi ? hi : q);
+      out[n * C + c] = (int8_t)xnn_q8_round(xnn_clampf(v, (float)lo, (float)hi)); /* bounds within int8 */
     }
   }
   return 0;
