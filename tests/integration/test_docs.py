@@ -4,7 +4,9 @@ scripts/gen_operators.py), every relative link points at a file that exists,
 and the site builds with `mkdocs build --strict` (no warning: broken links,
 pages missing from the navigation, API references that do not resolve).
 
-The snippets run in a directory holding the programs
+Each Python snippet runs as `python snippet.py` would, in its own process
+(forked from an interpreter that has imported torch and the exporter once:
+support/warm.py), in a directory holding the programs
 examples/python/export_models.py exports (add_mul.pte, kv_cache.pte,
 dynamic.pte). A `text` block right after a snippet is what the snippet prints,
 compared exactly. `sh` blocks are commands for a reader (installs, builds,
@@ -20,11 +22,13 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from support import ROOT
+from support.warm import WarmPython
 
 import pyexec
 
@@ -121,12 +125,32 @@ def test_site_builds_without_warnings(tmp_path: Path) -> None:
     assert (tmp_path / "site" / "index.html").is_file() and (tmp_path / "site" / "api" / "index.html").is_file()
 
 
+# What the snippets import, imported once: each snippet runs in a child
+# forked from this interpreter (its own process and namespace, as
+# `python snippet.py`), not paying torch's and the exporter's imports again.
+PRELOAD = ["numpy", "torch", "pyexec", "executorch.exir", "executorch.runtime",
+           "executorch.backends.xnnpack.partition.xnnpack_partitioner",
+           "executorch.backends.xnnpack.quantizer.xnnpack_quantizer", "torchao.quantization.pt2e.quantize_pt2e"]
+
+
 @pytest.fixture(scope="module")
-def programs(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The programs the snippets use, exported by examples/python/export_models.py."""
+def python() -> Iterator[WarmPython]:
     pytest.importorskip("executorch")
+    with WarmPython(PRELOAD, python_env()) as warm:
+        yield warm
+
+
+def run_python(python: WarmPython, script: Path, cwd: Path, args: list[str] | None = None) -> str:
+    proc = python.run(script, cwd, args)
+    assert proc.returncode == 0, f"python {script} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}"
+    return proc.stdout
+
+
+@pytest.fixture(scope="module")
+def programs(tmp_path_factory: pytest.TempPathFactory, python: WarmPython) -> Path:
+    """The programs the snippets use, exported by examples/python/export_models.py."""
     out = tmp_path_factory.mktemp("programs")
-    run([sys.executable, str(ROOT / "examples" / "python" / "export_models.py"), str(out)], cwd=out)
+    run_python(python, ROOT / "examples" / "python" / "export_models.py", out, [str(out)])
     for name in PROGRAMS:
         assert (out / name).is_file(), name
     return out
@@ -170,10 +194,10 @@ def check_prints(block: Block, out: str) -> None:
 
 
 @pytest.mark.parametrize("block", [b for b in SNIPPETS if b.lang == "python"], ids=lambda b: b.where)
-def test_python_snippet_runs(block: Block, programs: Path, tmp_path: Path) -> None:
+def test_python_snippet_runs(block: Block, programs: Path, python: WarmPython, tmp_path: Path) -> None:
     cwd = workdir(programs, tmp_path)
     (cwd / "snippet.py").write_text(block.code)
-    check_prints(block, run([sys.executable, "snippet.py"], cwd=cwd))
+    check_prints(block, run_python(python, cwd / "snippet.py", cwd))
 
 
 @pytest.mark.parametrize("block", [b for b in SNIPPETS if b.lang == "c"], ids=lambda b: b.where)
