@@ -7,11 +7,9 @@ executorch ships), never from pyexec's answer."""
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
-import tempfile
 import warnings
 from pathlib import Path
 
@@ -63,10 +61,14 @@ def quantized_xnnpack(module: torch.nn.Module, inputs: tuple[torch.Tensor, ...])
     per-channel weights, calibrated on `inputs`) and lowered to XNNPACK;
     cached like support.export's programs."""
     options = {"_lowering": "XnnpackPartitioner+XNNPACKQuantizer", "_source": _export._file_digest(__file__)}
-    where = os.environ.get("PYEXEC_TEST_EXPORT_CACHE", str(_export._CACHE))
-    path = Path(where) / f"{_export._export_key(module, inputs, options)}.pte"
-    if where != "off" and path.is_file():
-        return path.read_bytes()
+    where = _export.cache_dir()
+    paths = None if where is None else [where / f"{_export._export_key(module, inputs, options)}.pte"]
+    (pte,) = _export.cached(paths, lambda: [_quantize_and_lower(module, inputs)])
+    assert pte is not None
+    return pte
+
+
+def _quantize_and_lower(module: torch.nn.Module, inputs: tuple[torch.Tensor, ...]) -> bytes:
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
     from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
         XNNPACKQuantizer,
@@ -82,14 +84,7 @@ def quantized_xnnpack(module: torch.nn.Module, inputs: tuple[torch.Tensor, ...])
         prepared(*inputs)
         converted = convert_pt2e(prepared)
         ep = torch.export.export(converted, inputs, strict=False)
-        pte = bytes(to_edge_transform_and_lower(ep, partitioner=[XnnpackPartitioner()]).to_executorch().buffer)
-    if where != "off":
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-        with os.fdopen(fd, "wb") as f:
-            f.write(pte)
-        os.replace(tmp, path)
-    return pte
+        return bytes(to_edge_transform_and_lower(ep, partitioner=[XnnpackPartitioner()]).to_executorch().buffer)
 
 
 def _inputs(*shape: int) -> tuple[torch.Tensor, ...]:

@@ -3,13 +3,14 @@ torch eager and with ExecuTorch's own runtime."""
 
 from __future__ import annotations
 
+import fcntl
 import functools
 import hashlib
 import inspect
 import os
 import tempfile
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,44 @@ cia_memo.install()  # every export in a test process: torch's operator walk once
 
 _HERE = Path(__file__).resolve().parent
 _CACHE = _HERE.parent / "_artifacts" / "exports"
+
+
+def cache_dir() -> Path | None:
+    """Where exports are kept (tests/_artifacts/exports, or
+    $PYEXEC_TEST_EXPORT_CACHE), or None when that variable is "off"."""
+    where = os.environ.get("PYEXEC_TEST_EXPORT_CACHE", str(_CACHE))
+    return None if where == "off" else Path(where)
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)  # atomic: a parallel run never reads half a file
+
+
+def cached(paths: Sequence[Path] | None, make: Callable[[], Sequence[bytes | None]]) -> list[bytes | None]:
+    """The files `paths` as made by make() (one bytes, or None for a file it
+    does not write, per path), from the cache when they are there; `paths`
+    None (the cache is off): make()'s output. The last path is written last,
+    so its presence says the others were written (a missing one was None).
+    While one process (a pytest-xdist worker) makes a key's files, another
+    that wants them waits for them instead of making them too."""
+    if paths is None:
+        return list(make())
+    *rest, last = paths
+    last.parent.mkdir(parents=True, exist_ok=True)
+    with open(last.with_name(last.name + ".lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if last.is_file():
+            return [p.read_bytes() if p.is_file() else None for p in rest] + [last.read_bytes()]
+        data = list(make())
+        if len(data) != len(paths) or data[-1] is None:
+            raise ValueError(f"make() gave {len(data)} files for {len(paths)} paths, the last one required")
+        for path, d in zip(paths, data):
+            if d is not None:
+                _write_atomically(path, d)
+        return data
 
 
 def export_manager(
@@ -77,18 +116,10 @@ def export_program(module: torch.nn.Module, inputs: tuple[Any, ...], **kwargs: A
     parameters and buffers, the inputs' dtypes and shapes (exports trace
     shapes, not values) and the export options. Exports with custom
     passes are not cached."""
-    where = os.environ.get("PYEXEC_TEST_EXPORT_CACHE", str(_CACHE))
-    if where == "off" or kwargs.get("passes"):
-        return bytes(export_manager(module, inputs, **kwargs).buffer)
-    path = Path(where) / f"{_export_key(module, inputs, kwargs)}.pte"
-    if path.is_file():
-        return path.read_bytes()
-    pte = bytes(export_manager(module, inputs, **kwargs).buffer)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-    with os.fdopen(fd, "wb") as f:
-        f.write(pte)
-    os.replace(tmp, path)  # atomic: a parallel run never reads half a file
+    where = None if kwargs.get("passes") else cache_dir()
+    paths = None if where is None else [where / f"{_export_key(module, inputs, kwargs)}.pte"]
+    (pte,) = cached(paths, lambda: [bytes(export_manager(module, inputs, **kwargs).buffer)])
+    assert pte is not None
     return pte
 
 

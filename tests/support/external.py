@@ -9,7 +9,6 @@ patch."""
 
 from __future__ import annotations
 
-import os
 import struct
 import tempfile
 import warnings
@@ -55,29 +54,17 @@ def _build(module: torch.nn.Module, inputs: tuple[Any, ...], kind: str) -> tuple
         return bytes(manager.buffer), files[0].read_bytes()
 
 
-def _write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-    os.replace(tmp, path)  # atomic: a parallel run never reads half a file
-
-
 def export_external(module: torch.nn.Module, inputs: tuple[Any, ...], kind: str = "portable") -> tuple[bytes, bytes]:
     """(.pte bytes, .ptd bytes) of `module` exported with its weights in a
     data file; kind "portable" (external_constants=True) or "xnnpack"
     (XNNPACK-lowered, weights tagged for the data file)."""
-    where = os.environ.get("PYEXEC_TEST_EXPORT_CACHE", str(_export._CACHE))
-    if where == "off":
-        return _build(module, inputs, kind)
+    where = _export.cache_dir()
     options = {"_external": kind, "_external_source": _export._file_digest(__file__)}
     key = _export._export_key(module, inputs, options)
-    pte_path, ptd_path = Path(where) / f"{key}.pte", Path(where) / f"{key}.ptd"
-    if pte_path.is_file() and ptd_path.is_file():
-        return pte_path.read_bytes(), ptd_path.read_bytes()
-    pte, ptd = _build(module, inputs, kind)
-    _write(ptd_path, ptd)  # the .ptd first: the .pte's presence says both are there
-    _write(pte_path, pte)
+    # the .ptd first: the .pte's presence says both are there
+    paths = None if where is None else [where / f"{key}.ptd", where / f"{key}.pte"]
+    ptd, pte = _export.cached(paths, lambda: _build(module, inputs, kind)[::-1])
+    assert pte is not None and ptd is not None
     return pte, ptd
 
 

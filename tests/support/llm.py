@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import tempfile
 import warnings
 from collections.abc import Callable
@@ -17,7 +16,7 @@ from typing import Any
 
 import torch
 
-from support.export import _CACHE, _file_digest, assert_close
+from support.export import _file_digest, assert_close, cache_dir, cached
 
 # dim 64, 2 layers, 4 query heads sharing 2 kv heads (head_dim 16), vocab 128
 TINY_LLAMA = {
@@ -94,18 +93,10 @@ def llama_program(
     h.update(f"{torch.__version__}|{getattr(executorch, '__version__', '?')}".encode())
     h.update(_file_digest(__file__).encode())
     h.update(json.dumps(options, sort_keys=True).encode())
-    where = os.environ.get("PYEXEC_TEST_EXPORT_CACHE", str(_CACHE))
-    if where == "off":
-        return _export(params, max_seq_len, seed, sdpa_with_kv_cache)
-    path = Path(where) / f"llama-{h.hexdigest()[:32]}.pte"
-    if path.is_file():
-        return path.read_bytes()
-    pte = _export(params, max_seq_len, seed, sdpa_with_kv_cache)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-    with os.fdopen(fd, "wb") as f:
-        f.write(pte)
-    os.replace(tmp, path)  # atomic: a parallel run never reads half a file
+    where = cache_dir()
+    paths = None if where is None else [where / f"llama-{h.hexdigest()[:32]}.pte"]
+    (pte,) = cached(paths, lambda: [_export(params, max_seq_len, seed, sdpa_with_kv_cache)])
+    assert pte is not None
     return pte
 
 
@@ -155,24 +146,20 @@ def llama_example(
     h.update(_file_digest(__file__).encode())
     h.update(_file_digest(str(_EXAMPLE)).encode())
     h.update(json.dumps(options, sort_keys=True).encode())
-    where = os.environ.get("PYEXEC_TEST_EXPORT_CACHE", str(_CACHE))
-    stem = Path(where) / f"llama-{variant}-{h.hexdigest()[:24]}"
-    pte_path, ptd_path = stem.with_suffix(".pte"), stem.with_suffix(".ptd")
-    if where != "off" and pte_path.is_file():
-        return pte_path.read_bytes(), (ptd_path.read_bytes() if ptd_path.is_file() else None)
-    with tempfile.TemporaryDirectory() as d, warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        example_module.write_model(Path(d), params, max_seq_len, seed, tied_embedding=tied_embedding)
-        pte_file, ptd_file = example_module.export_in_process(variant, Path(d), max_seq_len, model_class=model_class)
-        pte, ptd = pte_file.read_bytes(), (ptd_file.read_bytes() if ptd_file else None)
-    if where != "off":
-        stem.parent.mkdir(parents=True, exist_ok=True)
-        for path, data in ((ptd_path, ptd), (pte_path, pte)):  # the .pte last: its presence says both are there
-            if data is not None:
-                fd, tmp = tempfile.mkstemp(dir=stem.parent, suffix=".tmp")
-                with os.fdopen(fd, "wb") as f:
-                    f.write(data)
-                os.replace(tmp, path)
+    where = cache_dir()
+    stem = None if where is None else where / f"llama-{variant}-{h.hexdigest()[:24]}"
+
+    def make() -> tuple[bytes | None, bytes]:
+        with tempfile.TemporaryDirectory() as d, warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            example_module.write_model(Path(d), params, max_seq_len, seed, tied_embedding=tied_embedding)
+            pte_file, ptd_file = example_module.export_in_process(variant, Path(d), max_seq_len,
+                                                                  model_class=model_class)
+            return (ptd_file.read_bytes() if ptd_file else None), pte_file.read_bytes()
+
+    # the .pte last: its presence says both are there
+    ptd, pte = cached(None if stem is None else [stem.with_suffix(".ptd"), stem.with_suffix(".pte")], make)
+    assert pte is not None
     return pte, ptd
 
 

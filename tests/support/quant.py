@@ -9,15 +9,12 @@ inputs by value (they decide every scale and zero point) and this file."""
 from __future__ import annotations
 
 import copy
-import os
-import tempfile
 import warnings
-from pathlib import Path
 from typing import Any
 
 import torch
 
-from support.export import _CACHE, _export_key, _file_digest, export_manager
+from support.export import _export_key, _file_digest, cache_dir, cached, export_manager
 
 
 def register_quantized_ops() -> None:
@@ -98,15 +95,21 @@ def export_quantized(
     arguments (enable_bf16=True for bfloat16 models)."""
     register_quantized_ops()
     calibration = calibration or [inputs]
-    where = os.environ.get("PYEXEC_TEST_EXPORT_CACHE", str(_CACHE))
+    where = cache_dir()
     options = {"quant": quant, "calibration": calibration, "quant.py": _file_digest(__file__)}
     if lower:
         options["lower"] = "XnnpackPartitioner"
     if partitioner_options:
         options["partitioner_options"] = partitioner_options
-    path = None if where == "off" else Path(where) / f"q{_export_key(module, inputs, options)}.pte"
-    if path is not None and path.is_file():
-        return path.read_bytes()
+    paths = None if where is None else [where / f"q{_export_key(module, inputs, options)}.pte"]
+    (pte,) = cached(paths, lambda: [_export_quantized(module, inputs, quant, calibration, lower, partitioner_options)])
+    assert pte is not None
+    return pte
+
+
+def _export_quantized(module: torch.nn.Module, inputs: tuple[Any, ...], quant: dict[str, Any],
+                         calibration: list[tuple[torch.Tensor, ...]], lower: bool,
+                         partitioner_options: dict[str, Any] | None) -> bytes:
     m = copy.deepcopy(module).eval()
     with warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore")
@@ -121,16 +124,8 @@ def export_quantized(
     if lower:
         from support.xnnpack import lower_manager
 
-        pte = bytes(lower_manager(m, inputs, partitioner_options=partitioner_options).buffer)
-    else:
-        pte = bytes(export_manager(m, inputs, strict_ir=False).buffer)
-    if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-        with os.fdopen(fd, "wb") as f:
-            f.write(pte)
-        os.replace(tmp, path)  # atomic: a parallel run never reads half a file
-    return pte
+        return bytes(lower_manager(m, inputs, partitioner_options=partitioner_options).buffer)
+    return bytes(export_manager(m, inputs, strict_ir=False).buffer)
 
 
 # ---- quantized convolutions and requantization ------------------------------------

@@ -6,8 +6,6 @@ out of a .pte with executorch's own deserialisers."""
 
 from __future__ import annotations
 
-import os
-import tempfile
 import warnings
 from pathlib import Path
 from typing import Any
@@ -55,19 +53,11 @@ def lower_manager(
 def export_xnnpack(module: torch.nn.Module, inputs: tuple[Any, ...], **kwargs: Any) -> bytes:
     """The lowered program's .pte bytes (lower_manager's options), cached on
     disk like export.export_program."""
-    where = os.environ.get("PYEXEC_TEST_EXPORT_CACHE", str(_export._CACHE))
-    if where == "off":
-        return bytes(lower_manager(module, inputs, **kwargs).buffer)
+    where = _export.cache_dir()
     options = dict(kwargs, _lowering="XnnpackPartitioner", _lowering_source=_export._file_digest(__file__))
-    path = Path(where) / f"{_export._export_key(module, inputs, options)}.pte"
-    if path.is_file():
-        return path.read_bytes()
-    pte = bytes(lower_manager(module, inputs, **kwargs).buffer)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-    with os.fdopen(fd, "wb") as f:
-        f.write(pte)
-    os.replace(tmp, path)
+    paths = None if where is None else [where / f"{_export._export_key(module, inputs, options)}.pte"]
+    (pte,) = _export.cached(paths, lambda: [bytes(lower_manager(module, inputs, **kwargs).buffer)])
+    assert pte is not None
     return pte
 
 
