@@ -14,8 +14,8 @@
  *   qd8: y = clamp(((float)acc * x_scale[n]) * w_scale[c] + bias[c], min, max)
  * Conv2d and ConvTranspose2d are kernels/gemm/qconv.h's (rows of kernel
  * taps times the packed filter, a transposed convolution phase by phase);
- * DepthwiseConv2d is a direct loop over the taps with int32 accumulators per
- * channel. Every parameter is checked here, at load.
+ * DepthwiseConv2d is kernels/conv/qdwconv.h's. Every parameter is checked
+ * here, at load.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -91,10 +91,26 @@ static int prepare_depthwise(px_ctx *ctx, xnn_node *node, xnn_value *values, xnn
   plan->K = plan->kh * plan->kw;
   int rc = xnn_qplan_static(ctx, plan, node, values, NULL);
   if (rc) return rc;
-  /* [1, KH, KW, C*M] kept as it is, copied so the payload's pages can go */
-  size_t n = (size_t)(plan->kh * plan->kw) * (size_t)plan->cout;
-  if (!(plan->dw_weights = malloc(n ? n : 1))) return px_fail(ctx, "out of memory packing the weights");
-  memcpy(plan->dw_weights, w->data, n);
+  /* [1, KH, KW, C*M] packed (and copied), so the payload's pages can go */
+  px_qdwconv_desc d = {.C = plan->cin,
+                       .mult = plan->cout / plan->cin,
+                       .kh = plan->kh,
+                       .kw = plan->kw,
+                       .sh = plan->sh,
+                       .sw = plan->sw,
+                       .dh = plan->dh,
+                       .dw = plan->dw,
+                       .pt = plan->pt,
+                       .pl = plan->pl,
+                       .weights = w->data,
+                       .bias = plan->bias,
+                       .requant = plan->requant,
+                       .in_zp = plan->in_zp,
+                       .out_zp = plan->out_zp,
+                       .qmin = plan->qmin,
+                       .qmax = plan->qmax};
+  if (!(plan->depthwise = px_qdwconv_pack(&d))) return px_fail(ctx, "%s", px_error_buffer(&(size_t){0}));
+  plan->bias = NULL; /* folded into the packed convolution */
   return 0;
 }
 
@@ -220,58 +236,13 @@ int xnn_shape_qconv(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
   return xnn_set_dims(ctx, node, &values[node->out[0]], 4, d);
 }
 
-/* One tap of a depthwise window over C channels (depth multiplier 1). */
-static void dw_tap(int32_t *restrict acc, const int8_t *restrict x, const int8_t *restrict w, int64_t C,
-                   int32_t zp) {
-  for (int64_t c = 0; c < C; c++) acc[c] += ((int32_t)x[c] - zp) * (int32_t)w[c];
-}
-
-/* acc requantized into C int8 outputs. */
-static void dw_store(int8_t *restrict o, const int32_t *restrict acc, const float *restrict rq, int64_t C, float lo,
-                     float hi, int32_t zp) {
-  for (int64_t c = 0; c < C; c++) o[c] = (int8_t)(xnn_q8_round(xnn_clampf((float)acc[c] * rq[c], lo, hi)) + zp);
-}
-
-static int exec_depthwise(px_ctx *ctx, const xnn_qplan *p, const xnn_value *x, xnn_value *y) {
-  int64_t N = x->dims[0], H = x->dims[1], W = x->dims[2], OH = y->dims[1], OW = y->dims[2];
-  int64_t C = p->cin, CO = p->cout, mult = CO / C;
-  int32_t *acc = px_scratch(ctx, sizeof(int32_t) * (size_t)(CO ? CO : 1));
-  if (!acc) return PYEXEC_ERR_EXECUTION;
-  const int8_t *in = x->data;
-  int8_t *out = y->data;
-  float lo = (float)(p->qmin - p->out_zp), hi = (float)(p->qmax - p->out_zp);
-  for (int64_t n = 0; n < N; n++)
-    for (int64_t oh = 0; oh < OH; oh++)
-      for (int64_t ow = 0; ow < OW; ow++) {
-        if (p->bias)
-          memcpy(acc, p->bias, sizeof(int32_t) * (size_t)CO);
-        else
-          memset(acc, 0, sizeof(int32_t) * (size_t)CO);
-        for (int64_t i = 0; i < p->kh; i++) {
-          int64_t ih = oh * p->sh + i * p->dh - p->pt;
-          if (ih < 0 || ih >= H) continue;
-          for (int64_t j = 0; j < p->kw; j++) {
-            int64_t iw = ow * p->sw + j * p->dw - p->pl;
-            if (iw < 0 || iw >= W) continue;
-            const int8_t *px = in + ((n * H + ih) * W + iw) * C;
-            const int8_t *pw = p->dw_weights + (i * p->kw + j) * CO;
-            if (mult == 1) {
-              dw_tap(acc, px, pw, C, p->in_zp);
-            } else {
-              for (int64_t c = 0; c < CO; c++) acc[c] += ((int32_t)px[c / mult] - p->in_zp) * (int32_t)pw[c];
-            }
-          }
-        }
-        dw_store(out + ((n * OH + oh) * OW + ow) * CO, acc, p->requant, CO, lo, hi, p->out_zp);
-      }
-  return 0;
-}
-
 int xnn_exec_qconv(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
   const xnn_qplan *p = node->packed;
   const xnn_value *x = &values[node->in[0]];
   xnn_value *y = &values[node->out[0]];
-  if (!p->conv) return exec_depthwise(ctx, p, x, y);
+  if (p->depthwise)
+    return px_qdwconv_qs8(ctx, p->depthwise, x->dims[0], x->dims[1], x->dims[2], x->data, y->dims[1], y->dims[2],
+                          y->data);
   int64_t N = x->dims[0], H = x->dims[1], W = x->dims[2];
   if (x->datatype != XNN_DT_QDINT8)
     return px_qconv_qs8(ctx, p->conv, N, H, W, x->data, y->dims[1], y->dims[2], y->data);

@@ -16,6 +16,7 @@
 
 #include "backends/xnnpack/nodes.h"
 #include "kernels/conv/qconv.h"
+#include "kernels/conv/qdwconv.h"
 #include "kernels/gemm/qgemm.h"
 
 /* A float clamp bound in the output's int8 domain: XNNPACK's
@@ -79,7 +80,7 @@ typedef struct xnn_qplan {
   /* convolutions */
   int64_t kh, kw, cin, cout, groups;
   int64_t sh, sw, dh, dw, pt, pl, pb, pr;
-  int8_t *dw_weights;    /* DepthwiseConv2d: [KH * KW][C] int8, as the payload has them */
+  px_qdwconv *depthwise; /* DepthwiseConv2d (static) */
   px_qconv *conv;        /* Conv2d, ConvTranspose2d (static or dynamic) */
 } xnn_qplan;
 

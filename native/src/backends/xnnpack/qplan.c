@@ -15,7 +15,7 @@ void xnn_qplan_release(void *p) {
   px_qweights_free(plan->w);
   px_qconv_free(plan->conv);
   free(plan->requant);
-  free(plan->dw_weights);
+  px_qdwconv_free(plan->depthwise);
   free(plan);
 }
 
