@@ -171,6 +171,7 @@ static pyexec_status xnn_init(px_ctx *ctx, const uint8_t *payload, size_t size, 
   if (!d) return px_no_memory("XNNPACK delegate");
   pyexec_status st = xnn_parse(payload, size, named, &d->g);
   if (st == PYEXEC_ERR_UNSUPPORTED) name_unsupported(payload, size);
+  if (!st && xnn_fuse_clamps(&d->g)) st = px_no_memory("XNNPACK delegate");
   if (!st) st = give_storage(d);
   if (!st && (!(d->ops = calloc(d->g.nnodes + 1, sizeof *d->ops)) ||
               !(d->rounds = calloc(d->g.nnodes + 1, sizeof *d->rounds))))

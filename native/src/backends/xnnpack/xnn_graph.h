@@ -290,4 +290,9 @@ size_t xnn_datatype_size(int datatype);
 int xnn_set_dims(px_ctx *ctx, const xnn_node *node, xnn_value *v, uint32_t nd,
                  const int64_t *dims);
 
+/* Load-time rewrites of a parsed graph, before it gets storage (fuse.c): a
+ * qint8 Clamp folded into the node that makes its input, where that is
+ * exact. Returns 0, or -1 when memory runs out (the graph unchanged). */
+int xnn_fuse_clamps(xnn_graph *g);
+
 #endif /* PX_XNN_GRAPH_H */
