@@ -10,6 +10,11 @@ rounds differently.
   result gates every channel after them): the qs8 mean's zero point term is
   folded in float, as XNNPACK folds it, and so decides exact ties as there;
   many channels are pooled, since the ties are rare.
+- MobileNet's inverted residual blocks: int8 depthwise convolutions over
+  channel counts that are and are not multiples of the kernels' 16- and
+  8-channel steps, odd and even tap counts, strides, dilation and a depth
+  multiplier, each followed by a ReLU6 clamp (which runs inside its
+  producer where that is exact), at one thread and at three.
 - EDSR: its last residual add sums the body's output with the head's, whose
   scale is under 2^-10 of the sum's; XNNPACK runs such an add with a small
   multiplier, and so must pyexec rather than refuse the program."""
@@ -17,11 +22,15 @@ rounds differently.
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 from delegates.test_xnnpack_quant import _near_eager, _run_both
-from support.et_examples import EDSR, initialise
+from support.et_examples import EDSR, InvertedResidual, initialise
+from support.export import run_with_executorch
 from support.quant import export_quantized
 from support.xnnpack import node_types, union_names
+
+import pyexec
 
 PER_CHANNEL = {"scheme": "pt2e", "per_channel": True}
 
@@ -55,6 +64,40 @@ def test_quantized_global_average_pool_rounds_as_xnnpack() -> None:
     assert "GlobalAvgPooling2d" in {union_names()[t] for t in node_types(pte)}
     ours, ref = _run_both(pte, (x2,))
     _assert_equal(ours, ref)
+
+
+# (cin, hidden, cout, k, stride, dilation, multiplier, input size)
+BLOCKS = {
+    "c16_k3": (16, 16, 16, 3, 1, 1, 1, 12),
+    "c27_k3_tails": (8, 27, 8, 3, 1, 1, 1, 11),  # 16 + 8 + 3 channels
+    "c40_k5_stride2": (12, 40, 16, 5, 2, 1, 1, 15),  # 25 taps; 16 + 16 + 8 channels
+    "c24_k2_dilation2": (8, 24, 8, 2, 1, 2, 1, 10),  # an even tap count
+    "c72_k3_stride2": (16, 72, 24, 3, 2, 1, 1, 14),  # mobilenet_v3's widths
+    "c12_multiplier2": (8, 12, 8, 3, 1, 1, 2, 9),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BLOCKS))
+def test_inverted_residual_int8_equals_executorch_at_any_thread_count(name: str) -> None:
+    cin, hidden, cout, k, stride, dilation, mult, size = BLOCKS[name]
+    torch.manual_seed(5)
+    m = initialise(InvertedResidual(cin, hidden, cout, k, stride, dilation, mult))
+    x = torch.randn(2, cin, size, size)
+    pte = export_quantized(m, (x,), PER_CHANNEL, lower=True)
+    names = [union_names()[t] for t in node_types(pte)]
+    assert "DepthwiseConv2d" in names and "Clamp" in names, names
+    torch.manual_seed(6)
+    x2 = torch.randn_like(x)
+    (ref,) = run_with_executorch(pte, (x2,))
+    before = pyexec.get_num_threads()
+    try:
+        for threads in (1, 3):
+            pyexec.set_num_threads(threads)
+            (ours,) = pyexec.load(pte).load_method("forward").execute([x2.clone()])
+            _assert_equal(np.asarray(ours), ref.numpy())
+    finally:
+        pyexec.set_num_threads(before)
+    _near_eager(np.asarray(ours), m, (x2,), 0.2)
 
 
 def test_edsr_int8_with_a_tiny_add_ratio_runs_and_equals_executorch() -> None:

@@ -1,7 +1,8 @@
 """Layouts of ExecuTorch's example models (executorch/examples/models),
-rebuilt by hand at reduced sizes so that the tests need no torchsr: EDSR
-(torchsr's r16f64: mean shifts, residual blocks, pixel shuffle), with random
-weights."""
+rebuilt by hand at reduced sizes so that the tests need no torchsr or
+torchvision: EDSR (torchsr's r16f64: mean shifts, residual blocks, pixel
+shuffle) and MobileNet's inverted residual block (torchvision's
+mobilenet_v2 and mobilenet_v3), with random weights."""
 
 from __future__ import annotations
 
@@ -43,6 +44,29 @@ class EDSR(nn.Module):
         x = self.head(self.sub_mean(255 * x))
         x = self.body(x) + x
         return self.add_mean(self.tail(x)) / 255
+
+
+class InvertedResidual(nn.Module):
+    """MobileNetV2's block: a 1x1 expansion and ReLU6, a depthwise k x k
+    convolution (stride, dilation) and ReLU6, a 1x1 projection, and the
+    residual add when the shapes allow it. `multiplier` > 1 makes the
+    depthwise convolution give that many channels per input channel (a
+    depth multiplier, as some exported graphs have)."""
+
+    def __init__(self, cin: int, hidden: int, cout: int, k: int = 3, stride: int = 1, dilation: int = 1,
+                 multiplier: int = 1) -> None:
+        super().__init__()
+        pad = dilation * (k - 1) // 2
+        self.expand = nn.Sequential(nn.Conv2d(cin, hidden, 1), nn.ReLU6())
+        self.depthwise = nn.Sequential(
+            nn.Conv2d(hidden, hidden * multiplier, k, stride, pad, dilation=dilation, groups=hidden), nn.ReLU6()
+        )
+        self.project = nn.Conv2d(hidden * multiplier, cout, 1)
+        self.residual = stride == 1 and cin == cout
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.project(self.depthwise(self.expand(x)))
+        return x + y if self.residual else y
 
 
 def initialise(module: nn.Module) -> nn.Module:
