@@ -252,6 +252,20 @@ static inline void qc_pixel(const qc_phase *P, int64_t m, int64_t *n, int64_t *o
   *ow = P->ow0 + (r % P->nw) * P->step_w;
 }
 
+/* One tap's C channels into a gathered row: the input pixel's, or the pad
+ * value (src NULL). A few channels (a 3-channel stem) are copied in a loop
+ * rather than by a call per tap. */
+static inline void qc_tap(int8_t *row, const int8_t *src, int64_t C, int pad) {
+  if (C > 16) {
+    if (src)
+      memcpy(row, src, (size_t)C);
+    else
+      memset(row, pad, (size_t)C);
+    return;
+  }
+  for (int64_t c = 0; c < C; c++) row[c] = src ? src[c] : (int8_t)pad;
+}
+
 /* Rows [m0, m0 + rows) of group g's taps into a (rows of P->K bytes). */
 static void qc_gather(const qc_phase *P, int64_t g, int64_t m0, int64_t rows, int8_t *a) {
   const px_qconv *c = P->c;
@@ -263,14 +277,20 @@ static void qc_gather(const qc_phase *P, int64_t g, int64_t m0, int64_t rows, in
     int pad = (int)(int8_t)(P->zp ? P->zp[n] : c->in_zp);
     int8_t *row = a + r * P->K;
     if (!c->transposed) {
+      const int64_t iw0 = ow * c->sw - c->pl;
+      /* a kernel row of adjacent taps wholly inside the input is one run of
+       * kw * C bytes (groups of 1) */
+      const bool run = c->dw == 1 && c->groups == 1 && iw0 >= 0 && iw0 + c->kw <= W;
       for (int64_t i = 0; i < c->kh; i++) {
         int64_t ih = oh * c->sh + i * c->dh - c->pt;
+        if (run && ih >= 0 && ih < H) {
+          memcpy(row, img + (ih * W + iw0) * c->cin, (size_t)(c->kw * C));
+          row += c->kw * C;
+          continue;
+        }
         for (int64_t j = 0; j < c->kw; j++, row += C) {
           int64_t iw = ow * c->sw + j * c->dw - c->pl;
-          if (ih < 0 || ih >= H || iw < 0 || iw >= W)
-            memset(row, pad, (size_t)C);
-          else
-            memcpy(row, img + (ih * W + iw) * c->cin, (size_t)C);
+          qc_tap(row, ih < 0 || ih >= H || iw < 0 || iw >= W ? NULL : img + (ih * W + iw) * c->cin, C, pad);
         }
       }
       continue;
@@ -281,10 +301,7 @@ static void qc_gather(const qc_phase *P, int64_t g, int64_t m0, int64_t rows, in
       for (int64_t ib = P->w0; ib < P->w1; ib++, row += C) {
         int64_t u = ow + c->pl - c->taps_w[ib] * c->dw;
         int64_t iw = u >= 0 ? u / c->sw : -1;
-        if (ih < 0 || ih >= H || iw < 0 || iw >= W)
-          memset(row, pad, (size_t)C);
-        else
-          memcpy(row, img + (ih * W + iw) * c->cin, (size_t)C);
+        qc_tap(row, ih < 0 || ih >= H || iw < 0 || iw >= W ? NULL : img + (ih * W + iw) * c->cin, C, pad);
       }
     }
   }

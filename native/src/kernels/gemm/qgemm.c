@@ -602,6 +602,17 @@ void px_quantize_qd8(const float *x, int64_t M, int64_t K, int64_t ldx, int8_t *
 
 /* The activations, copied into blocks padded to bkp with zeros, and their
  * per-block sums: ap[m * Kp + g * bkp + kk], sa[m * nb + g]. */
+/* The sum of a row's n int8 values (int32, wrapping), vectorised where the
+ * CPU allows. */
+static int32_t qg_sum_s8(const int8_t *p, int64_t n) {
+#if QG_X86
+  if (px_cpu()->avx2) return qg_sum_s8_avx2(p, n);
+#endif
+  int32_t s = 0;
+  for (int64_t k = 0; k < n; k++) s += p[k];
+  return s;
+}
+
 static void qg_pack_a(const px_qweights *w, int64_t M, const int8_t *a, int64_t lda, int8_t *ap,
                       int32_t *sa) {
   int64_t Kp = w->nb * w->bkp;
@@ -613,9 +624,7 @@ static void qg_pack_a(const px_qweights *w, int64_t M, const int8_t *a, int64_t 
       int8_t *db = dst + g * w->bkp;
       memcpy(db, src, (size_t)w->bk);
       memset(db + w->bk, 0, (size_t)(w->bkp - w->bk));
-      int32_t s = 0;
-      for (int64_t kk = 0; kk < w->bk; kk++) s += src[kk];
-      sa[m * w->nb + g] = s;
+      sa[m * w->nb + g] = qg_sum_s8(src, w->bk);
     }
   }
 }
@@ -641,6 +650,7 @@ typedef struct {
   float qlo, qhi;
   int8_t *qout;
   qg_qs8_out_fn qs8_out;
+  qg_qs8_tile_fn qs8_tile; /* the path's fused product and step, or NULL */
   qg_f32_out_fn f32_out;
   qg_gemv_fn gemv;
   qg_gemm_fn gemm;
@@ -808,8 +818,13 @@ static void qg_run_qs8(void *arg, int64_t i0, int64_t i1, int tid) {
     }
     for (int64_t m0 = mb * QG_MB; m0 < mend; m0 += QG_MR) {
       int mr = (int)(mend - m0 < QG_MR ? mend - m0 : QG_MR);
-      J->ukr(wt, J->ap + m0 * J->lda, J->lda, mr, w->nu, NULL, raw);
       for (int i = 0; i < mr; i++) rowc[i] = qg_wrap_mul(w->sbias, J->sa[m0 + i]);
+      if (J->qs8_tile) {
+        J->qs8_tile(wt, J->ap + m0 * J->lda, J->lda, mr, w->nu, nn, rowc, kb, rq, J->qlo, J->qhi, J->out_zp,
+                    J->qout + m0 * J->ldc + n0, J->ldc);
+        continue;
+      }
+      J->ukr(wt, J->ap + m0 * J->lda, J->lda, mr, w->nu, NULL, raw);
       J->qs8_out(raw, mr, nn, rowc, kb, rq, J->qlo, J->qhi, J->out_zp, J->qout + m0 * J->ldc + n0, J->ldc);
     }
   }
@@ -834,10 +849,7 @@ static int qg_prepare_a(px_ctx *ctx, const px_qweights *w, int64_t M, const int8
   }
   for (int64_t m = 0; m < M; m++)
     for (int64_t g = 0; g < w->nb; g++) {
-      const int8_t *src = a + m * lda + g * w->bk;
-      int32_t sum = 0;
-      for (int64_t kk = 0; kk < w->bk; kk++) sum += src[kk];
-      (*sa)[m * w->nb + g] = sum;
+      (*sa)[m * w->nb + g] = qg_sum_s8(a + m * lda + g * w->bk, w->bk);
     }
   *ap = a;
   *ldap = lda;
@@ -920,6 +932,7 @@ int px_qgemm_qs8(px_ctx *ctx, const px_qweights *w, int64_t M, const int8_t *a, 
   J.qs8_out = qg_qs8_out_c;
 #if QG_X86
   if (px_qgemm_path() == PX_QGEMM_AVX2 || px_qgemm_path() == PX_QGEMM_AVX512_VNNI) J.qs8_out = qg_qs8_out_avx2;
+  if (px_qgemm_path() == PX_QGEMM_AVX512_VNNI && w->bits == 8) J.qs8_tile = qg_qs8_tile_vnni;
 #endif
 #if QG_NEON
   if (px_qgemm_path() == PX_QGEMM_NEON || px_qgemm_path() == PX_QGEMM_NEON_DOT) J.qs8_out = qg_qs8_out_neon;

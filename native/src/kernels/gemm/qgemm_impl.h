@@ -122,6 +122,13 @@ void qg_ukr4_c(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t n
 typedef void (*qg_qs8_out_fn)(const int32_t *raw, int mr, int nn, const int32_t *rowc, const int32_t *kb,
                               const float *rq, float qlo, float qhi, int32_t zp, int8_t *out, int64_t ldc);
 
+/* The static int8 product of mr rows of one tile of 8-bit weights (one
+ * block), finished in registers: qg_ukr_fn's raw sums, then qg_qs8_out_fn's
+ * step on them, the same integers and floats. */
+typedef void (*qg_qs8_tile_fn)(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t nu, int nn,
+                               const int32_t *rowc, const int32_t *kb, const float *rq, float qlo, float qhi,
+                               int32_t zp, int8_t *out, int64_t ldc);
+
 /* The dynamic product's output step for mr rows of a tile (nn <= QG_NR
  * channels; sc, ws and bias padded to QG_NR). Per-channel weights (raw given):
  *   y = ((float)(raw[i][j] - rowc[i] - azp[i] * ws[j]) * as[i]) * sc[j]
@@ -141,6 +148,7 @@ void qg_qd8_quant_avx2(const float *r, int64_t K, float mult, float lo, float hi
 void qg_f32_out_avx2(const int32_t *raw, const float *facc, int mr, int nn, const int32_t *rowc, const int32_t *azp,
                      const int32_t *ws, const float *as, const float *sc, const float *bias, float lo, float hi,
                      float *out, int64_t ldc);
+int32_t qg_sum_s8_avx2(const int8_t *p, int64_t n);
 void qg_qs8_out_avx2(const int32_t *raw, int mr, int nn, const int32_t *rowc, const int32_t *kb, const float *rq,
                      float qlo, float qhi, int32_t zp, int8_t *out, int64_t ldc);
 void qg_ukr8_avx2(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t nu, const qg_blocks *b,
@@ -151,6 +159,8 @@ void qg_ukr8_vnni(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_
                 void *out);
 void qg_ukr4_vnni(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t nu, const qg_blocks *b,
                 void *out);
+void qg_qs8_tile_vnni(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t nu, int nn, const int32_t *rowc,
+                      const int32_t *kb, const float *rq, float qlo, float qhi, int32_t zp, int8_t *out, int64_t ldc);
 void qg_gemv4_vnni(const uint8_t *w, int64_t tile_bytes, int nt, const int8_t *a, int64_t nu, const qg_blocks *b,
                    float *out);
 void qg_gemm4_vnni(const uint8_t *w, int64_t tile_bytes, int nt, const int8_t *a, int64_t lda, int mr, int64_t nu,

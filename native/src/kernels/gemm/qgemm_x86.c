@@ -28,6 +28,24 @@ static inline int32_t qg_load4(const int8_t *p) {
 #define QG_AVX2_T __attribute__((target("avx2")))
 #define QG_AVX2 QG_AVX2_T __attribute__((always_inline)) static inline
 
+/* The sum of n int8 values (qg_sum_fn): bytes flipped to unsigned (x ^ 0x80
+ * = x + 128) and summed 16 or 8 at a time by vpsadbw, the 128s taken back. */
+QG_AVX2_T int32_t qg_sum_s8_avx2(const int8_t *p, int64_t n) {
+  const __m128i flip = _mm_set1_epi8((char)0x80), zero = _mm_setzero_si128();
+  __m128i acc = zero;
+  int64_t k = 0;
+  for (; k + 16 <= n; k += 16)
+    acc = _mm_add_epi64(acc, _mm_sad_epu8(_mm_xor_si128(_mm_loadu_si128((const __m128i *)(p + k)), flip), zero));
+  if (k + 8 <= n) {
+    const __m128i flip8 = _mm_set_epi64x(0, (long long)0x8080808080808080ull); /* the high 8 bytes stay 0 */
+    acc = _mm_add_epi64(acc, _mm_sad_epu8(_mm_xor_si128(_mm_loadl_epi64((const __m128i *)(p + k)), flip8), zero));
+    k += 8;
+  }
+  int64_t s = _mm_cvtsi128_si64(acc) + _mm_extract_epi64(acc, 1) - 128 * k;
+  for (; k < n; k++) s += p[k];
+  return (int32_t)s;
+}
+
 /* ---- AVX2, 8-bit: two rows at a time ---------------------------------------- */
 
 /* Lanes (n, half) of four vectors holding channels 0-3, 4-7, 8-11, 12-15 as
@@ -478,6 +496,51 @@ QG_VNNI_T void qg_ukr8_vnni(const uint8_t *w, const int8_t *a, int64_t lda, int 
 QG_VNNI_T void qg_ukr4_vnni(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t nu,
                             const qg_blocks *b, void *out) {
   QG_DISPATCH_MR(qg_rows_vnni, 4)
+}
+
+/* mr rows of a static int8 product (qg_qs8_tile_fn): qg_rows_vnni's sums
+ * for 8-bit weights, then qg_qs8_out_avx2's step in 512-bit registers:
+ * raw - rowc + kb (wrapping), times the requantization scales, max with qlo,
+ * min with qhi, rounded to nearest even, plus zp; nn channels stored. */
+QG_VNNI void qg_qs8_rows_vnni(const uint8_t *w, const int8_t *a, int64_t lda, const int mr, int64_t nu, int nn,
+                              const int32_t *rowc, const int32_t *kb, const float *rq, float qlo, float qhi,
+                              int32_t zp, int8_t *out, int64_t ldc) {
+  __m512i c0[QG_MR], c1[QG_MR];
+  QG_UNROLL for (int i = 0; i < mr; i++) c0[i] = c1[i] = _mm512_setzero_si512();
+  for (int64_t u = 0; u < nu; u++, a += 8, w += 128) {
+    __m512i lo = _mm512_loadu_si512((const void *)w), hi = _mm512_loadu_si512((const void *)(w + 64));
+    QG_UNROLL for (int i = 0; i < mr; i++) {
+      QG_DPBUSD(c0[i], lo, _mm512_set1_epi32(qg_load4(a + i * lda)));
+      QG_DPBUSD(c1[i], hi, _mm512_set1_epi32(qg_load4(a + i * lda + 4)));
+    }
+  }
+  const __m512i vkb = _mm512_loadu_si512((const void *)kb), vzp = _mm512_set1_epi32(zp);
+  const __m512 vrq = _mm512_loadu_ps(rq), vlo = _mm512_set1_ps(qlo), vhi = _mm512_set1_ps(qhi);
+  const __mmask16 keep = nn >= QG_NR ? (__mmask16)0xFFFF : (__mmask16)((1u << nn) - 1);
+  QG_UNROLL for (int i = 0; i < mr; i++) {
+    __m512i v = _mm512_add_epi32(_mm512_sub_epi32(_mm512_add_epi32(c0[i], c1[i]), _mm512_set1_epi32(rowc[i])), vkb);
+    __m512 f = _mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(v), vrq), vlo), vhi);
+    _mm512_mask_cvtepi32_storeu_epi8(out + i * ldc, keep, _mm512_add_epi32(_mm512_cvtps_epi32(f), vzp));
+  }
+}
+
+QG_VNNI_T void qg_qs8_tile_vnni(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t nu, int nn,
+                                const int32_t *rowc, const int32_t *kb, const float *rq, float qlo, float qhi,
+                                int32_t zp, int8_t *out, int64_t ldc) {
+  switch (mr) {
+  case 1:
+    qg_qs8_rows_vnni(w, a, lda, 1, nu, nn, rowc, kb, rq, qlo, qhi, zp, out, ldc);
+    break;
+  case 2:
+    qg_qs8_rows_vnni(w, a, lda, 2, nu, nn, rowc, kb, rq, qlo, qhi, zp, out, ldc);
+    break;
+  case 3:
+    qg_qs8_rows_vnni(w, a, lda, 3, nu, nn, rowc, kb, rq, qlo, qhi, zp, out, ldc);
+    break;
+  default:
+    qg_qs8_rows_vnni(w, a, lda, 4, nu, nn, rowc, kb, rq, qlo, qhi, zp, out, ldc);
+    break;
+  }
 }
 
 /* One row times nt tiles of blockwise 4-bit weights (qg_gemv_fn). Per unit
