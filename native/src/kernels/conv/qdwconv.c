@@ -188,8 +188,9 @@ static void qdw_pixel_c(const px_qdwconv *c, const int8_t *const *xs, int64_t c0
 /* The channels of one pixel in blocks of 16, then 8; returns the first
  * channel left to qdw_pixel_c. xs has pairs * 2 entries (an odd count's last
  * one repeats a tap; its filter is zero). */
-__attribute__((target("avx2"))) static int64_t qdw_pixel_avx2(const px_qdwconv *c, const int8_t *const *xs,
-                                                               int8_t *o) {
+__attribute__((target("avx2"), always_inline)) static inline int64_t qdw_pixel_avx2(const px_qdwconv *c,
+                                                                                  const int8_t *const *xs,
+                                                                                  int8_t *o) {
   const int64_t CO = c->CO, pairs = c->pairs;
   const __m256 vlo = _mm256_set1_ps(c->lo), vhi = _mm256_set1_ps(c->hi);
   const __m256i vzp = _mm256_set1_epi16((short)c->out_zp);
@@ -248,30 +249,52 @@ typedef struct {
   const int8_t **ptrs; /* per thread: KK + 1 tap rows */
 } qdw_job;
 
+/* The KK tap rows of output pixel (oh, ow) of one image, and the odd tap's
+ * partner (zero filter) after them. */
+static inline void qdw_taps(const px_qdwconv *c, const int8_t *img, int64_t H, int64_t W, int64_t oh, int64_t ow,
+                            const int8_t **xs) {
+  int64_t t = 0;
+  for (int64_t i = 0; i < c->kh; i++) {
+    int64_t ih = oh * c->sh + i * c->dh - c->pt;
+    for (int64_t k = 0; k < c->kw; k++, t++) {
+      int64_t iw = ow * c->sw + k * c->dw - c->pl;
+      xs[t] = ih >= 0 && ih < H && iw >= 0 && iw < W ? img + (ih * W + iw) * c->C : c->zrow;
+    }
+  }
+  xs[t] = xs[t - 1];
+}
+
+#if QDW_X86
+/* One output row on the AVX2 path, the pixel kernel inlined. */
+__attribute__((target("avx2"))) static void qdw_row_avx2(const px_qdwconv *c, const int8_t *img, int64_t H, int64_t W,
+                                                         int64_t oh, int64_t OW, const int8_t **xs, int8_t *orow) {
+  for (int64_t ow = 0; ow < OW; ow++) {
+    qdw_taps(c, img, H, W, oh, ow, xs);
+    int8_t *o = orow + ow * c->CO;
+    int64_t done = qdw_pixel_avx2(c, xs, o);
+    if (done < c->CO) qdw_pixel_c(c, xs, done, o);
+  }
+}
+#endif
+
 static void qdw_rows(void *arg, int64_t begin, int64_t end, int tid) {
   const qdw_job *j = arg;
   const px_qdwconv *c = j->c;
-  const int64_t H = j->H, W = j->W, OH = j->OH, OW = j->OW, C = c->C, CO = c->CO;
+  const int64_t H = j->H, W = j->W, OH = j->OH, OW = j->OW;
   const int8_t **xs = j->ptrs + (int64_t)tid * (c->KK + 1);
   for (int64_t row = begin; row < end; row++) {
     const int64_t n = row / OH, oh = row % OH;
-    const int8_t *img = j->x + n * H * W * C;
-    for (int64_t ow = 0; ow < OW; ow++) {
-      int64_t t = 0;
-      for (int64_t i = 0; i < c->kh; i++) {
-        int64_t ih = oh * c->sh + i * c->dh - c->pt;
-        for (int64_t k = 0; k < c->kw; k++, t++) {
-          int64_t iw = ow * c->sw + k * c->dw - c->pl;
-          xs[t] = ih >= 0 && ih < H && iw >= 0 && iw < W ? img + (ih * W + iw) * C : c->zrow;
-        }
-      }
-      xs[t] = xs[t - 1]; /* the odd tap's partner (zero filter) */
-      int8_t *o = j->y + (row * OW + ow) * CO;
-      int64_t done = 0;
+    const int8_t *img = j->x + n * H * W * c->C;
+    int8_t *orow = j->y + row * OW * c->CO;
 #if QDW_X86
-      if (c->wp) done = qdw_pixel_avx2(c, xs, o);
+    if (c->wp) {
+      qdw_row_avx2(c, img, H, W, oh, OW, xs, orow);
+      continue;
+    }
 #endif
-      if (done < CO) qdw_pixel_c(c, xs, done, o);
+    for (int64_t ow = 0; ow < OW; ow++) {
+      qdw_taps(c, img, H, W, oh, ow, xs);
+      qdw_pixel_c(c, xs, 0, orow + ow * c->CO);
     }
   }
 }
