@@ -13,6 +13,15 @@ int4 weights in groups of 32: qd8 x qb4w) and one 8da4w Linear at batch 1
 cache between calls), for which the file's bytes over the time per call give
 the bandwidth reached, printed beside this machine's measured copy bandwidth.
 
+Then ExecuTorch's own int8 example models, quantized as its XNNPACK example
+compiler (examples/xnnpack/aot_compiler.py) does: torchvision's mobilenet_v2,
+mobilenet_v3_small and resnet18 at 224 x 224 in static int8 (per-channel
+weights, calibrated on the example input; random weights re-initialised by
+tv_models.py, so that every layer carries a signal), and the Emformer RNN-T
+joiner in dynamic int8 (qd8 FullyConnected over T x U = 32 x 32 rows; the
+example's 128 x 128 is 16 times the work). The torchvision rows need
+requirements-bench.txt's torchvision; without it they say so and are skipped.
+
 Before timing, pyexec's outputs are checked against ExecuTorch's on the same
 file (within 1e-3 of the output's magnitude; static int8 within one output
 step), so that a wrong result cannot look fast. Ratios are times (pyexec /
@@ -30,6 +39,7 @@ from typing import Any
 import numpy as np
 import torch
 from _common import add_json_option, fmt_us, interleaved_us, print_table, write_json
+from support.et_examples import EmformerJoiner
 from support.quant import export_quantized, register_quantized_ops
 from support.zoo import TransformerLayer
 from torch import nn
@@ -74,6 +84,24 @@ def _conv() -> Spec:
     return ConvNet(), (torch.randn(1, 3, 64, 64),), {"scheme": "pt2e", "per_channel": True}, calib
 
 
+STATIC_PC = {"scheme": "pt2e", "per_channel": True}
+
+
+def _torchvision(name: str) -> Callable[[], Spec]:
+    def spec() -> Spec:
+        import tv_models
+
+        module, inputs = tv_models.build(name)  # RuntimeError when torchvision cannot be imported
+        return module, inputs, STATIC_PC, [inputs]  # aot_compiler.py calibrates on the example input
+
+    return spec
+
+
+def _emformer_join() -> Spec:
+    source, target = torch.rand(1, 32, 1024), torch.rand(1, 32, 1024)
+    return EmformerJoiner(), (source, target), {"scheme": "pt2e", "per_channel": True, "dynamic": True}, None
+
+
 MODELS: dict[str, Callable[[], Spec]] = {
     "conv_int8_static": _conv,
     "mlp_int8_dynamic": lambda: (
@@ -86,6 +114,10 @@ MODELS: dict[str, Callable[[], Spec]] = {
     "transformer_8da4w": lambda: (TransformerLayer(256, 4, 1024), (torch.randn(1, 64, 256),), G32, None),
     # 8192 x 8192: 32 MiB of 4-bit weights and 4 MiB of scales, more than a 32 MiB L3 holds
     "linear_8da4w_decode": lambda: (nn.Linear(8192, 8192), (torch.randn(1, 8192),), G32, None),
+    "mv2_int8_static": _torchvision("mobilenet_v2"),
+    "mv3_int8_static": _torchvision("mobilenet_v3_small"),
+    "resnet18_int8_static": _torchvision("resnet18"),
+    "emformer_join_int8_dynamic": _emformer_join,
 }
 
 
@@ -166,7 +198,14 @@ def main() -> None:
     for name in MODELS:
         if args.only and name not in args.only:
             continue
-        times, size, wrong = bench_model(name, budget, rounds)
+        try:
+            times, size, wrong = bench_model(name, budget, rounds)
+        except RuntimeError as e:
+            if "torchvision is not available" not in str(e):
+                raise
+            rows.append([name, "skipped: torchvision cannot be imported", "", "", ""])
+            print(f"{name}: skipped: {e}", file=sys.stderr)
+            continue
         if wrong:
             rows.append([name, "wrong result, not timed", "", "", ""])
             print(f"{name}: WRONG: {wrong}", file=sys.stderr)

@@ -15,6 +15,8 @@ rounds differently.
   8-channel steps, odd and even tap counts, strides, dilation and a depth
   multiplier, each followed by a ReLU6 clamp (which runs inside its
   producer where that is exact), at one thread and at three.
+- The Emformer RNN-T joiner in dynamic int8: a broadcast add to (T, U)
+  pairs, ReLU, and a qd8 FullyConnected over all T * U rows.
 - EDSR: its last residual add sums the body's output with the head's, whose
   scale is under 2^-10 of the sum's; XNNPACK runs such an add with a small
   multiplier, and so must pyexec rather than refuse the program."""
@@ -25,7 +27,7 @@ import numpy as np
 import pytest
 import torch
 from delegates.test_xnnpack_quant import _near_eager, _run_both
-from support.et_examples import EDSR, InvertedResidual, initialise
+from support.et_examples import EDSR, EmformerJoiner, InvertedResidual, initialise
 from support.export import run_with_executorch
 from support.quant import export_quantized
 from support.xnnpack import node_types, union_names
@@ -98,6 +100,20 @@ def test_inverted_residual_int8_equals_executorch_at_any_thread_count(name: str)
     finally:
         pyexec.set_num_threads(before)
     _near_eager(np.asarray(ours), m, (x2,), 0.2)
+
+
+def test_emformer_joiner_dynamic_int8_matches_executorch() -> None:
+    torch.manual_seed(9)
+    m = initialise(EmformerJoiner(dim=64, symbols=97))
+    x = (torch.rand(1, 12, 64), torch.rand(1, 10, 64))
+    pte = export_quantized(m, x, {"scheme": "pt2e", "per_channel": True, "dynamic": True}, lower=True)
+    assert "FullyConnected" in {union_names()[t] for t in node_types(pte)}
+    torch.manual_seed(10)
+    x2 = (torch.rand_like(x[0]), torch.rand_like(x[1]))
+    ours, ref = _run_both(pte, x2)
+    assert ours.shape == (1, 12, 10, 97)
+    np.testing.assert_allclose(ours, ref, rtol=0, atol=1e-5 * float(np.abs(ref).max()))
+    _near_eager(ours, m, x2, 0.1)
 
 
 def test_edsr_int8_with_a_tiny_add_ratio_runs_and_equals_executorch() -> None:

@@ -1,8 +1,9 @@
 """Layouts of ExecuTorch's example models (executorch/examples/models),
 rebuilt by hand at reduced sizes so that the tests need no torchsr or
 torchvision: EDSR (torchsr's r16f64: mean shifts, residual blocks, pixel
-shuffle) and MobileNet's inverted residual block (torchvision's
-mobilenet_v2 and mobilenet_v3), with random weights."""
+shuffle), MobileNet's inverted residual block (torchvision's mobilenet_v2
+and mobilenet_v3) and the Emformer RNN-T joiner (torchaudio's, as
+emformer_rnnt_base builds it), with random weights."""
 
 from __future__ import annotations
 
@@ -67,6 +68,20 @@ class InvertedResidual(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = self.project(self.depthwise(self.expand(x)))
         return x + y if self.residual else y
+
+
+class EmformerJoiner(nn.Module):
+    """torchaudio's RNN-T joiner in emformer_rnnt_base: the source (B, T, dim)
+    and target (B, U, dim) encodings broadcast-added to (B, T, U, dim), a
+    ReLU, and a Linear to the 4097 symbols. (The example's join also passes
+    the two length tensors through unchanged; they are left out.)"""
+
+    def __init__(self, dim: int = 1024, symbols: int = 4097) -> None:
+        super().__init__()
+        self.linear = nn.Linear(dim, symbols)
+
+    def forward(self, source: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        return self.linear(torch.relu(source.unsqueeze(2) + target.unsqueeze(1)))
 
 
 def initialise(module: nn.Module) -> nn.Module:
