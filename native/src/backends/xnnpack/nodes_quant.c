@@ -29,6 +29,7 @@
 
 #include "backends/xnnpack/qnodes.h"
 #include "core/error.h"
+#include "kernels/quantized/qs8_convert.h"
 #include "kernels/shape/strided.h"
 
 /* ---- what runs -------------------------------------------------------------------- */
@@ -213,12 +214,7 @@ static int exec_convert(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
   }
   if (x->datatype == XNN_DT_FP32 && y->datatype == XNN_DT_QINT8) {
     /* q = lrintf(clamp(x / scale, -128 - zp, 127 - zp)) + zp */
-    const float *in = x->data;
-    int8_t *out = y->data;
-    float inv = 1.0f / y->quant.scale;
-    int32_t zp = y->quant.zero_point;
-    float lo = (float)(-128 - zp), hi = (float)(127 - zp);
-    for (int64_t i = 0; i < n; i++) out[i] = (int8_t)(xnn_q8_round(xnn_clampf(in[i] * inv, lo, hi)) + zp);
+    px_qs8_from_f32(x->data, n, 1.0f / y->quant.scale, y->quant.zero_point, y->data);
     return 0;
   }
   if (x->datatype == XNN_DT_FP32) { /* quint8: the same in [0, 255] */
@@ -239,8 +235,7 @@ static int exec_convert(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
       const uint8_t *in = x->data;
       for (int64_t i = 0; i < n; i++) out[i] = (float)((int32_t)in[i] - izp) * s;
     } else {
-      const int8_t *in = x->data;
-      for (int64_t i = 0; i < n; i++) out[i] = (float)((int32_t)in[i] - izp) * s;
+      px_f32_from_qs8(x->data, n, izp, s, out);
     }
     return 0;
   }
