@@ -816,14 +816,17 @@ static void qg_run_qs8(void *arg, int64_t i0, int64_t i1, int tid) {
                      : 0;
       rq[j] = j < nn ? J->requant[n0 + j] : 0.0f;
     }
+    if (J->qs8_tile) { /* the row block in one call */
+      int32_t rowcs[QG_MB];
+      int64_t m0 = mb * QG_MB;
+      for (int64_t i = 0; i < mend - m0; i++) rowcs[i] = qg_wrap_mul(w->sbias, J->sa[m0 + i]);
+      J->qs8_tile(wt, J->ap + m0 * J->lda, J->lda, mend - m0, w->nu, nn, rowcs, kb, rq, J->qlo, J->qhi, J->out_zp,
+                  J->qout + m0 * J->ldc + n0, J->ldc);
+      continue;
+    }
     for (int64_t m0 = mb * QG_MB; m0 < mend; m0 += QG_MR) {
       int mr = (int)(mend - m0 < QG_MR ? mend - m0 : QG_MR);
       for (int i = 0; i < mr; i++) rowc[i] = qg_wrap_mul(w->sbias, J->sa[m0 + i]);
-      if (J->qs8_tile) {
-        J->qs8_tile(wt, J->ap + m0 * J->lda, J->lda, mr, w->nu, nn, rowc, kb, rq, J->qlo, J->qhi, J->out_zp,
-                    J->qout + m0 * J->ldc + n0, J->ldc);
-        continue;
-      }
       J->ukr(wt, J->ap + m0 * J->lda, J->lda, mr, w->nu, NULL, raw);
       J->qs8_out(raw, mr, nn, rowc, kb, rq, J->qlo, J->qhi, J->out_zp, J->qout + m0 * J->ldc + n0, J->ldc);
     }

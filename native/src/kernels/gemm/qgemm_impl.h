@@ -122,10 +122,11 @@ void qg_ukr4_c(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t n
 typedef void (*qg_qs8_out_fn)(const int32_t *raw, int mr, int nn, const int32_t *rowc, const int32_t *kb,
                               const float *rq, float qlo, float qhi, int32_t zp, int8_t *out, int64_t ldc);
 
-/* The static int8 product of mr rows of one tile of 8-bit weights (one
- * block), finished in registers: qg_ukr_fn's raw sums, then qg_qs8_out_fn's
- * step on them, the same integers and floats. */
-typedef void (*qg_qs8_tile_fn)(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t nu, int nn,
+/* The static int8 product of `rows` rows (any count; rowc has one entry per
+ * row) of one tile of 8-bit weights (one block), finished in registers:
+ * qg_ukr_fn's raw sums, then qg_qs8_out_fn's step on them, the same
+ * integers and floats. */
+typedef void (*qg_qs8_tile_fn)(const uint8_t *w, const int8_t *a, int64_t lda, int64_t rows, int64_t nu, int nn,
                                const int32_t *rowc, const int32_t *kb, const float *rq, float qlo, float qhi,
                                int32_t zp, int8_t *out, int64_t ldc);
 
@@ -159,8 +160,9 @@ void qg_ukr8_vnni(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_
                 void *out);
 void qg_ukr4_vnni(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t nu, const qg_blocks *b,
                 void *out);
-void qg_qs8_tile_vnni(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t nu, int nn, const int32_t *rowc,
-                      const int32_t *kb, const float *rq, float qlo, float qhi, int32_t zp, int8_t *out, int64_t ldc);
+void qg_qs8_tile_vnni(const uint8_t *w, const int8_t *a, int64_t lda, int64_t rows, int64_t nu, int nn,
+                      const int32_t *rowc, const int32_t *kb, const float *rq, float qlo, float qhi, int32_t zp,
+                      int8_t *out, int64_t ldc);
 void qg_gemv4_vnni(const uint8_t *w, int64_t tile_bytes, int nt, const int8_t *a, int64_t nu, const qg_blocks *b,
                    float *out);
 void qg_gemm4_vnni(const uint8_t *w, int64_t tile_bytes, int nt, const int8_t *a, int64_t lda, int mr, int64_t nu,

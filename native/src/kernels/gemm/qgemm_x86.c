@@ -524,21 +524,23 @@ QG_VNNI void qg_qs8_rows_vnni(const uint8_t *w, const int8_t *a, int64_t lda, co
   }
 }
 
-QG_VNNI_T void qg_qs8_tile_vnni(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t nu, int nn,
+QG_VNNI_T void qg_qs8_tile_vnni(const uint8_t *w, const int8_t *a, int64_t lda, int64_t rows, int64_t nu, int nn,
                                 const int32_t *rowc, const int32_t *kb, const float *rq, float qlo, float qhi,
                                 int32_t zp, int8_t *out, int64_t ldc) {
-  switch (mr) {
+  int64_t m = 0;
+  for (; m + QG_MR <= rows; m += QG_MR)
+    qg_qs8_rows_vnni(w, a + m * lda, lda, QG_MR, nu, nn, rowc + m, kb, rq, qlo, qhi, zp, out + m * ldc, ldc);
+  switch (rows - m) {
   case 1:
-    qg_qs8_rows_vnni(w, a, lda, 1, nu, nn, rowc, kb, rq, qlo, qhi, zp, out, ldc);
+    qg_qs8_rows_vnni(w, a + m * lda, lda, 1, nu, nn, rowc + m, kb, rq, qlo, qhi, zp, out + m * ldc, ldc);
     break;
   case 2:
-    qg_qs8_rows_vnni(w, a, lda, 2, nu, nn, rowc, kb, rq, qlo, qhi, zp, out, ldc);
+    qg_qs8_rows_vnni(w, a + m * lda, lda, 2, nu, nn, rowc + m, kb, rq, qlo, qhi, zp, out + m * ldc, ldc);
     break;
   case 3:
-    qg_qs8_rows_vnni(w, a, lda, 3, nu, nn, rowc, kb, rq, qlo, qhi, zp, out, ldc);
+    qg_qs8_rows_vnni(w, a + m * lda, lda, 3, nu, nn, rowc + m, kb, rq, qlo, qhi, zp, out + m * ldc, ldc);
     break;
   default:
-    qg_qs8_rows_vnni(w, a, lda, 4, nu, nn, rowc, kb, rq, qlo, qhi, zp, out, ldc);
     break;
   }
 }
