@@ -1,14 +1,15 @@
 /*
  * common.h - small helpers several kernel families share (private,
  * header-only): the floating-dtype check, reading a 'D' argument, the shape
- * message, per-element-size data movement, float16 / bfloat16 element access
- * and per-spatial-dim parameter lists. The general helpers every kernel uses
+ * message, per-element-size data movement, float16 / bfloat16 element access,
+ * per-spatial-dim parameter lists and XNNPACK's int8 requantization step. The general helpers every kernel uses
  * are in kernel.h.
  */
 #ifndef PX_KERNELS_COMMON_H
 #define PX_KERNELS_COMMON_H
 
 #include <stdio.h>
+#include <string.h>
 
 #include "kernels/kernel.h"
 
@@ -97,6 +98,25 @@ static inline int spatial_param(px_ctx *ctx, px_value *list, int nsp, const char
     return px_fail(ctx, "%s must have 1 or %d values, got %u", what, nsp, n);
   for (int k = 0; k < nsp; k++) v[k] = p[n == 1 ? 0 : k];
   return 0;
+}
+
+/* lrintf(v) for |v| <= 2^22: adding 1.5 x 2^23 rounds to the nearest
+ * integer, ties to even, as XNNPACK's "magic bias" kernels do; inline, where
+ * lrintf is a libm call. */
+static inline int32_t px_round_magic(float v) {
+  float t = v + 12582912.0f;
+  uint32_t bits;
+  memcpy(&bits, &t, 4);
+  return (int32_t)bits - 0x4B400000;
+}
+
+/* XNNPACK's step from a scaled sum to an int8 output: v clamped (max with
+ * lo, so NaN gives lo, then min with hi; lo and hi within [-128 - zp,
+ * 127 - zp]), rounded half to even, plus zp. */
+static inline int8_t px_q8_step(float v, float lo, float hi, int32_t zp) {
+  v = v > lo ? v : lo;
+  v = v < hi ? v : hi;
+  return (int8_t)(px_round_magic(v) + zp);
 }
 
 #endif /* PX_KERNELS_COMMON_H */

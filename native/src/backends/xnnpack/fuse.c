@@ -37,9 +37,11 @@ static bool same_qint8(const xnn_value *a, const xnn_value *b) {
 int xnn_fuse_clamps(xnn_graph *g) {
   uint32_t *uses = calloc(g->nvalues + 1, sizeof *uses);
   uint32_t *producer = malloc(sizeof *producer * (g->nvalues + 1));
-  if (!uses || !producer) {
+  uint32_t *moved = malloc(sizeof *moved * (g->nnodes + 1)); /* node i's index once the fused clamps are gone */
+  if (!uses || !producer || !moved) {
     free(uses);
     free(producer);
+    free(moved);
     return -1;
   }
   for (uint32_t v = 0; v < g->nvalues; v++) producer[v] = XNN_INVALID_ID;
@@ -61,14 +63,8 @@ int xnn_fuse_clamps(xnn_graph *g) {
       const xnn_value *xv = &g->values[x];
       if (pi != XNN_INVALID_ID && pi < i && uses[x] == 1 && !xv->flags && !xv->constant &&
           producer[y] == i && same_qint8(xv, &g->values[y]) && takes_clamp(&g->nodes[pi], g->values)) {
-        /* pi < i: the producer is at its final place, kept - (i - pi) or earlier */
-        xnn_node *p = NULL;
-        for (uint32_t k = kept; k-- > 0;)
-          if (g->nodes[k].nout == 1 && g->nodes[k].out[0] == x) {
-            p = &g->nodes[k];
-            break;
-          }
-        if (p && !isnan(p->output_min) && !isnan(p->output_max)) {
+        xnn_node *p = &g->nodes[moved[pi]]; /* pi < i: already at its final place */
+        if (p->out[0] == x && !isnan(p->output_min) && !isnan(p->output_max)) {
           p->out[0] = y;
           p->output_min = fmaxf(p->output_min, c->output_min);
           p->output_max = fminf(p->output_max, c->output_max);
@@ -76,10 +72,12 @@ int xnn_fuse_clamps(xnn_graph *g) {
         }
       }
     }
+    moved[i] = kept;
     if (!fused) g->nodes[kept++] = *c;
   }
   g->nnodes = kept;
   free(uses);
   free(producer);
+  free(moved);
   return 0;
 }

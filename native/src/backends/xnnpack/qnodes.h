@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "backends/xnnpack/nodes.h"
+#include "kernels/common.h"
 #include "kernels/conv/qconv.h"
 #include "kernels/conv/qdwconv.h"
 #include "kernels/gemm/qgemm.h"
@@ -43,14 +44,8 @@ static inline int32_t xnn_x8_bound(float v, const xnn_value *y) {
 }
 
 /* lrintf(v) for |v| <= 2^22 (values already clamped near the int8 range):
- * adding 1.5 x 2^23 rounds to the nearest integer, ties to even, as
- * XNNPACK's "magic bias" kernels do; inline, where lrintf is a libm call. */
-static inline int32_t xnn_q8_round(float v) {
-  float t = v + 12582912.0f;
-  uint32_t bits;
-  memcpy(&bits, &t, 4);
-  return (int32_t)bits - 0x4B400000;
-}
+ * kernels/common.h's magic-bias rounding. */
+static inline int32_t xnn_q8_round(float v) { return px_round_magic(v); }
 
 /* v clamped to [lo, hi], NaN to lo (deterministic; XNNPACK leaves NaN unspecified). */
 static inline float xnn_clampf(float v, float lo, float hi) {

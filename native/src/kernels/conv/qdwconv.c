@@ -25,6 +25,7 @@
 #include "core/cpu.h"
 #include "core/error.h"
 #include "core/parallel.h"
+#include "kernels/common.h"
 
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
 #define QDW_X86 1
@@ -163,16 +164,6 @@ oom:
 
 /* ---- one output pixel ------------------------------------------------------- */
 
-static inline int8_t qdw_requant(int32_t acc, float rq, float lo, float hi, int32_t zp) {
-  float v = (float)acc * rq;
-  v = v > lo ? v : lo;
-  v = v < hi ? v : hi;
-  float t = v + 12582912.0f; /* 1.5 * 2^23: rounds |v| < 2^22 to nearest, ties to even */
-  uint32_t bits;
-  memcpy(&bits, &t, 4);
-  return (int8_t)((int32_t)bits - 0x4B400000 + zp);
-}
-
 /* Channels [c0, CO) of one pixel from its KK tap rows xs (input channel 0). */
 static void qdw_pixel_c(const px_qdwconv *c, const int8_t *const *xs, int64_t c0, int8_t *o) {
   const int64_t CO = c->CO, KK = c->KK, mult = c->mult;
@@ -180,7 +171,7 @@ static void qdw_pixel_c(const px_qdwconv *c, const int8_t *const *xs, int64_t c0
     int32_t acc = c->bias[ch];
     int64_t ci = mult == 1 ? ch : ch / mult;
     for (int64_t t = 0; t < KK; t++) acc += (int32_t)xs[t][ci] * (int32_t)c->w[t * CO + ch];
-    o[ch] = qdw_requant(acc, c->requant[ch], c->lo, c->hi, c->out_zp);
+    o[ch] = px_q8_step((float)acc * c->requant[ch], c->lo, c->hi, c->out_zp);
   }
 }
 

@@ -603,11 +603,12 @@ void px_quantize_qd8(const float *x, int64_t M, int64_t K, int64_t ldx, int8_t *
 /* The activations, copied into blocks padded to bkp with zeros, and their
  * per-block sums: ap[m * Kp + g * bkp + kk], sa[m * nb + g]. */
 /* The sum of a row's n int8 values (int32, wrapping), vectorised where the
- * CPU allows. */
-static int32_t qg_sum_s8(const int8_t *p, int64_t n) {
+ * CPU allows (vec: px_cpu()->avx2, read once per product). */
+static int32_t qg_sum_s8(const int8_t *p, int64_t n, bool vec) {
 #if QG_X86
-  if (px_cpu()->avx2) return qg_sum_s8_avx2(p, n);
+  if (vec) return qg_sum_s8_avx2(p, n);
 #endif
+  (void)vec;
   int32_t s = 0;
   for (int64_t k = 0; k < n; k++) s += p[k];
   return s;
@@ -616,6 +617,7 @@ static int32_t qg_sum_s8(const int8_t *p, int64_t n) {
 static void qg_pack_a(const px_qweights *w, int64_t M, const int8_t *a, int64_t lda, int8_t *ap,
                       int32_t *sa) {
   int64_t Kp = w->nb * w->bkp;
+  const bool vec = px_cpu()->avx2;
   for (int64_t m = 0; m < M; m++) {
     const int8_t *ar = a + m * lda;
     int8_t *dst = ap + m * Kp;
@@ -624,7 +626,7 @@ static void qg_pack_a(const px_qweights *w, int64_t M, const int8_t *a, int64_t 
       int8_t *db = dst + g * w->bkp;
       memcpy(db, src, (size_t)w->bk);
       memset(db + w->bk, 0, (size_t)(w->bkp - w->bk));
-      sa[m * w->nb + g] = qg_sum_s8(src, w->bk);
+      sa[m * w->nb + g] = qg_sum_s8(src, w->bk, vec);
     }
   }
 }
@@ -850,10 +852,9 @@ static int qg_prepare_a(px_ctx *ctx, const px_qweights *w, int64_t M, const int8
     *ldap = (int64_t)Kp;
     return 0;
   }
+  const bool vec = px_cpu()->avx2;
   for (int64_t m = 0; m < M; m++)
-    for (int64_t g = 0; g < w->nb; g++) {
-      (*sa)[m * w->nb + g] = qg_sum_s8(a + m * lda + g * w->bk, w->bk);
-    }
+    for (int64_t g = 0; g < w->nb; g++) (*sa)[m * w->nb + g] = qg_sum_s8(a + m * lda + g * w->bk, w->bk, vec);
   *ap = a;
   *ldap = lda;
   return 0;

@@ -3,9 +3,8 @@
  */
 #include "kernels/quantized/qs8_convert.h"
 
-#include <string.h>
-
 #include "core/cpu.h"
+#include "kernels/common.h"
 
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
 #define QC_X86 1
@@ -13,16 +12,6 @@
 #else
 #define QC_X86 0
 #endif
-
-static inline int8_t qs8_one(float x, float inv, float lo, float hi, int32_t zp) {
-  float v = x * inv;
-  v = v > lo ? v : lo;
-  v = v < hi ? v : hi;
-  float t = v + 12582912.0f; /* 1.5 * 2^23: |v| <= 255 rounds to nearest, ties to even */
-  uint32_t bits;
-  memcpy(&bits, &t, 4);
-  return (int8_t)((int32_t)bits - 0x4B400000 + zp);
-}
 
 #if QC_X86
 __attribute__((target("avx2"))) static int64_t qs8_from_f32_avx2(const float *x, int64_t n, float inv, float lo,
@@ -60,7 +49,7 @@ void px_qs8_from_f32(const float *x, int64_t n, float inv, int32_t zp, int8_t *q
 #if QC_X86
   if (px_cpu()->avx2) i = qs8_from_f32_avx2(x, n, inv, lo, hi, zp, q);
 #endif
-  for (; i < n; i++) q[i] = qs8_one(x[i], inv, lo, hi, zp);
+  for (; i < n; i++) q[i] = px_q8_step(x[i] * inv, lo, hi, zp);
 }
 
 void px_f32_from_qs8(const int8_t *q, int64_t n, int32_t zp, float s, float *y) {
