@@ -242,6 +242,7 @@ typedef struct {
   int64_t h0, h1, w0, w1;                   /* transposed: its taps (taps_h[h0 .. h1)) */
   int64_t K;                                /* bytes per gathered row */
   const int32_t *zp;                        /* dynamic: per batch; else NULL */
+  const int8_t *x_end;                      /* one past the input */
 } qc_phase;
 
 static inline void qc_pixel(const qc_phase *P, int64_t m, int64_t *n, int64_t *oh, int64_t *ow) {
@@ -266,26 +267,44 @@ static inline void qc_tap(int8_t *row, const int8_t *src, int64_t C, int pad) {
   for (int64_t c = 0; c < C; c++) row[c] = src ? src[c] : (int8_t)pad;
 }
 
-/* Rows [m0, m0 + rows) of group g's taps into a (rows of P->K bytes). */
-static void qc_gather(const qc_phase *P, int64_t g, int64_t m0, int64_t rows, int8_t *a) {
+/* Rows [m0, m0 + rows) of group g's taps into a: rows of lda bytes, the
+ * P->K gathered ones then zeros (the product's padded depth). a has
+ * QC_SLACK bytes after its last row. */
+#define QC_SLACK 16
+static void qc_gather(const qc_phase *P, int64_t g, int64_t m0, int64_t rows, int8_t *a, int64_t lda) {
   const px_qconv *c = P->c;
-  const int64_t C = c->gic, H = P->H, W = P->W;
+  const int64_t C = c->gic, H = P->H, W = P->W, run_bytes = c->kw * C;
+  /* the rows' pixels in order: (n, oh, ow) stepped, not divided out per row */
+  int64_t n, oh, ow;
+  qc_pixel(P, m0, &n, &oh, &ow);
   for (int64_t r = 0; r < rows; r++) {
-    int64_t n, oh, ow;
-    qc_pixel(P, m0 + r, &n, &oh, &ow);
+    if (r) {
+      ow += P->step_w;
+      if (ow >= P->ow0 + P->nw * P->step_w) {
+        ow = P->ow0, oh += P->step_h;
+        if (oh >= P->oh0 + P->nh * P->step_h) oh = P->oh0, n++;
+      }
+    }
     const int8_t *img = P->x + n * H * W * c->cin + g * C;
     int pad = (int)(int8_t)(P->zp ? P->zp[n] : c->in_zp);
-    int8_t *row = a + r * P->K;
+    int8_t *const row0 = a + r * lda, *row = row0;
     if (!c->transposed) {
       const int64_t iw0 = ow * c->sw - c->pl;
       /* a kernel row of adjacent taps wholly inside the input is one run of
-       * kw * C bytes (groups of 1) */
+       * kw * C bytes (groups of 1): up to 16 bytes as one 16-byte copy where
+       * the input has them (the bytes past the run land where the row's next
+       * bytes, its zero padding, the next row or the slack go, all written
+       * after it) */
       const bool run = c->dw == 1 && c->groups == 1 && iw0 >= 0 && iw0 + c->kw <= W;
       for (int64_t i = 0; i < c->kh; i++) {
         int64_t ih = oh * c->sh + i * c->dh - c->pt;
         if (run && ih >= 0 && ih < H) {
-          memcpy(row, img + (ih * W + iw0) * c->cin, (size_t)(c->kw * C));
-          row += c->kw * C;
+          const int8_t *src = img + (ih * W + iw0) * c->cin;
+          if (run_bytes <= 16 && P->x_end - src >= 16)
+            memcpy(row, src, 16);
+          else
+            memcpy(row, src, (size_t)run_bytes);
+          row += run_bytes;
           continue;
         }
         for (int64_t j = 0; j < c->kw; j++, row += C) {
@@ -293,17 +312,18 @@ static void qc_gather(const qc_phase *P, int64_t g, int64_t m0, int64_t rows, in
           qc_tap(row, ih < 0 || ih >= H || iw < 0 || iw >= W ? NULL : img + (ih * W + iw) * c->cin, C, pad);
         }
       }
-      continue;
-    }
-    for (int64_t ia = P->h0; ia < P->h1; ia++) {
-      int64_t t = oh + c->pt - c->taps_h[ia] * c->dh; /* a multiple of sh: this phase's taps */
-      int64_t ih = t >= 0 ? t / c->sh : -1;
-      for (int64_t ib = P->w0; ib < P->w1; ib++, row += C) {
-        int64_t u = ow + c->pl - c->taps_w[ib] * c->dw;
-        int64_t iw = u >= 0 ? u / c->sw : -1;
-        qc_tap(row, ih < 0 || ih >= H || iw < 0 || iw >= W ? NULL : img + (ih * W + iw) * c->cin, C, pad);
+    } else {
+      for (int64_t ia = P->h0; ia < P->h1; ia++) {
+        int64_t t = oh + c->pt - c->taps_h[ia] * c->dh; /* a multiple of sh: this phase's taps */
+        int64_t ih = t >= 0 ? t / c->sh : -1;
+        for (int64_t ib = P->w0; ib < P->w1; ib++, row += C) {
+          int64_t u = ow + c->pl - c->taps_w[ib] * c->dw;
+          int64_t iw = u >= 0 ? u / c->sw : -1;
+          qc_tap(row, ih < 0 || ih >= H || iw < 0 || iw >= W ? NULL : img + (ih * W + iw) * c->cin, C, pad);
+        }
       }
     }
+    if (lda > P->K) memset(row0 + P->K, 0, (size_t)(lda - P->K)); /* after the runs' spills */
   }
 }
 
@@ -370,7 +390,7 @@ static int qc_run(px_ctx *ctx, const px_qconv *c, int64_t N, int64_t H, int64_t 
   if (N <= 0 || OH * OW == 0) return 0;
   size_t es = c->dynamic ? sizeof(float) : 1;
   for (int64_t p = 0; p < c->nph; p++) {
-    qc_phase P = {.c = c, .x = x, .H = H, .W = W, .OH = OH, .OW = OW, .zp = zp};
+    qc_phase P = {.c = c, .x = x, .H = H, .W = W, .OH = OH, .OW = OW, .zp = zp, .x_end = x + N * H * W * c->cin};
     if (c->transposed) {
       int64_t rh = p / c->sw, rw = p % c->sw;
       P.oh0 = ((rh - c->pt) % c->sh + c->sh) % c->sh; /* the first output row with (oh + pt) mod sh = rh */
@@ -391,8 +411,12 @@ static int qc_run(px_ctx *ctx, const px_qconv *c, int64_t N, int64_t H, int64_t 
                   !c->pb && !c->pr;
     if (per_pixel && !direct)
       return px_fail(ctx, "per-pixel quantization parameters for a convolution that reads other pixels");
-    int64_t tile = qc_tile(P.K, M);
-    int8_t *a = direct || !P.K ? NULL : px_scratch(ctx, (size_t)(tile * P.K));
+    /* gathered rows are padded to the product's depth (the same for every group of a phase) */
+    const px_qweights *w0 = c->w[p];
+    int64_t lda_g = w0 ? px_qgemm_padded_depth(w0) : P.K;
+    if (lda_g < P.K) lda_g = P.K;
+    int64_t tile = qc_tile(lda_g, M);
+    int8_t *a = direct || !P.K ? NULL : px_scratch(ctx, (size_t)(tile * lda_g) + QC_SLACK);
     void *out = c->transposed ? px_scratch(ctx, (size_t)(tile * c->goc) * es) : NULL;
     int32_t *rzp = c->dynamic ? px_scratch(ctx, sizeof(int32_t) * (size_t)tile) : NULL;
     float *rsc = c->dynamic ? px_scratch(ctx, sizeof(float) * (size_t)tile) : NULL;
@@ -419,9 +443,9 @@ static int qc_run(px_ctx *ctx, const px_qconv *c, int64_t N, int64_t H, int64_t 
           rowsp = x + m0 * c->cin + g * c->gic;
           lda = c->cin;
         } else {
-          qc_gather(&P, g, m0, rows, a);
+          qc_gather(&P, g, m0, rows, a, lda_g);
           rowsp = a;
-          lda = P.K;
+          lda = lda_g;
         }
         /* static / dynamic output, straight into y (plain) or into the tile (transposed) */
         void *dst = c->transposed ? out : (char *)y + (m0 * c->cout + g * c->goc) * (int64_t)es;
@@ -429,10 +453,12 @@ static int qc_run(px_ctx *ctx, const px_qconv *c, int64_t N, int64_t H, int64_t 
         qc_mark mk = qc_scratch_mark(ctx);
         int rc;
         if (c->dynamic)
-          rc = px_qgemm_qd8_f32(ctx, w, rows, rowsp, lda, rzp, rsc, dst, ldc, c->lo, c->hi);
+          rc = (direct ? px_qgemm_qd8_f32 : px_qgemm_qd8_f32_padded)(ctx, w, rows, rowsp, lda, rzp, rsc, dst, ldc,
+                                                                     c->lo, c->hi);
         else
-          rc = px_qgemm_qs8(ctx, w, rows, rowsp, lda, c->in_zp, c->bias + g * c->goc, c->requant + g * c->goc,
-                            c->out_zp, c->qmin, c->qmax, dst, ldc);
+          rc = (direct ? px_qgemm_qs8 : px_qgemm_qs8_padded)(ctx, w, rows, rowsp, lda, c->in_zp,
+                                                             c->bias + g * c->goc, c->requant + g * c->goc,
+                                                             c->out_zp, c->qmin, c->qmax, dst, ldc);
         qc_scratch_back(ctx, mk);
         if (rc) return rc;
         if (c->transposed) qc_scatter(&P, g, m0, rows, out, y);

@@ -48,7 +48,7 @@ static int qg_best_path(void) {
   const px_cpu_features *cpu = px_cpu();
   (void)cpu;
 #if QG_X86
-  if (cpu->avx512f && cpu->avx512bw && cpu->avx512vnni) return PX_QGEMM_AVX512_VNNI;
+  if (cpu->avx512f && cpu->avx512bw && cpu->avx512vl && cpu->avx512vnni) return PX_QGEMM_AVX512_VNNI;
   if (cpu->avx2) return PX_QGEMM_AVX2;
 #endif
 #if QG_NEON
@@ -836,11 +836,12 @@ static void qg_run_qs8(void *arg, int64_t i0, int64_t i1, int tid) {
 }
 
 /* The activations as the micro-kernels read them (rows of lda bytes, blocks
- * of bkp): the caller's own rows when no block needs padding, else a padded
- * copy in scratch; and their block sums (scratch). */
-static int qg_prepare_a(px_ctx *ctx, const px_qweights *w, int64_t M, const int8_t *a, int64_t lda,
+ * of bkp): the caller's own rows when no block needs padding or the caller
+ * padded them, else a padded copy in scratch; and their block sums
+ * (scratch). */
+static int qg_prepare_a(px_ctx *ctx, const px_qweights *w, int64_t M, const int8_t *a, int64_t lda, bool padded,
                         const int8_t **ap, int64_t *ldap, int32_t **sa) {
-  int copy = w->bkp != w->bk;
+  int copy = !padded && w->bkp != w->bk;
   size_t Kp = (size_t)(w->nb * w->bkp);
   size_t abytes = copy ? ((size_t)M * Kp + 63) / 64 * 64 : 0;
   uint8_t *s = px_scratch(ctx, abytes + (size_t)M * (size_t)w->nb * sizeof(int32_t));
@@ -863,13 +864,13 @@ static int qg_prepare_a(px_ctx *ctx, const px_qweights *w, int64_t M, const int8
 /* What a job over either output starts from: the weights, the kernel for
  * their width, the activations (packed where the kernels need it) with
  * their block sums, and the count of row blocks. */
-static int qg_job_init(px_ctx *ctx, const px_qweights *w, int64_t M, const int8_t *a, int64_t lda,
+static int qg_job_init(px_ctx *ctx, const px_qweights *w, int64_t M, const int8_t *a, int64_t lda, bool padded,
                        qg_job *J) {
   memset(J, 0, sizeof *J);
   const int8_t *ap;
   int64_t ldap;
   int32_t *sa;
-  if (qg_prepare_a(ctx, w, M, a, lda, &ap, &ldap, &sa)) return PYEXEC_ERR_OUT_OF_MEMORY;
+  if (qg_prepare_a(ctx, w, M, a, lda, padded, &ap, &ldap, &sa)) return PYEXEC_ERR_OUT_OF_MEMORY;
   J->w = w;
   J->ukr = qg_kernel(w->bits);
   J->M = M;
@@ -880,12 +881,13 @@ static int qg_job_init(px_ctx *ctx, const px_qweights *w, int64_t M, const int8_
   return 0;
 }
 
-int px_qgemm_qd8_f32(px_ctx *ctx, const px_qweights *w, int64_t M, const int8_t *a, int64_t lda,
-                     const int32_t *a_zp, const float *a_scale, float *out, int64_t ldc, float lo,
-                     float hi) {
+static int qg_qd8_f32(px_ctx *ctx, const px_qweights *w, int64_t M, const int8_t *a, int64_t lda, bool padded,
+                      const int32_t *a_zp, const float *a_scale, float *out, int64_t ldc, float lo, float hi) {
   if (M <= 0) return 0;
+  if (padded && (w->blockwise || lda < w->bkp))
+    return px_fail(ctx, "padded rows of %lld bytes for a depth of %lld", (long long)lda, (long long)w->bkp);
   qg_job J;
-  int rc = qg_job_init(ctx, w, M, a, lda, &J);
+  int rc = qg_job_init(ctx, w, M, a, lda, padded, &J);
   if (rc) return rc;
   J.a_zp = a_zp;
   J.a_scale = a_scale;
@@ -918,13 +920,15 @@ int px_qgemm_qd8_f32(px_ctx *ctx, const px_qweights *w, int64_t M, const int8_t 
   return 0;
 }
 
-int px_qgemm_qs8(px_ctx *ctx, const px_qweights *w, int64_t M, const int8_t *a, int64_t lda,
-                 int32_t a_zp, const int32_t *bias, const float *requant, int32_t out_zp,
-                 int32_t qmin, int32_t qmax, int8_t *out, int64_t ldc) {
+static int qg_qs8(px_ctx *ctx, const px_qweights *w, int64_t M, const int8_t *a, int64_t lda, bool padded,
+                  int32_t a_zp, const int32_t *bias, const float *requant, int32_t out_zp, int32_t qmin,
+                  int32_t qmax, int8_t *out, int64_t ldc) {
   if (w->blockwise) return px_fail(ctx, "static int8 product with blockwise weight scales");
   if (M <= 0) return 0;
+  if (padded && lda < w->bkp)
+    return px_fail(ctx, "padded rows of %lld bytes for a depth of %lld", (long long)lda, (long long)w->bkp);
   qg_job J;
-  int rc = qg_job_init(ctx, w, M, a, lda, &J);
+  int rc = qg_job_init(ctx, w, M, a, lda, padded, &J);
   if (rc) return rc;
   J.azp1 = a_zp;
   J.ibias = bias;
@@ -945,3 +949,28 @@ int px_qgemm_qs8(px_ctx *ctx, const px_qweights *w, int64_t M, const int8_t *a, 
   px_parallel_for(w->ntiles * J.nmb, 1, M * w->K * w->N, qg_run_qs8, &J);
   return 0;
 }
+
+int px_qgemm_qd8_f32(px_ctx *ctx, const px_qweights *w, int64_t M, const int8_t *a, int64_t lda,
+                     const int32_t *a_zp, const float *a_scale, float *out, int64_t ldc, float lo, float hi) {
+  return qg_qd8_f32(ctx, w, M, a, lda, false, a_zp, a_scale, out, ldc, lo, hi);
+}
+
+int px_qgemm_qd8_f32_padded(px_ctx *ctx, const px_qweights *w, int64_t M, const int8_t *a, int64_t lda,
+                            const int32_t *a_zp, const float *a_scale, float *out, int64_t ldc, float lo,
+                            float hi) {
+  return qg_qd8_f32(ctx, w, M, a, lda, true, a_zp, a_scale, out, ldc, lo, hi);
+}
+
+int px_qgemm_qs8(px_ctx *ctx, const px_qweights *w, int64_t M, const int8_t *a, int64_t lda, int32_t a_zp,
+                 const int32_t *bias, const float *requant, int32_t out_zp, int32_t qmin, int32_t qmax, int8_t *out,
+                 int64_t ldc) {
+  return qg_qs8(ctx, w, M, a, lda, false, a_zp, bias, requant, out_zp, qmin, qmax, out, ldc);
+}
+
+int px_qgemm_qs8_padded(px_ctx *ctx, const px_qweights *w, int64_t M, const int8_t *a, int64_t lda, int32_t a_zp,
+                        const int32_t *bias, const float *requant, int32_t out_zp, int32_t qmin, int32_t qmax,
+                        int8_t *out, int64_t ldc) {
+  return qg_qs8(ctx, w, M, a, lda, true, a_zp, bias, requant, out_zp, qmin, qmax, out, ldc);
+}
+
+int64_t px_qgemm_padded_depth(const px_qweights *w) { return w->nb * w->bkp; }

@@ -70,6 +70,20 @@ int px_qgemm_qs8(px_ctx *ctx, const px_qweights *w, int64_t M, const int8_t *a, 
                  int32_t a_zp, const int32_t *bias, const float *requant, int32_t out_zp,
                  int32_t qmin, int32_t qmax, int8_t *out, int64_t ldc);
 
+/* Rows already laid out as the micro-kernels read them: K rounded up to
+ * the packing's depth unit. A caller that builds its rows anyway (a
+ * convolution's gather) writes each row's bytes [K, px_qgemm_padded_depth(w))
+ * as zeros and calls the _padded forms (lda at least that), so that the
+ * product reads them in place instead of copying every row to pad it. For
+ * weights without blockwise scales. */
+int64_t px_qgemm_padded_depth(const px_qweights *w);
+int px_qgemm_qd8_f32_padded(px_ctx *ctx, const px_qweights *w, int64_t M, const int8_t *a, int64_t lda,
+                            const int32_t *a_zp, const float *a_scale, float *out, int64_t ldc, float lo,
+                            float hi);
+int px_qgemm_qs8_padded(px_ctx *ctx, const px_qweights *w, int64_t M, const int8_t *a, int64_t lda,
+                        int32_t a_zp, const int32_t *bias, const float *requant, int32_t out_zp,
+                        int32_t qmin, int32_t qmax, int8_t *out, int64_t ldc);
+
 /* The micro-kernels in use: the best this CPU has unless a test or benchmark
  * picks another (every path gives the same results). px_qgemm_use_path
  * returns 0 and switches when this build and CPU have `path` (AUTO: the best
@@ -78,7 +92,7 @@ enum {
   PX_QGEMM_AUTO = 0,
   PX_QGEMM_PORTABLE,
   PX_QGEMM_AVX2,        /* x86-64 AVX2 */
-  PX_QGEMM_AVX512_VNNI, /* x86-64 AVX-512 BW + VNNI (vpdpbusd) */
+  PX_QGEMM_AVX512_VNNI, /* x86-64 AVX-512 BW, VL + VNNI (vpdpbusd) */
   PX_QGEMM_NEON,        /* aarch64 NEON (widening multiply, pairwise add) */
   PX_QGEMM_NEON_DOT     /* aarch64 NEON dot product (sdot) */
 };

@@ -409,7 +409,7 @@ QG_AVX2_T void qg_qd8_quant_avx2(const float *r, int64_t K, float mult, float lo
 
 /* ---- AVX-512 VNNI ------------------------------------------------------------ */
 
-#define QG_VNNI_T __attribute__((target("avx512f,avx512bw,avx512vnni")))
+#define QG_VNNI_T __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni")))
 #define QG_VNNI QG_VNNI_T __attribute__((always_inline)) static inline
 
 /* acc += dot products of the unsigned bytes of u and the signed bytes of s
@@ -500,13 +500,28 @@ QG_VNNI_T void qg_ukr4_vnni(const uint8_t *w, const int8_t *a, int64_t lda, int 
 
 /* mr rows of a static int8 product (qg_qs8_tile_fn): qg_rows_vnni's sums
  * for 8-bit weights, then qg_qs8_out_avx2's step in 512-bit registers:
- * raw - rowc + kb (wrapping), times the requantization scales, max with qlo,
- * min with qhi, rounded to nearest even, plus zp; nn channels stored. */
+ * raw - rowc + kb (wrapping; the accumulators start at kb - rowc), times the
+ * requantization scales, max with qlo, min with qhi, rounded to nearest
+ * even, plus zp; nn channels stored.
+ *
+ * Four rows (the whole-tile case) clamp in two halves: min with qhi in
+ * float (so that the rounding cannot overflow), then after the rounding
+ * the rows packed to int16 and to int8 two at a time with signed
+ * saturation (VPACKSSDW, VPADDSW zp, VPACKSSWB) and max with qmin. Equal to
+ * the float clamp: qlo and qhi are integers and rounding is monotonic, so
+ * max(round(v), qlo) = round(max(v, qlo)), and a value the int16 step
+ * saturates lies below qlo either way. Each 128-bit lane then holds 4
+ * channels of each row; one VPERMD gathers every row's 16 bytes into one
+ * lane. */
 QG_VNNI void qg_qs8_rows_vnni(const uint8_t *w, const int8_t *a, int64_t lda, const int mr, int64_t nu, int nn,
                               const int32_t *rowc, const int32_t *kb, const float *rq, float qlo, float qhi,
                               int32_t zp, int8_t *out, int64_t ldc) {
   __m512i c0[QG_MR], c1[QG_MR];
-  QG_UNROLL for (int i = 0; i < mr; i++) c0[i] = c1[i] = _mm512_setzero_si512();
+  const __m512i vkb = _mm512_loadu_si512((const void *)kb);
+  QG_UNROLL for (int i = 0; i < mr; i++) {
+    c0[i] = _mm512_sub_epi32(vkb, _mm512_set1_epi32(rowc[i]));
+    c1[i] = _mm512_setzero_si512();
+  }
   for (int64_t u = 0; u < nu; u++, a += 8, w += 128) {
     __m512i lo = _mm512_loadu_si512((const void *)w), hi = _mm512_loadu_si512((const void *)(w + 64));
     QG_UNROLL for (int i = 0; i < mr; i++) {
@@ -514,11 +529,28 @@ QG_VNNI void qg_qs8_rows_vnni(const uint8_t *w, const int8_t *a, int64_t lda, co
       QG_DPBUSD(c1[i], hi, _mm512_set1_epi32(qg_load4(a + i * lda + 4)));
     }
   }
-  const __m512i vkb = _mm512_loadu_si512((const void *)kb), vzp = _mm512_set1_epi32(zp);
-  const __m512 vrq = _mm512_loadu_ps(rq), vlo = _mm512_set1_ps(qlo), vhi = _mm512_set1_ps(qhi);
+  const __m512 vrq = _mm512_loadu_ps(rq), vhi = _mm512_set1_ps(qhi);
   const __mmask16 keep = nn >= QG_NR ? (__mmask16)0xFFFF : (__mmask16)((1u << nn) - 1);
+  if (mr == QG_MR) {
+    __m512i q[QG_MR];
+    QG_UNROLL for (int i = 0; i < QG_MR; i++)
+      q[i] = _mm512_cvtps_epi32(_mm512_min_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(c0[i], c1[i])), vrq), vhi));
+    const __m512i vzp = _mm512_set1_epi16((short)zp);
+    const __m512i p01 = _mm512_adds_epi16(_mm512_packs_epi32(q[0], q[1]), vzp);
+    const __m512i p23 = _mm512_adds_epi16(_mm512_packs_epi32(q[2], q[3]), vzp);
+    __m512i b = _mm512_max_epi8(_mm512_packs_epi16(p01, p23), _mm512_set1_epi8((char)(int)(qlo + (float)zp)));
+    /* lane k: rows 0-3, channels 4k..4k+3 each -> lane i: row i's 16 channels */
+    b = _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), b);
+    _mm_mask_storeu_epi8(out, keep, _mm512_castsi512_si128(b));
+    _mm_mask_storeu_epi8(out + ldc, keep, _mm512_extracti32x4_epi32(b, 1));
+    _mm_mask_storeu_epi8(out + 2 * ldc, keep, _mm512_extracti32x4_epi32(b, 2));
+    _mm_mask_storeu_epi8(out + 3 * ldc, keep, _mm512_extracti32x4_epi32(b, 3));
+    return;
+  }
+  const __m512i vzp = _mm512_set1_epi32(zp);
+  const __m512 vlo = _mm512_set1_ps(qlo);
   QG_UNROLL for (int i = 0; i < mr; i++) {
-    __m512i v = _mm512_add_epi32(_mm512_sub_epi32(_mm512_add_epi32(c0[i], c1[i]), _mm512_set1_epi32(rowc[i])), vkb);
+    __m512i v = _mm512_add_epi32(c0[i], c1[i]);
     __m512 f = _mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(v), vrq), vlo), vhi);
     _mm512_mask_cvtepi32_storeu_epi8(out + i * ldc, keep, _mm512_add_epi32(_mm512_cvtps_epi32(f), vzp));
   }
