@@ -656,6 +656,7 @@ typedef struct {
   qg_f32_out_fn f32_out;
   qg_gemv_fn gemv;
   qg_gemm_fn gemm;
+  qg_f32pc8_fn f32pc8;
   int64_t ldc;
 } qg_job;
 
@@ -788,6 +789,31 @@ static void qg_run_gemm(void *arg, int64_t i0, int64_t i1, int tid) {
   }
 }
 
+#if QG_X86
+/* Per-channel 8-bit weights, several rows (qd8 -> f32): QG_GV tiles and
+ * QG_MR rows per kernel call, finished in its registers. */
+static void qg_run_f32pc8(void *arg, int64_t i0, int64_t i1, int tid) {
+  (void)tid;
+  const qg_job *J = arg;
+  const px_qweights *w = J->w;
+  for (int64_t it = i0; it < i1; it++) {
+    int64_t t0 = it / J->nmb * QG_GV, mb = it % J->nmb, n0 = t0 * QG_NR;
+    int nt = (int)(w->ntiles - t0 < QG_GV ? w->ntiles - t0 : QG_GV);
+    int64_t mend = (mb + 1) * QG_MB < J->M ? (mb + 1) * QG_MB : J->M;
+    const uint8_t *wt = w->packed + t0 * w->tile_bytes;
+    for (int64_t m0 = mb * QG_MB; m0 < mend; m0 += QG_MR) {
+      int mr = (int)(mend - m0 < QG_MR ? mend - m0 : QG_MR);
+      int32_t rowc[QG_MR];
+      for (int i = 0; i < mr; i++) rowc[i] = qg_wrap_mul(w->sbias, J->sa[m0 + i]);
+      qg_pc_out p = {.rowc = rowc, .azp = J->a_zp + m0, .ws = (const int32_t *)w->wsum + n0, .as = J->a_scale + m0,
+                     .sc = (const float *)w->scales + n0, .bias = w->bias ? w->bias + n0 : NULL, .lo = J->lo,
+                     .hi = J->hi, .nn = w->N - n0};
+      J->f32pc8(wt, w->tile_bytes, nt, J->ap + m0 * J->lda, J->lda, mr, w->nu, &p, J->out + m0 * J->ldc + n0, J->ldc);
+    }
+  }
+}
+#endif
+
 /* The scalar form of qg_qs8_out_fn. */
 static void qg_qs8_out_c(const int32_t *raw, int mr, int nn, const int32_t *rowc, const int32_t *kb, const float *rq,
                          float qlo, float qhi, int32_t zp, int8_t *out, int64_t ldc) {
@@ -803,29 +829,31 @@ static void qg_run_qs8(void *arg, int64_t i0, int64_t i1, int tid) {
   (void)tid;
   const qg_job *J = arg;
   const px_qweights *w = J->w;
-  int32_t raw[QG_MR * QG_NR], rowc[QG_MR], kb[QG_NR];
-  float rq[QG_NR];
+  int32_t raw[QG_MR * QG_NR], rowc[QG_MR], kb[QG_GV * QG_NR];
+  float rq[QG_GV * QG_NR];
+  const int gv = J->qs8_tile ? QG_GV : 1; /* tiles per work item */
   for (int64_t it = i0; it < i1; it++) {
-    int64_t t = it / J->nmb, mb = it % J->nmb;
+    int64_t t0 = it / J->nmb * gv, mb = it % J->nmb;
+    int nt = (int)(w->ntiles - t0 < gv ? w->ntiles - t0 : gv);
     int64_t mend = (mb + 1) * QG_MB < J->M ? (mb + 1) * QG_MB : J->M;
-    const uint8_t *wt = w->packed + t * w->tile_bytes;
-    int64_t n0 = t * QG_NR;
-    int nn = (int)(w->N - n0 < QG_NR ? w->N - n0 : QG_NR);
-    /* the tile's constants: bias - a_zp * wsum, and the requantization scales */
-    for (int j = 0; j < QG_NR; j++) {
-      kb[j] = j < nn ? qg_wrap((J->ibias ? (uint32_t)J->ibias[n0 + j] : 0u) -
-                               (uint32_t)qg_wrap_mul(J->azp1, ((const int32_t *)w->wsum)[n0 + j]))
-                     : 0;
-      rq[j] = j < nn ? J->requant[n0 + j] : 0.0f;
+    const uint8_t *wt = w->packed + t0 * w->tile_bytes;
+    int64_t n0 = t0 * QG_NR, left = w->N - n0;
+    /* the tiles' constants: bias - a_zp * wsum, and the requantization scales */
+    for (int j = 0; j < nt * QG_NR; j++) {
+      kb[j] = j < left ? qg_wrap((J->ibias ? (uint32_t)J->ibias[n0 + j] : 0u) -
+                                 (uint32_t)qg_wrap_mul(J->azp1, ((const int32_t *)w->wsum)[n0 + j]))
+                       : 0;
+      rq[j] = j < left ? J->requant[n0 + j] : 0.0f;
     }
     if (J->qs8_tile) { /* the row block in one call */
       int32_t rowcs[QG_MB];
       int64_t m0 = mb * QG_MB;
       for (int64_t i = 0; i < mend - m0; i++) rowcs[i] = qg_wrap_mul(w->sbias, J->sa[m0 + i]);
-      J->qs8_tile(wt, J->ap + m0 * J->lda, J->lda, mend - m0, w->nu, nn, rowcs, kb, rq, J->qlo, J->qhi, J->out_zp,
-                  J->qout + m0 * J->ldc + n0, J->ldc);
+      J->qs8_tile(wt, w->tile_bytes, nt, J->ap + m0 * J->lda, J->lda, mend - m0, w->nu, left, rowcs, kb, rq, J->qlo,
+                  J->qhi, J->out_zp, J->qout + m0 * J->ldc + n0, J->ldc);
       continue;
     }
+    int nn = (int)(left < QG_NR ? left : QG_NR);
     for (int64_t m0 = mb * QG_MB; m0 < mend; m0 += QG_MR) {
       int mr = (int)(mend - m0 < QG_MR ? mend - m0 : QG_MR);
       for (int i = 0; i < mr; i++) rowc[i] = qg_wrap_mul(w->sbias, J->sa[m0 + i]);
@@ -916,6 +944,13 @@ static int qg_qd8_f32(px_ctx *ctx, const px_qweights *w, int64_t M, const int8_t
     px_parallel_for((w->ntiles + QG_GV - 1) / QG_GV * J.nmb, 1, M * w->K * w->N, qg_run_gemm, &J);
     return 0;
   }
+#if QG_X86
+  J.f32pc8 = M > 1 && !w->blockwise && w->bits == 8 && px_qgemm_path() == PX_QGEMM_AVX512_VNNI ? qg_f32pc8_vnni : NULL;
+  if (J.f32pc8) {
+    px_parallel_for((w->ntiles + QG_GV - 1) / QG_GV * J.nmb, 1, M * w->K * w->N, qg_run_f32pc8, &J);
+    return 0;
+  }
+#endif
   px_parallel_for(w->ntiles * J.nmb, 1, M * w->K * w->N, qg_run_f32, &J);
   return 0;
 }
@@ -946,7 +981,8 @@ static int qg_qs8(px_ctx *ctx, const px_qweights *w, int64_t M, const int8_t *a,
   if (px_qgemm_path() == PX_QGEMM_NEON || px_qgemm_path() == PX_QGEMM_NEON_DOT) J.qs8_out = qg_qs8_out_neon;
 #endif
   J.ldc = ldc;
-  px_parallel_for(w->ntiles * J.nmb, 1, M * w->K * w->N, qg_run_qs8, &J);
+  const int64_t gv = J.qs8_tile ? QG_GV : 1;
+  px_parallel_for((w->ntiles + gv - 1) / gv * J.nmb, 1, M * w->K * w->N, qg_run_qs8, &J);
   return 0;
 }
 

@@ -111,6 +111,22 @@ typedef void (*qg_gemv_fn)(const uint8_t *w, int64_t tile_bytes, int nt, const i
 typedef void (*qg_gemm_fn)(const uint8_t *w, int64_t tile_bytes, int nt, const int8_t *a, int64_t lda, int mr,
                            int64_t nu, const qg_blocks *b, float *out);
 
+/* Up to QG_MR rows times nt <= QG_GV tiles of per-channel 8-bit weights,
+ * dynamic activations, float out: the raw int32 sums (as qg_ukr_fn with b
+ * NULL), then qg_f32_out_fn's per-channel step on them in registers, the
+ * same integers and floats. Like qg_gemm_fn, the rows' activations are
+ * broadcast once for all the tiles. p's arrays start at row 0 and at
+ * channel 0 of tile 0; nn channels are left from there (the last tile's
+ * are masked). */
+typedef struct {
+  const int32_t *rowc, *azp, *ws;
+  const float *as, *sc, *bias;
+  float lo, hi;
+  int64_t nn;
+} qg_pc_out;
+typedef void (*qg_f32pc8_fn)(const uint8_t *w, int64_t tile_bytes, int nt, const int8_t *a, int64_t lda, int mr,
+                             int64_t nu, const qg_pc_out *p, float *out, int64_t ldc);
+
 /* The kernels each path provides (8-bit and 4-bit weights). */
 void qg_ukr8_c(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t nu, const qg_blocks *b,
                 void *out);
@@ -123,12 +139,14 @@ typedef void (*qg_qs8_out_fn)(const int32_t *raw, int mr, int nn, const int32_t 
                               const float *rq, float qlo, float qhi, int32_t zp, int8_t *out, int64_t ldc);
 
 /* The static int8 product of `rows` rows (any count; rowc has one entry per
- * row) of one tile of 8-bit weights (one block), finished in registers:
- * qg_ukr_fn's raw sums, then qg_qs8_out_fn's step on them, the same
- * integers and floats. */
-typedef void (*qg_qs8_tile_fn)(const uint8_t *w, const int8_t *a, int64_t lda, int64_t rows, int64_t nu, int nn,
-                               const int32_t *rowc, const int32_t *kb, const float *rq, float qlo, float qhi,
-                               int32_t zp, int8_t *out, int64_t ldc);
+ * row) times nt <= QG_GV tiles of 8-bit weights (one block; tile t at
+ * w + t * tile_bytes), finished in registers: qg_ukr_fn's raw sums, then
+ * qg_qs8_out_fn's step on them, the same integers and floats. kb and rq
+ * hold nt * QG_NR entries, nn channels are left from the first tile's
+ * (the last tile's are masked). */
+typedef void (*qg_qs8_tile_fn)(const uint8_t *w, int64_t tile_bytes, int nt, const int8_t *a, int64_t lda,
+                               int64_t rows, int64_t nu, int64_t nn, const int32_t *rowc, const int32_t *kb,
+                               const float *rq, float qlo, float qhi, int32_t zp, int8_t *out, int64_t ldc);
 
 /* The dynamic product's output step for mr rows of a tile (nn <= QG_NR
  * channels; sc, ws and bias padded to QG_NR). Per-channel weights (raw given):
@@ -160,13 +178,15 @@ void qg_ukr8_vnni(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_
                 void *out);
 void qg_ukr4_vnni(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t nu, const qg_blocks *b,
                 void *out);
-void qg_qs8_tile_vnni(const uint8_t *w, const int8_t *a, int64_t lda, int64_t rows, int64_t nu, int nn,
-                      const int32_t *rowc, const int32_t *kb, const float *rq, float qlo, float qhi, int32_t zp,
-                      int8_t *out, int64_t ldc);
+void qg_qs8_tile_vnni(const uint8_t *w, int64_t tile_bytes, int nt, const int8_t *a, int64_t lda, int64_t rows,
+                      int64_t nu, int64_t nn, const int32_t *rowc, const int32_t *kb, const float *rq, float qlo,
+                      float qhi, int32_t zp, int8_t *out, int64_t ldc);
 void qg_gemv4_vnni(const uint8_t *w, int64_t tile_bytes, int nt, const int8_t *a, int64_t nu, const qg_blocks *b,
                    float *out);
 void qg_gemm4_vnni(const uint8_t *w, int64_t tile_bytes, int nt, const int8_t *a, int64_t lda, int mr, int64_t nu,
                    const qg_blocks *b, float *out);
+void qg_f32pc8_vnni(const uint8_t *w, int64_t tile_bytes, int nt, const int8_t *a, int64_t lda, int mr, int64_t nu,
+                    const qg_pc_out *p, float *out, int64_t ldc);
 #else
 #define QG_X86 0
 #endif

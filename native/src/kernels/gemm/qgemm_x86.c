@@ -498,11 +498,12 @@ QG_VNNI_T void qg_ukr4_vnni(const uint8_t *w, const int8_t *a, int64_t lda, int 
   QG_DISPATCH_MR(qg_rows_vnni, 4)
 }
 
-/* mr rows of a static int8 product (qg_qs8_tile_fn): qg_rows_vnni's sums
- * for 8-bit weights, then qg_qs8_out_avx2's step in 512-bit registers:
- * raw - rowc + kb (wrapping; the accumulators start at kb - rowc), times the
+/* mr rows times nt tiles of a static int8 product (qg_qs8_tile_fn): the
+ * sums as qg_f32pc8_vnni_n's (a broadcast per 2 * nt products, the
+ * accumulators starting at kb - rowc, so that raw - rowc + kb wraps as the
+ * step's), then qg_qs8_out_avx2's step in 512-bit registers: times the
  * requantization scales, max with qlo, min with qhi, rounded to nearest
- * even, plus zp; nn channels stored.
+ * even, plus zp.
  *
  * Four rows (the whole-tile case) clamp in two halves: min with qhi in
  * float (so that the rounding cannot overflow), then after the rounding
@@ -513,64 +514,94 @@ QG_VNNI_T void qg_ukr4_vnni(const uint8_t *w, const int8_t *a, int64_t lda, int 
  * saturates lies below qlo either way. Each 128-bit lane then holds 4
  * channels of each row; one VPERMD gathers every row's 16 bytes into one
  * lane. */
-QG_VNNI void qg_qs8_rows_vnni(const uint8_t *w, const int8_t *a, int64_t lda, const int mr, int64_t nu, int nn,
-                              const int32_t *rowc, const int32_t *kb, const float *rq, float qlo, float qhi,
-                              int32_t zp, int8_t *out, int64_t ldc) {
-  __m512i c0[QG_MR], c1[QG_MR];
-  const __m512i vkb = _mm512_loadu_si512((const void *)kb);
-  QG_UNROLL for (int i = 0; i < mr; i++) {
-    c0[i] = _mm512_sub_epi32(vkb, _mm512_set1_epi32(rowc[i]));
-    c1[i] = _mm512_setzero_si512();
+QG_VNNI void qg_qs8_rows_vnni(const int mr, const int nt, const uint8_t *w, int64_t tb, const int8_t *a, int64_t lda,
+                              int64_t nu, int64_t nn, const int32_t *rowc, const int32_t *kb, const float *rq,
+                              float qlo, float qhi, int32_t zp, int8_t *out, int64_t ldc) {
+  __m512i c[QG_MR][QG_GV];
+  QG_UNROLL for (int t = 0; t < nt; t++) {
+    const __m512i vkb = _mm512_loadu_si512((const void *)(kb + t * QG_NR));
+    QG_UNROLL for (int i = 0; i < mr; i++) c[i][t] = _mm512_sub_epi32(vkb, _mm512_set1_epi32(rowc[i]));
   }
-  for (int64_t u = 0; u < nu; u++, a += 8, w += 128) {
-    __m512i lo = _mm512_loadu_si512((const void *)w), hi = _mm512_loadu_si512((const void *)(w + 64));
+  for (int64_t u = 0; u < nu; u++, w += 128) {
+    __m512i x0[QG_MR], x1[QG_MR];
     QG_UNROLL for (int i = 0; i < mr; i++) {
-      QG_DPBUSD(c0[i], lo, _mm512_set1_epi32(qg_load4(a + i * lda)));
-      QG_DPBUSD(c1[i], hi, _mm512_set1_epi32(qg_load4(a + i * lda + 4)));
+      x0[i] = _mm512_set1_epi32(qg_load4(a + i * lda + u * 8));
+      x1[i] = _mm512_set1_epi32(qg_load4(a + i * lda + u * 8 + 4));
+    }
+    QG_UNROLL for (int t = 0; t < nt; t++) {
+      const __m512i lo = _mm512_loadu_si512((const void *)(w + t * tb)),
+                    hi = _mm512_loadu_si512((const void *)(w + t * tb + 64));
+      QG_UNROLL for (int i = 0; i < mr; i++) {
+        QG_DPBUSD(c[i][t], lo, x0[i]);
+        QG_DPBUSD(c[i][t], hi, x1[i]);
+      }
     }
   }
-  const __m512 vrq = _mm512_loadu_ps(rq), vhi = _mm512_set1_ps(qhi);
-  const __mmask16 keep = nn >= QG_NR ? (__mmask16)0xFFFF : (__mmask16)((1u << nn) - 1);
-  if (mr == QG_MR) {
-    __m512i q[QG_MR];
-    QG_UNROLL for (int i = 0; i < QG_MR; i++)
-      q[i] = _mm512_cvtps_epi32(_mm512_min_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(c0[i], c1[i])), vrq), vhi));
-    const __m512i vzp = _mm512_set1_epi16((short)zp);
-    const __m512i p01 = _mm512_adds_epi16(_mm512_packs_epi32(q[0], q[1]), vzp);
-    const __m512i p23 = _mm512_adds_epi16(_mm512_packs_epi32(q[2], q[3]), vzp);
-    __m512i b = _mm512_max_epi8(_mm512_packs_epi16(p01, p23), _mm512_set1_epi8((char)(int)(qlo + (float)zp)));
-    /* lane k: rows 0-3, channels 4k..4k+3 each -> lane i: row i's 16 channels */
-    b = _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), b);
-    _mm_mask_storeu_epi8(out, keep, _mm512_castsi512_si128(b));
-    _mm_mask_storeu_epi8(out + ldc, keep, _mm512_extracti32x4_epi32(b, 1));
-    _mm_mask_storeu_epi8(out + 2 * ldc, keep, _mm512_extracti32x4_epi32(b, 2));
-    _mm_mask_storeu_epi8(out + 3 * ldc, keep, _mm512_extracti32x4_epi32(b, 3));
-    return;
-  }
-  const __m512i vzp = _mm512_set1_epi32(zp);
-  const __m512 vlo = _mm512_set1_ps(qlo);
-  QG_UNROLL for (int i = 0; i < mr; i++) {
-    __m512i v = _mm512_add_epi32(c0[i], c1[i]);
-    __m512 f = _mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(v), vrq), vlo), vhi);
-    _mm512_mask_cvtepi32_storeu_epi8(out + i * ldc, keep, _mm512_add_epi32(_mm512_cvtps_epi32(f), vzp));
+  const __m512 vhi = _mm512_set1_ps(qhi);
+  QG_UNROLL for (int t = 0; t < nt; t++) {
+    const int64_t left = nn - t * QG_NR;
+    const __mmask16 keep = left >= QG_NR ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1);
+    const __m512 vrq = _mm512_loadu_ps(rq + t * QG_NR);
+    int8_t *o = out + t * QG_NR;
+    if (mr == QG_MR) {
+      __m512i q[QG_MR];
+      QG_UNROLL for (int i = 0; i < QG_MR; i++)
+        q[i] = _mm512_cvtps_epi32(_mm512_min_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(c[i][t]), vrq), vhi));
+      const __m512i vzp = _mm512_set1_epi16((short)zp);
+      const __m512i p01 = _mm512_adds_epi16(_mm512_packs_epi32(q[0], q[1]), vzp);
+      const __m512i p23 = _mm512_adds_epi16(_mm512_packs_epi32(q[2], q[3]), vzp);
+      __m512i b = _mm512_max_epi8(_mm512_packs_epi16(p01, p23), _mm512_set1_epi8((char)(int)(qlo + (float)zp)));
+      /* lane k: rows 0-3, channels 4k..4k+3 each -> lane i: row i's 16 channels */
+      b = _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), b);
+      _mm_mask_storeu_epi8(o, keep, _mm512_castsi512_si128(b));
+      _mm_mask_storeu_epi8(o + ldc, keep, _mm512_extracti32x4_epi32(b, 1));
+      _mm_mask_storeu_epi8(o + 2 * ldc, keep, _mm512_extracti32x4_epi32(b, 2));
+      _mm_mask_storeu_epi8(o + 3 * ldc, keep, _mm512_extracti32x4_epi32(b, 3));
+      continue;
+    }
+    const __m512i vzp = _mm512_set1_epi32(zp);
+    const __m512 vlo = _mm512_set1_ps(qlo);
+    QG_UNROLL for (int i = 0; i < mr; i++) {
+      __m512 f = _mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(c[i][t]), vrq), vlo), vhi);
+      _mm512_mask_cvtepi32_storeu_epi8(o + i * ldc, keep, _mm512_add_epi32(_mm512_cvtps_epi32(f), vzp));
+    }
   }
 }
 
-QG_VNNI_T void qg_qs8_tile_vnni(const uint8_t *w, const int8_t *a, int64_t lda, int64_t rows, int64_t nu, int nn,
-                                const int32_t *rowc, const int32_t *kb, const float *rq, float qlo, float qhi,
-                                int32_t zp, int8_t *out, int64_t ldc) {
+#define QG_QS8_NT(R)                                                                                    \
+  switch (nt) {                                                                                         \
+  case 1:                                                                                               \
+    qg_qs8_rows_vnni(R, 1, w, tile_bytes, a + m * lda, lda, nu, nn, rowc + m, kb, rq, qlo, qhi, zp,     \
+                     out + m * ldc, ldc);                                                               \
+    break;                                                                                              \
+  case 2:                                                                                               \
+    qg_qs8_rows_vnni(R, 2, w, tile_bytes, a + m * lda, lda, nu, nn, rowc + m, kb, rq, qlo, qhi, zp,     \
+                     out + m * ldc, ldc);                                                               \
+    break;                                                                                              \
+  case 3:                                                                                               \
+    qg_qs8_rows_vnni(R, 3, w, tile_bytes, a + m * lda, lda, nu, nn, rowc + m, kb, rq, qlo, qhi, zp,     \
+                     out + m * ldc, ldc);                                                               \
+    break;                                                                                              \
+  default:                                                                                              \
+    qg_qs8_rows_vnni(R, 4, w, tile_bytes, a + m * lda, lda, nu, nn, rowc + m, kb, rq, qlo, qhi, zp,     \
+                     out + m * ldc, ldc);                                                               \
+    break;                                                                                              \
+  }
+
+QG_VNNI_T void qg_qs8_tile_vnni(const uint8_t *w, int64_t tile_bytes, int nt, const int8_t *a, int64_t lda,
+                                int64_t rows, int64_t nu, int64_t nn, const int32_t *rowc, const int32_t *kb,
+                                const float *rq, float qlo, float qhi, int32_t zp, int8_t *out, int64_t ldc) {
   int64_t m = 0;
-  for (; m + QG_MR <= rows; m += QG_MR)
-    qg_qs8_rows_vnni(w, a + m * lda, lda, QG_MR, nu, nn, rowc + m, kb, rq, qlo, qhi, zp, out + m * ldc, ldc);
+  for (; m + QG_MR <= rows; m += QG_MR) QG_QS8_NT(4)
   switch (rows - m) {
   case 1:
-    qg_qs8_rows_vnni(w, a + m * lda, lda, 1, nu, nn, rowc + m, kb, rq, qlo, qhi, zp, out + m * ldc, ldc);
+    QG_QS8_NT(1)
     break;
   case 2:
-    qg_qs8_rows_vnni(w, a + m * lda, lda, 2, nu, nn, rowc + m, kb, rq, qlo, qhi, zp, out + m * ldc, ldc);
+    QG_QS8_NT(2)
     break;
   case 3:
-    qg_qs8_rows_vnni(w, a + m * lda, lda, 3, nu, nn, rowc + m, kb, rq, qlo, qhi, zp, out + m * ldc, ldc);
+    QG_QS8_NT(3)
     break;
   default:
     break;
@@ -715,6 +746,82 @@ QG_VNNI_T void qg_gemm4_vnni(const uint8_t *w, int64_t tile_bytes, int nt, const
     break;
   default:
     QG_GEMM_NT(4)
+    break;
+  }
+}
+
+/* mr rows times nt tiles of per-channel 8-bit weights, float out
+ * (qg_f32pc8_fn). Per unit: the rows' two broadcasts each, then tile by
+ * tile two loads and 2 * mr vpdpbusd into that (row, tile)'s accumulator:
+ * 16 chains at 4 x 4, and a broadcast per 2 * nt products instead of per 2.
+ * Then qg_f32_out_avx2's step, 16 channels at a time: max(lo, y) is
+ * y < lo ? lo : y with a NaN y kept, and min(hi, y) the same. */
+QG_VNNI void qg_f32pc8_vnni_n(const int mr, const int nt, const uint8_t *w, int64_t tb, const int8_t *a, int64_t lda,
+                              int64_t nu, const qg_pc_out *p, float *out, int64_t ldc) {
+  __m512i c[QG_MR][QG_GV];
+  QG_UNROLL for (int i = 0; i < mr; i++) QG_UNROLL for (int t = 0; t < nt; t++) c[i][t] = _mm512_setzero_si512();
+  for (int64_t u = 0; u < nu; u++, w += 128) {
+    __m512i x0[QG_MR], x1[QG_MR];
+    QG_UNROLL for (int i = 0; i < mr; i++) {
+      x0[i] = _mm512_set1_epi32(qg_load4(a + i * lda + u * 8));
+      x1[i] = _mm512_set1_epi32(qg_load4(a + i * lda + u * 8 + 4));
+    }
+    QG_UNROLL for (int t = 0; t < nt; t++) {
+      const __m512i lo = _mm512_loadu_si512((const void *)(w + t * tb)),
+                    hi = _mm512_loadu_si512((const void *)(w + t * tb + 64));
+      QG_UNROLL for (int i = 0; i < mr; i++) {
+        QG_DPBUSD(c[i][t], lo, x0[i]);
+        QG_DPBUSD(c[i][t], hi, x1[i]);
+      }
+    }
+  }
+  const __m512 vlo = _mm512_set1_ps(p->lo), vhi = _mm512_set1_ps(p->hi);
+  QG_UNROLL for (int t = 0; t < nt; t++) {
+    const int64_t left = p->nn - t * QG_NR;
+    const __mmask16 keep = left >= QG_NR ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1);
+    const __m512i ws = _mm512_loadu_si512((const void *)(p->ws + t * QG_NR));
+    const __m512 sc = _mm512_loadu_ps(p->sc + t * QG_NR);
+    QG_UNROLL for (int i = 0; i < mr; i++) {
+      __m512i v = _mm512_sub_epi32(c[i][t], _mm512_set1_epi32(p->rowc[i]));
+      v = _mm512_sub_epi32(v, _mm512_mullo_epi32(_mm512_set1_epi32(p->azp[i]), ws));
+      __m512 y = _mm512_mul_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(v), _mm512_set1_ps(p->as[i])), sc);
+      if (p->bias) y = _mm512_add_ps(y, _mm512_loadu_ps(p->bias + t * QG_NR));
+      y = _mm512_min_ps(vhi, _mm512_max_ps(vlo, y));
+      _mm512_mask_storeu_ps(out + i * ldc + t * QG_NR, keep, y);
+    }
+  }
+}
+
+#define QG_PC8_NT(R)                                                  \
+  switch (nt) {                                                       \
+  case 1:                                                             \
+    qg_f32pc8_vnni_n(R, 1, w, tile_bytes, a, lda, nu, p, out, ldc);   \
+    break;                                                            \
+  case 2:                                                             \
+    qg_f32pc8_vnni_n(R, 2, w, tile_bytes, a, lda, nu, p, out, ldc);   \
+    break;                                                            \
+  case 3:                                                             \
+    qg_f32pc8_vnni_n(R, 3, w, tile_bytes, a, lda, nu, p, out, ldc);   \
+    break;                                                            \
+  default:                                                            \
+    qg_f32pc8_vnni_n(R, 4, w, tile_bytes, a, lda, nu, p, out, ldc);   \
+    break;                                                            \
+  }
+
+QG_VNNI_T void qg_f32pc8_vnni(const uint8_t *w, int64_t tile_bytes, int nt, const int8_t *a, int64_t lda, int mr,
+                              int64_t nu, const qg_pc_out *p, float *out, int64_t ldc) {
+  switch (mr) {
+  case 1:
+    QG_PC8_NT(1)
+    break;
+  case 2:
+    QG_PC8_NT(2)
+    break;
+  case 3:
+    QG_PC8_NT(3)
+    break;
+  default:
+    QG_PC8_NT(4)
     break;
   }
 }
