@@ -29,6 +29,7 @@
 
 #include "backends/xnnpack/qnodes.h"
 #include "core/error.h"
+#include "kernels/quantized/qs8_binary.h"
 #include "kernels/quantized/qs8_convert.h"
 #include "kernels/shape/strided.h"
 
@@ -409,28 +410,18 @@ static inline int8_t binop1(const q8_binop *p, int32_t a, int32_t b) {
   return (int8_t)(v + p->ozp);
 }
 
-/* binop1 over n elements of contiguous rows (the loops the compiler vectorises). */
-static void binop_row(const q8_binop *p, const int8_t *restrict a, const int8_t *restrict b, int8_t *restrict o,
-                      int64_t n) {
-  const int32_t lo = p->lo, hi = p->hi, ozp = p->ozp;
-  if (p->type == XNN_NODE_multiply) {
-    const int32_t azp = p->azp, bzp = p->bzp;
-    const float scale = p->scale, flo = (float)lo, fhi = (float)hi;
-    for (int64_t i = 0; i < n; i++)
-      o[i] = (int8_t)(xnn_q8_round(xnn_clampf((float)((a[i] - azp) * (b[i] - bzp)) * scale, flo, fhi)) + ozp);
-    return;
-  }
+/* binop1 over n elements of contiguous rows (kernels/quantized/qs8_binary.h). */
+static void binop_row(const q8_binop *p, const int8_t *a, const int8_t *b, int8_t *o, int64_t n) {
   if (p->in_float) {
     for (int64_t i = 0; i < n; i++) o[i] = binop1(p, a[i], b[i]);
     return;
   }
-  const int32_t bias = p->bias, ma = p->ma, mb = p->mb, shift = p->shift;
-  for (int64_t i = 0; i < n; i++) {
-    int32_t v = (bias + a[i] * ma + b[i] * mb) >> shift;
-    v = v < lo ? lo : v;
-    v = v > hi ? hi : v;
-    o[i] = (int8_t)(v + ozp);
-  }
+  const px_qs8_binop k = {.bias = p->bias, .ma = p->ma, .mb = p->mb, .shift = p->shift, .azp = p->azp,
+                          .bzp = p->bzp, .scale = p->scale, .lo = p->lo, .hi = p->hi, .ozp = p->ozp};
+  if (p->type == XNN_NODE_multiply)
+    px_qs8_mul_row(&k, a, b, o, n);
+  else
+    px_qs8_addsub_row(&k, a, b, o, n);
 }
 
 static int exec_binary(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
