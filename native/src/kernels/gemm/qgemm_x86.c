@@ -588,6 +588,12 @@ QG_VNNI void qg_qs8_rows_vnni(const int mr, const int nt, const uint8_t *w, int6
     break;                                                                                              \
   }
 
+/* The last rows (fewer than QG_MR) tile by tile: one kernel per row count. */
+#define QG_QS8_TAIL(R)                                                                                   \
+  for (int t = 0; t < nt; t++)                                                                           \
+    qg_qs8_rows_vnni(R, 1, w + t * tile_bytes, tile_bytes, a + m * lda, lda, nu, nn - t * QG_NR, rowc + m, \
+                     kb + t * QG_NR, rq + t * QG_NR, qlo, qhi, zp, out + m * ldc + t * QG_NR, ldc);
+
 QG_VNNI_T void qg_qs8_tile_vnni(const uint8_t *w, int64_t tile_bytes, int nt, const int8_t *a, int64_t lda,
                                 int64_t rows, int64_t nu, int64_t nn, const int32_t *rowc, const int32_t *kb,
                                 const float *rq, float qlo, float qhi, int32_t zp, int8_t *out, int64_t ldc) {
@@ -595,13 +601,13 @@ QG_VNNI_T void qg_qs8_tile_vnni(const uint8_t *w, int64_t tile_bytes, int nt, co
   for (; m + QG_MR <= rows; m += QG_MR) QG_QS8_NT(4)
   switch (rows - m) {
   case 1:
-    QG_QS8_NT(1)
+    QG_QS8_TAIL(1)
     break;
   case 2:
-    QG_QS8_NT(2)
+    QG_QS8_TAIL(2)
     break;
   case 3:
-    QG_QS8_NT(3)
+    QG_QS8_TAIL(3)
     break;
   default:
     break;
@@ -808,17 +814,25 @@ QG_VNNI void qg_f32pc8_vnni_n(const int mr, const int nt, const uint8_t *w, int6
     break;                                                            \
   }
 
+/* Fewer than QG_MR rows: tile by tile, one kernel per row count. */
+#define QG_PC8_TAIL(R)                                                                                   \
+  for (int t = 0; t < nt; t++) {                                                                         \
+    qg_pc_out q = *p;                                                                                    \
+    q.ws += t * QG_NR, q.sc += t * QG_NR, q.bias = p->bias ? p->bias + t * QG_NR : NULL, q.nn -= t * QG_NR; \
+    qg_f32pc8_vnni_n(R, 1, w + t * tile_bytes, tile_bytes, a, lda, nu, &q, out + t * QG_NR, ldc);        \
+  }
+
 QG_VNNI_T void qg_f32pc8_vnni(const uint8_t *w, int64_t tile_bytes, int nt, const int8_t *a, int64_t lda, int mr,
                               int64_t nu, const qg_pc_out *p, float *out, int64_t ldc) {
   switch (mr) {
   case 1:
-    QG_PC8_NT(1)
+    QG_PC8_TAIL(1)
     break;
   case 2:
-    QG_PC8_NT(2)
+    QG_PC8_TAIL(2)
     break;
   case 3:
-    QG_PC8_NT(3)
+    QG_PC8_TAIL(3)
     break;
   default:
     QG_PC8_NT(4)
