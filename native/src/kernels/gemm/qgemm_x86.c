@@ -498,9 +498,31 @@ QG_VNNI_T void qg_ukr4_vnni(const uint8_t *w, const int8_t *a, int64_t lda, int 
   QG_DISPATCH_MR(qg_rows_vnni, 4)
 }
 
+/* c[i][t] += the 8-bit sums of mr rows and nt tiles (tile t at w + t * tb):
+ * per unit, the rows' two broadcasts each, then tile by tile two loads and
+ * 2 * mr vpdpbusd into that (row, tile)'s accumulator, so that a broadcast
+ * serves 2 * nt products (16 chains at 4 x 4). */
+QG_VNNI void qg_sums8_vnni(const int mr, const int nt, const uint8_t *w, int64_t tb, const int8_t *a, int64_t lda,
+                           int64_t nu, __m512i c[QG_MR][QG_GV]) {
+  for (int64_t u = 0; u < nu; u++, w += 128) {
+    __m512i x0[QG_MR], x1[QG_MR];
+    QG_UNROLL for (int i = 0; i < mr; i++) {
+      x0[i] = _mm512_set1_epi32(qg_load4(a + i * lda + u * 8));
+      x1[i] = _mm512_set1_epi32(qg_load4(a + i * lda + u * 8 + 4));
+    }
+    QG_UNROLL for (int t = 0; t < nt; t++) {
+      const __m512i lo = _mm512_loadu_si512((const void *)(w + t * tb)),
+                    hi = _mm512_loadu_si512((const void *)(w + t * tb + 64));
+      QG_UNROLL for (int i = 0; i < mr; i++) {
+        QG_DPBUSD(c[i][t], lo, x0[i]);
+        QG_DPBUSD(c[i][t], hi, x1[i]);
+      }
+    }
+  }
+}
+
 /* mr rows times nt tiles of a static int8 product (qg_qs8_tile_fn): the
- * sums as qg_f32pc8_vnni_n's (a broadcast per 2 * nt products, the
- * accumulators starting at kb - rowc, so that raw - rowc + kb wraps as the
+ * sums of qg_sums8_vnni (the accumulators starting at kb - rowc, so that raw - rowc + kb wraps as the
  * step's), then qg_qs8_out_avx2's step in 512-bit registers: times the
  * requantization scales, max with qlo, min with qhi, rounded to nearest
  * even, plus zp.
@@ -522,21 +544,7 @@ QG_VNNI void qg_qs8_rows_vnni(const int mr, const int nt, const uint8_t *w, int6
     const __m512i vkb = _mm512_loadu_si512((const void *)(kb + t * QG_NR));
     QG_UNROLL for (int i = 0; i < mr; i++) c[i][t] = _mm512_sub_epi32(vkb, _mm512_set1_epi32(rowc[i]));
   }
-  for (int64_t u = 0; u < nu; u++, w += 128) {
-    __m512i x0[QG_MR], x1[QG_MR];
-    QG_UNROLL for (int i = 0; i < mr; i++) {
-      x0[i] = _mm512_set1_epi32(qg_load4(a + i * lda + u * 8));
-      x1[i] = _mm512_set1_epi32(qg_load4(a + i * lda + u * 8 + 4));
-    }
-    QG_UNROLL for (int t = 0; t < nt; t++) {
-      const __m512i lo = _mm512_loadu_si512((const void *)(w + t * tb)),
-                    hi = _mm512_loadu_si512((const void *)(w + t * tb + 64));
-      QG_UNROLL for (int i = 0; i < mr; i++) {
-        QG_DPBUSD(c[i][t], lo, x0[i]);
-        QG_DPBUSD(c[i][t], hi, x1[i]);
-      }
-    }
-  }
+  qg_sums8_vnni(mr, nt, w, tb, a, lda, nu, c);
   const __m512 vhi = _mm512_set1_ps(qhi);
   QG_UNROLL for (int t = 0; t < nt; t++) {
     const int64_t left = nn - t * QG_NR;
@@ -757,30 +765,13 @@ QG_VNNI_T void qg_gemm4_vnni(const uint8_t *w, int64_t tile_bytes, int nt, const
 }
 
 /* mr rows times nt tiles of per-channel 8-bit weights, float out
- * (qg_f32pc8_fn). Per unit: the rows' two broadcasts each, then tile by
- * tile two loads and 2 * mr vpdpbusd into that (row, tile)'s accumulator:
- * 16 chains at 4 x 4, and a broadcast per 2 * nt products instead of per 2.
- * Then qg_f32_out_avx2's step, 16 channels at a time: max(lo, y) is
+ * (qg_f32pc8_fn): qg_sums8_vnni's sums, then qg_f32_out_avx2's step, 16 channels at a time: max(lo, y) is
  * y < lo ? lo : y with a NaN y kept, and min(hi, y) the same. */
 QG_VNNI void qg_f32pc8_vnni_n(const int mr, const int nt, const uint8_t *w, int64_t tb, const int8_t *a, int64_t lda,
                               int64_t nu, const qg_pc_out *p, float *out, int64_t ldc) {
   __m512i c[QG_MR][QG_GV];
   QG_UNROLL for (int i = 0; i < mr; i++) QG_UNROLL for (int t = 0; t < nt; t++) c[i][t] = _mm512_setzero_si512();
-  for (int64_t u = 0; u < nu; u++, w += 128) {
-    __m512i x0[QG_MR], x1[QG_MR];
-    QG_UNROLL for (int i = 0; i < mr; i++) {
-      x0[i] = _mm512_set1_epi32(qg_load4(a + i * lda + u * 8));
-      x1[i] = _mm512_set1_epi32(qg_load4(a + i * lda + u * 8 + 4));
-    }
-    QG_UNROLL for (int t = 0; t < nt; t++) {
-      const __m512i lo = _mm512_loadu_si512((const void *)(w + t * tb)),
-                    hi = _mm512_loadu_si512((const void *)(w + t * tb + 64));
-      QG_UNROLL for (int i = 0; i < mr; i++) {
-        QG_DPBUSD(c[i][t], lo, x0[i]);
-        QG_DPBUSD(c[i][t], hi, x1[i]);
-      }
-    }
-  }
+  qg_sums8_vnni(mr, nt, w, tb, a, lda, nu, c);
   const __m512 vlo = _mm512_set1_ps(p->lo), vhi = _mm512_set1_ps(p->hi);
   QG_UNROLL for (int t = 0; t < nt; t++) {
     const int64_t left = p->nn - t * QG_NR;
