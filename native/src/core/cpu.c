@@ -50,6 +50,7 @@ static void detect(void) {
   f.avx512bw = __builtin_cpu_supports("avx512bw");
   f.avx512vl = __builtin_cpu_supports("avx512vl");
   f.avx512vnni = __builtin_cpu_supports("avx512vnni");
+  f.avx512vbmi = __builtin_cpu_supports("avx512vbmi");
   /* AVX-VNNI: CPUID leaf 7 subleaf 1, EAX bit 4 (read directly: not every
    * compiler's __builtin_cpu_supports knows the name); its registers are the
    * AVX ones, whose OS support the avx2 check already includes */

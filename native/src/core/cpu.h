@@ -13,6 +13,7 @@ typedef struct px_cpu_features {
   bool avx2, fma;
   bool f16c;    /* VCVTPH2PS / VCVTPS2PH (CPUID 1 ECX bit 29, with the OS's AVX state) */
   bool avx512f, avx512bw, avx512vl, avx512vnni;
+  bool avx512vbmi; /* VPERMB / VPERMI2B byte permutes */
   bool avxvnni; /* the VEX-encoded VNNI of Alder Lake and later */
   /* AArch64 (getauxval(AT_HWCAP / AT_HWCAP2), what the kernel reports) */
   bool asimd;   /* Advanced SIMD (NEON): part of every AArch64 CPU */
