@@ -146,7 +146,7 @@ static inline float unary_op(const xnn_node *node, float x) {
     case XNN_NODE_sin: return sinf(x);
     case XNN_NODE_cos: return cosf(x);
     case XNN_NODE_gelu: return (float)(0.5 * (double)x * (1.0 + erf((double)x * 0.70710678118654752440)));
-    case XNN_NODE_hardswish: return x * (1.0f / 6.0f) * clampf(x + 3.0f, 0.0f, 6.0f);
+    case XNN_NODE_hardswish: return clampf(fmaf(x, 1.0f / 6.0f, 0.5f), 0.0f, 1.0f) * x;
     case XNN_NODE_elu: return x < 0.0f ? node->p.elu.alpha * expm1f(x) : x;
     case XNN_NODE_leaky_relu: return x < 0.0f ? x * node->p.leaky_relu.negative_slope : x;
     case XNN_NODE_clamp: return isnan(x) ? x : clampf(x, node->output_min, node->output_max);
@@ -154,27 +154,32 @@ static inline float unary_op(const xnn_node *node, float x) {
   }
 }
 
-/* Hardswish as XNNPACK computes it, x / 6 times clamp(x + 3, 0, 6), in
- * 256-bit vectors where the CPU has them (the baseline build's 128-bit loop
- * ran at about half the speed on a 56x56x128 map). */
-#define HARDSWISH_LOOP                                                       \
-  for (int64_t k = 0; k < n; k++) {                                          \
-    const float v = x[k], t = v + 3.0f;                                      \
-    y[k] = v * (1.0f / 6.0f) * (t < 0.0f ? 0.0f : t > 6.0f ? 6.0f : t);      \
+/* Hardswish as XNNPACK computes it, x times clamp(x / 6 + 1/2, 0, 1), the
+ * x / 6 + 1/2 one fused multiply-add where the CPU has FMA (XNNPACK's FMA3,
+ * AVX-512 and NEON kernels), a multiply then an add elsewhere (its SSE
+ * kernels); so x >= 3 gives x itself. In 256-bit vectors where the CPU has
+ * them (the baseline build's 128-bit loop ran at about half the speed on a
+ * 56x56x128 map). */
+#define HARDSWISH_LOOP(SCALED)                                    \
+  for (int64_t k = 0; k < n; k++) {                               \
+    const float v = x[k], t = (SCALED);                           \
+    y[k] = (t < 0.0f ? 0.0f : t > 1.0f ? 1.0f : t) * v;           \
   }
 #if defined(__GNUC__) && defined(__x86_64__)
-__attribute__((target("avx2,fma"))) static void hardswish_avx2(int64_t n, const float *x, float *y) {
-  HARDSWISH_LOOP
+__attribute__((target("avx2,fma"))) static void hardswish_fma(int64_t n, const float *x, float *y) {
+  HARDSWISH_LOOP(fmaf(v, 1.0f / 6.0f, 0.5f))
 }
 #endif
 static void hardswish_f32(int64_t n, const float *x, float *y) {
 #if defined(__GNUC__) && defined(__x86_64__)
-  if (px_cpu()->avx2) {
-    hardswish_avx2(n, x, y);
+  if (px_cpu()->avx2 && px_cpu()->fma) {
+    hardswish_fma(n, x, y);
     return;
   }
+  HARDSWISH_LOOP(v * (1.0f / 6.0f) + 0.5f)
+#else
+  HARDSWISH_LOOP(fmaf(v, 1.0f / 6.0f, 0.5f)) /* aarch64: FMA in every NEON unit */
 #endif
-  HARDSWISH_LOOP
 }
 #undef HARDSWISH_LOOP
 
