@@ -338,6 +338,80 @@ def test_quantized_convolutions_give_the_same_bits_at_any_thread_count() -> None
         np.testing.assert_array_equal(results[0], results[1])
 
 
+# ---- float pointwise chains between int8 values -------------------------------------
+
+
+class Pointwise(torch.nn.Module):
+    """Activations the quantizer leaves in float: each becomes Convert to
+    fp32 -> the float node -> Convert to int8 in the lowered graph.
+    `float_out` also returns the hardswish's float result, which a fused
+    chain would lose."""
+
+    def __init__(self, float_out: bool) -> None:
+        super().__init__()
+        self.c = torch.nn.ModuleList(torch.nn.Conv2d(8, 8, 1) for _ in range(5))
+        self.float_out = float_out
+
+    def forward(self, x: torch.Tensor) -> Any:
+        h = torch.nn.functional.hardswish(self.c[0](x))
+        y = torch.sigmoid(self.c[1](h))
+        y = torch.tanh(self.c[2](y))
+        y = torch.nn.functional.leaky_relu(self.c[3](y), 0.1)
+        y = self.c[4](y)
+        return (y, h) if self.float_out else y
+
+
+def _profiled(pte: bytes, x: torch.Tensor, threads: int) -> tuple[list[np.ndarray], set[str]]:
+    before = pyexec.get_num_threads()
+    try:
+        pyexec.set_num_threads(threads)
+        method = pyexec.load(pte).load_method("forward")
+        with method.profile() as p:
+            out = method.execute([x.clone()])
+    finally:
+        pyexec.set_num_threads(before)
+    return [np.asarray(o) for o in out], {e.name for e in p.events}
+
+
+def test_float_activation_chains_between_int8_values_run_as_byte_tables_equal_to_executorch() -> None:
+    """Each Convert -> Hardswish / Sigmoid / Tanh / LeakyReLU -> Convert runs
+    as one table lookup (its profile event names the float node it stands
+    for), and gives ExecuTorch's bytes exactly, at one thread and at three,
+    on inputs wide enough to reach both ends of every int8 range."""
+    torch.manual_seed(11)
+    m = Pointwise(float_out=False).eval()
+    x = 3 * torch.randn(2, 8, 15, 17)
+    pte = export_quantized(m, (x,), {"scheme": "pt2e", "per_channel": True}, lower=True)
+    names = [union_names()[t] for t in node_types(pte)]
+    assert names.count("Convert") >= 10 and "Hardswish" in names, names
+    torch.manual_seed(12)
+    x2 = 3 * torch.randn_like(x)
+    (ref,) = run_with_executorch(pte, (x2,))
+    for threads in (1, 3):
+        (ours,), events = _profiled(pte, x2, threads)
+        np.testing.assert_array_equal(ours, ref.numpy())
+        fused = {f"Lookup8 [{n}]" for n in ("Hardswish", "Sigmoid", "Tanh", "LeakyReLU")}
+        assert fused <= events, sorted(events)
+        assert not {"Hardswish", "Sigmoid", "Tanh", "LeakyReLU"} & events, sorted(events)
+    _near_eager(ours, m, (x2,), 0.2)
+
+
+def test_a_float_value_read_outside_its_chain_keeps_the_chain_unfused() -> None:
+    """The hardswish's float result is also a program output, so its chain
+    must run node by node; the chains after it are still fused."""
+    torch.manual_seed(11)
+    m = Pointwise(float_out=True).eval()
+    x = 3 * torch.randn(1, 8, 9, 9)
+    pte = export_quantized(m, (x,), {"scheme": "pt2e", "per_channel": True}, lower=True)
+    ours, events = _profiled(pte, x, 1)
+    refs = run_with_executorch(pte, (x,))
+    assert len(ours) == len(refs) == 2
+    for o, r in zip(ours, refs):
+        np.testing.assert_array_equal(o, r.numpy())
+    assert "Hardswish" in events and "Lookup8 [Hardswish]" not in events, sorted(events)
+    assert "Lookup8 [Sigmoid]" in events, sorted(events)
+
+
 # ---- requantization and quint8 ---------------------------------------------------
 
 

@@ -172,6 +172,7 @@ static pyexec_status xnn_init(px_ctx *ctx, const uint8_t *payload, size_t size, 
   pyexec_status st = xnn_parse(payload, size, named, &d->g);
   if (st == PYEXEC_ERR_UNSUPPORTED) name_unsupported(payload, size);
   if (!st && xnn_fuse_clamps(&d->g)) st = px_no_memory("XNNPACK delegate");
+  if (!st && xnn_fuse_lookups(ctx, &d->g)) st = px_no_memory("XNNPACK delegate");
   if (!st) st = give_storage(d);
   if (!st && (!(d->ops = calloc(d->g.nnodes + 1, sizeof *d->ops)) ||
               !(d->rounds = calloc(d->g.nnodes + 1, sizeof *d->rounds))))
@@ -399,8 +400,10 @@ static int exec_profiled(px_ctx *ctx, xnn_delegate *d) {
   for (uint32_t i = 0; i < d->g.nnodes && !rc; i++) {
     const xnn_node *nd = &d->g.nodes[i];
     ctx->op = xnn_node_type_name(nd->type);
-    /* a float32 convolution's event names the path it takes */
-    const char *name = d->ops[i]->exec == xnn_exec_conv2d ? xnn_conv2d_profile_name(nd) : ctx->op;
+    /* a float32 convolution's event names the path it takes, a Lookup8 the nodes it stands for */
+    const char *name = d->ops[i]->exec == xnn_exec_conv2d ? xnn_conv2d_profile_name(nd)
+                       : nd->type == XNN_NODE_lookup8 ? ((const xnn_lookup8 *)nd->packed)->name
+                                                      : ctx->op;
     long ev = px_profile_begin(ctx->prof, "", name, 1, (int)i);
     for (uint32_t k = 0; k < nd->nin; k++) {
       if (nd->in[k] == XNN_INVALID_ID) continue; /* an absent optional input (a FullyConnected's bias) */

@@ -1,6 +1,6 @@
 /*
  * fuse.c - load-time rewrites of a parsed XNNPACK graph (xnn_graph.h), made
- * before it gets storage, as XNNPACK's own subgraph fusion makes them:
+ * before it gets storage. First, as XNNPACK's own subgraph fusion makes it:
  *
  *   a qint8 Clamp whose input only it reads, made by a static qint8
  *   Conv2d, DepthwiseConv2d, FullyConnected, Add, Subtract or Multiply,
@@ -10,11 +10,25 @@
  * producer clamps before it rounds, to bounds that are whole quantized
  * steps, so clamping again after the rounding changes nothing else. The
  * dropped value keeps its slot in the value table, unused.
+ *
+ * Then, where XNNPACK runs the float nodes one by one (a static int8
+ * MobileNetV3 has one such chain per hardswish):
+ *
+ *   Convert (8-bit -> fp32) -> fp32 pointwise nodes -> Convert (fp32 -> 8-bit)
+ *
+ * becomes a lookup8 node: a 256-byte table (kernels/quantized/x8_lut.h),
+ * made by running the chain's own node functions on every input byte. An
+ * 8-bit value has 256 possible bytes and the chain treats each element
+ * alone, so the table gives the bytes the chain gives, with one read and
+ * one write of a byte an element in place of three float passes.
+ * PYEXEC_FUSE=0 in the environment leaves the chains as they are.
  */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
-#include "backends/xnnpack/xnn_graph.h"
+#include "backends/xnnpack/nodes.h"
 
 static bool takes_clamp(const xnn_node *p, const xnn_value *values) {
   uint32_t activations; /* the inputs that must be static qint8: not a filter or bias */
@@ -80,4 +94,133 @@ int xnn_fuse_clamps(xnn_graph *g) {
   free(producer);
   free(moved);
   return 0;
+}
+
+/* ---- pointwise chains into byte tables ----------------------------------------------------------- */
+
+static bool is_x8_tensor(const xnn_value *v) {
+  return (v->datatype == XNN_DT_QINT8 || v->datatype == XNN_DT_QUINT8) && v->quant.kind == XNN_Q_PER_TENSOR &&
+         !v->half;
+}
+
+/* A float value inside a chain: made by one node, read by one, nothing outside the graph sees it. */
+static bool inner_f32(const xnn_value *v, uint32_t uses) {
+  return v->datatype == XNN_DT_FP32 && !v->half && !v->flags && !v->constant && uses == 1;
+}
+
+static bool one_in_one_out(const xnn_node *nd) { return nd->nin == 1 && nd->nout == 1; }
+
+/* The chain's bytes: its nodes run on a [256] tensor holding every input
+ * byte, through two float buffers, each value's own state put back after. */
+static int tabulate(px_ctx *ctx, xnn_graph *g, const uint32_t *chain, uint32_t len, uint8_t table[256]) {
+  enum { MAXV = 64 };
+  _Alignas(64) float buf[2][256];
+  _Alignas(64) uint8_t bytes[256];
+  xnn_value saved[MAXV + 1];
+  uint32_t ids[MAXV + 1];
+  for (int b = 0; b < 256; b++) bytes[b] = (uint8_t)b;
+  ids[0] = g->nodes[chain[0]].in[0];
+  for (uint32_t k = 0; k < len; k++) ids[k + 1] = g->nodes[chain[k]].out[0];
+  for (uint32_t k = 0; k <= len; k++) {
+    xnn_value *v = &g->values[ids[k]];
+    saved[k] = *v;
+    v->num_dims = 1;
+    v->dims[0] = 256;
+    v->data = k == 0 ? (void *)bytes : k == len ? (void *)table : (void *)buf[k & 1];
+    v->capacity = sizeof buf[0];
+  }
+  int rc = 0;
+  for (uint32_t k = 0; k < len && !rc; k++) {
+    const xnn_node *nd = &g->nodes[chain[k]];
+    const xnn_node_ops *ops = xnn_node_ops_for_node(nd, g->values);
+    ctx->op = xnn_node_type_name(nd->type);
+    ctx->scratch_cur = ctx->scratch;
+    ctx->scratch_used = 0;
+    rc = ops ? ops->exec(ctx, nd, g->values) : -1;
+  }
+  for (uint32_t k = 0; k <= len; k++) g->values[ids[k]] = saved[k];
+  return rc;
+}
+
+int xnn_fuse_lookups(px_ctx *ctx, xnn_graph *g) {
+  enum { MAXLEN = 64 };
+  const char *env = getenv("PYEXEC_FUSE"); /* 0: off, as for the portable fusions (A/B runs) */
+  if (env && !strcmp(env, "0")) return 0;
+  uint32_t *uses = calloc(g->nvalues + 1, sizeof *uses);
+  uint32_t *reader = malloc(sizeof *reader * (g->nvalues + 1)); /* the last node reading a value */
+  bool *gone = calloc(g->nnodes + 1, sizeof *gone);
+  if (!uses || !reader || !gone) {
+    free(uses);
+    free(reader);
+    free(gone);
+    return -1;
+  }
+  for (uint32_t v = 0; v < g->nvalues; v++) reader[v] = XNN_INVALID_ID;
+  for (uint32_t i = 0; i < g->nnodes; i++)
+    for (uint32_t k = 0; k < g->nodes[i].nin; k++)
+      if (g->nodes[i].in[k] < g->nvalues) {
+        uses[g->nodes[i].in[k]]++;
+        reader[g->nodes[i].in[k]] = i;
+      }
+  int rc = 0;
+  for (uint32_t i = 0; i < g->nnodes && !rc; i++) {
+    const xnn_node *head = &g->nodes[i];
+    if (gone[i] || head->type != XNN_NODE_convert || !one_in_one_out(head) ||
+        !is_x8_tensor(&g->values[head->in[0]]))
+      continue;
+    /* follow single-use float values through pointwise nodes to a Convert back to 8 bits */
+    uint32_t chain[MAXLEN], len = 1;
+    chain[0] = i;
+    bool whole = false;
+    while (len < MAXLEN) {
+      uint32_t v = g->nodes[chain[len - 1]].out[0];
+      if (!inner_f32(&g->values[v], uses[v]) || reader[v] == XNN_INVALID_ID) break;
+      uint32_t next = reader[v];
+      const xnn_node *nd = &g->nodes[next];
+      if (!one_in_one_out(nd) || nd->in[0] != v) break;
+      chain[len++] = next;
+      if (nd->type == XNN_NODE_convert) {
+        whole = is_x8_tensor(&g->values[nd->out[0]]);
+        break;
+      }
+      const xnn_node_ops *ops = xnn_node_ops_for_node(nd, g->values);
+      if (!ops || ops->exec != xnn_exec_unary || nd->type == XNN_NODE_copy ||
+          g->values[nd->out[0]].datatype != XNN_DT_FP32)
+        break;
+    }
+    if (!whole) continue;
+    xnn_lookup8 *lk = calloc(1, sizeof *lk);
+    if (!lk) {
+      rc = -1;
+      break;
+    }
+    if (tabulate(ctx, g, chain, len, lk->table)) { /* the chain then runs node by node, and fails there */
+      free(lk);
+      continue;
+    }
+    size_t at = (size_t)snprintf(lk->name, sizeof lk->name, "Lookup8 [%s", len == 2 ? "Convert" : "");
+    for (uint32_t k = 1; k + 1 < len && at < sizeof lk->name; k++)
+      at += (size_t)snprintf(lk->name + at, sizeof lk->name - at, "%s%s", k > 1 ? ", " : "",
+                             xnn_node_type_name(g->nodes[chain[k]].type));
+    if (at < sizeof lk->name) snprintf(lk->name + at, sizeof lk->name - at, "]");
+    /* the fused node takes the last Convert's place: its input is made before the chain's head */
+    xnn_node *tail = &g->nodes[chain[len - 1]];
+    uint32_t x = head->in[0];
+    tail->type = XNN_NODE_lookup8;
+    tail->in[0] = x;
+    tail->flags = 0;
+    tail->output_min = -INFINITY;
+    tail->output_max = INFINITY;
+    tail->packed = lk;
+    tail->packed_size = sizeof *lk;
+    for (uint32_t k = 0; k + 1 < len; k++) gone[chain[k]] = true;
+  }
+  uint32_t kept = 0;
+  for (uint32_t i = 0; i < g->nnodes; i++)
+    if (!gone[i]) g->nodes[kept++] = g->nodes[i];
+  g->nnodes = kept;
+  free(uses);
+  free(reader);
+  free(gone);
+  return rc;
 }

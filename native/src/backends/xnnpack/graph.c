@@ -24,6 +24,7 @@ static const char *const node_names[XNN_NODE_MAX + 1] = {
     "ReciprocalSquareRoot", "Log", "Gelu", "Tanh", "Exp", "Sin", "Copy", "Cos"};
 
 const char *xnn_node_type_name(int type) {
+  if (type == XNN_NODE_lookup8) return "Lookup8";
   return type >= 1 && type <= XNN_NODE_MAX ? node_names[type] : "?";
 }
 

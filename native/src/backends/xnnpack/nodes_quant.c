@@ -13,6 +13,7 @@
  *   MaxPooling2d    qint8 or quint8 (a max of bytes)
  *   GlobalAvgPooling2d  qint8, XNNPACK's qs8 mean
  *   Clamp           qint8 or quint8 (the float bounds quantized; a clamp of bytes)
+ *   Lookup8         qint8 / quint8 through a byte table (fuse.c's pointwise chains)
  *   StaticTranspose, StaticReshape, StaticSlice, StaticConstantPad,
  *   Concatenate2..5, Copy on qint8 or quint8 with one scale and zero point:
  *                   byte moves
@@ -29,8 +30,10 @@
 
 #include "backends/xnnpack/qnodes.h"
 #include "core/error.h"
+#include "core/parallel.h"
 #include "kernels/quantized/qs8_binary.h"
 #include "kernels/quantized/qs8_convert.h"
+#include "kernels/quantized/x8_lut.h"
 #include "kernels/shape/strided.h"
 
 /* ---- what runs -------------------------------------------------------------------- */
@@ -704,6 +707,31 @@ static int exec_copy(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
   return exec_reshape(ctx, node, values);
 }
 
+/* ---- Lookup8 (fuse.c's fused pointwise chains) -------------------------------------------------------- */
+
+typedef struct lookup_job {
+  const uint8_t *x, *table;
+  uint8_t *y;
+  int64_t n;
+} lookup_job;
+
+enum { LOOKUP_PIECE = 16384 };
+
+static void lookup_pieces(void *arg, int64_t p0, int64_t p1, int tid) {
+  (void)tid;
+  const lookup_job *J = arg;
+  int64_t b = p0 * LOOKUP_PIECE, e = p1 * LOOKUP_PIECE < J->n ? p1 * LOOKUP_PIECE : J->n;
+  px_x8_lut(J->x + b, e - b, J->table, J->y + b);
+}
+
+static int exec_lookup8(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
+  (void)ctx;
+  const xnn_lookup8 *lk = node->packed;
+  lookup_job J = {values[node->in[0]].data, lk->table, values[node->out[0]].data, xnn_numel(&values[node->in[0]])};
+  px_parallel_for((J.n + LOOKUP_PIECE - 1) / LOOKUP_PIECE, 1, J.n * 2, lookup_pieces, &J); /* bytes touched */
+  return 0;
+}
+
 /* ---- the table ------------------------------------------------------------------------------------- */
 
 
@@ -720,6 +748,7 @@ static const xnn_node_ops q_pad = {xnn_shape_static_constant_pad, exec_pad, NULL
 static const xnn_node_ops q_concat = {xnn_shape_concatenate, exec_concat, NULL};
 static const xnn_node_ops q_copy = {xnn_shape_unary, exec_copy, NULL};
 static const xnn_node_ops q_clamp = {xnn_shape_unary, exec_clamp, NULL};
+static const xnn_node_ops q_lookup8 = {xnn_shape_unary, exec_lookup8, NULL};
 
 const xnn_node_ops *xnn_quant_ops_for(const xnn_node *node, const xnn_value *values) {
   (void)values;
@@ -744,6 +773,7 @@ const xnn_node_ops *xnn_quant_ops_for(const xnn_node *node, const xnn_value *val
     case XNN_NODE_concatenate5: return &q_concat;
     case XNN_NODE_copy: return &q_copy;
     case XNN_NODE_clamp: return &q_clamp;
+    case XNN_NODE_lookup8: return &q_lookup8;
     default: return NULL;
   }
 }

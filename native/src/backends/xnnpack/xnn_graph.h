@@ -128,6 +128,17 @@ enum {
 enum { XNN_NODE_TYPES(XNN_NODE_ENUM_) XNN_NODE_MAX = 47 };
 #undef XNN_NODE_ENUM_
 
+/* Node types no file holds: made at load by fuse.c, past the schema's codes.
+ *   lookup8: in[0] (qint8 / quint8) -> out[0] (qint8 / quint8) through the
+ *            256-byte table in packed (an xnn_lookup8), the fused form of a
+ *            Convert to fp32 -> fp32 pointwise nodes -> Convert to 8 bits. */
+enum { XNN_NODE_lookup8 = XNN_NODE_MAX + 1 };
+
+typedef struct xnn_lookup8 {
+  uint8_t table[256]; /* the output byte for each input byte */
+  char name[64];      /* "Lookup8 [Hardswish]": the node's profile name, the float nodes it stands for */
+} xnn_lookup8;
+
 /* The schema's name for a type code ("Conv2d", "StaticSlice"); "?" if none. */
 const char *xnn_node_type_name(int type);
 /* The schema's name for a datatype ("fp32", "qint8"); "?" if none. */
@@ -294,5 +305,17 @@ int xnn_set_dims(px_ctx *ctx, const xnn_node *node, xnn_value *v, uint32_t nd,
  * qint8 Clamp folded into the node that makes its input, where that is
  * exact. Returns 0, or -1 when memory runs out (the graph unchanged). */
 int xnn_fuse_clamps(xnn_graph *g);
+
+/* The second rewrite (fuse.c), once the clamps are folded: every chain
+ *   Convert (qint8 / quint8 -> fp32) -> fp32 pointwise nodes (Hardswish,
+ *   Sigmoid, Tanh, ELU, LeakyReLU, Clamp, ...; none or several) ->
+ *   Convert (fp32 -> qint8 / quint8)
+ * whose float values nothing else reads (not external, not fp16 / bf16)
+ * becomes one lookup8 node. Its table is made by running the chain's own
+ * node functions on the 256 possible input bytes, so it gives exactly the
+ * bytes the chain would (a chain whose functions fail on the table stays as
+ * it is). PYEXEC_FUSE=0 in the environment turns it off. Returns 0, or -1 when memory runs out (the graph then unchanged
+ * from that chain on). */
+int xnn_fuse_lookups(px_ctx *ctx, xnn_graph *g);
 
 #endif /* PX_XNN_GRAPH_H */
