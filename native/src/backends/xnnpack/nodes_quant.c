@@ -427,41 +427,80 @@ static void binop_row(const q8_binop *p, const int8_t *a, const int8_t *b, int8_
     px_qs8_addsub_row(&k, a, b, o, n);
 }
 
+/* The broadcast walk: the output's dims with each input's element strides
+ * (0 where it is broadcast), the trailing dims that both inputs read
+ * contiguously merged into one run. */
+typedef struct binary_job {
+  const q8_binop *p;
+  const int8_t *a, *b;
+  int8_t *y;
+  int nd;                           /* dims after merging; dims[nd - 1] is the run */
+  int64_t dims[XNN_MAX_DIMS], sa[XNN_MAX_DIMS], sb[XNN_MAX_DIMS];
+  int64_t piece;                    /* elements of a run per work item */
+} binary_job;
+
+enum { BINARY_PIECE = 16384 };
+
+/* Work items [i0, i1): item i is piece i % per of run i / per. */
+static void binary_items(void *arg, int64_t i0, int64_t i1, int tid) {
+  (void)tid;
+  const binary_job *J = arg;
+  const int nd = J->nd;
+  const int64_t inner = J->dims[nd - 1], per = (inner + J->piece - 1) / J->piece;
+  const int64_t ia = J->sa[nd - 1], ib = J->sb[nd - 1];
+  for (int64_t i = i0; i < i1; i++) {
+    int64_t run = i / per, c0 = (i % per) * J->piece, c1 = c0 + J->piece < inner ? c0 + J->piece : inner;
+    int64_t oa = 0, ob = 0, r = run;
+    for (int k = nd - 2; k >= 0; k--) {
+      int64_t idx = r % J->dims[k];
+      r /= J->dims[k];
+      oa += idx * J->sa[k], ob += idx * J->sb[k];
+    }
+    const int8_t *pa = J->a + oa + c0 * ia, *pb = J->b + ob + c0 * ib;
+    int8_t *out = J->y + run * inner + c0;
+    if (ia == 1 && ib == 1)
+      binop_row(J->p, pa, pb, out, c1 - c0);
+    else
+      for (int64_t c = 0; c < c1 - c0; c++) out[c] = binop1(J->p, pa[c * ia], pb[c * ib]);
+  }
+}
+
 static int exec_binary(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
   (void)ctx;
   const xnn_value *a = &values[node->in[0]], *b = &values[node->in[1]];
   xnn_value *y = &values[node->out[0]];
   q8_binop p = {0};
   init_binop(&p, node, a, b, y);
-  int nd = (int)y->num_dims;
-  int64_t sa[XNN_MAX_DIMS], sb[XNN_MAX_DIMS], idx[XNN_MAX_DIMS] = {0};
-  /* element strides of a and b at the output's dims (0 where broadcast) */
-  int64_t st = 1, stb = 1;
+  int64_t n = xnn_numel(y);
+  if (!n) return 0;
+  binary_job J = {.p = &p, .a = a->data, .b = b->data, .y = y->data, .piece = BINARY_PIECE};
+  /* element strides of a and b at the output's dims (0 where broadcast), from the last dim */
+  int nd = (int)y->num_dims, m = 0;
+  int64_t st = 1, stb = 1, dims[XNN_MAX_DIMS], sa[XNN_MAX_DIMS], sb[XNN_MAX_DIMS];
   for (int k = nd - 1; k >= 0; k--) {
     int ka = k - (nd - (int)a->num_dims), kb = k - (nd - (int)b->num_dims);
     int64_t da = ka >= 0 ? a->dims[ka] : 1, db = kb >= 0 ? b->dims[kb] : 1;
+    dims[k] = y->dims[k];
     sa[k] = da == 1 ? 0 : st;
     sb[k] = db == 1 ? 0 : stb;
     st *= da;
     stb *= db;
   }
-  int64_t n = xnn_numel(y), inner = y->dims[nd - 1];
-  if (!n) return 0;
-  const int8_t *pa = a->data, *pb = b->data;
-  int8_t *out = y->data;
-  for (int64_t o = 0; o < n; o += inner) {
-    int64_t oa = 0, ob = 0;
-    for (int k = 0; k < nd - 1; k++) oa += idx[k] * sa[k], ob += idx[k] * sb[k];
-    int64_t ia = sa[nd - 1], ib = sb[nd - 1];
-    if (ia == 1 && ib == 1)
-      binop_row(&p, pa + oa, pb + ob, out + o, inner);
-    else
-      for (int64_t i = 0; i < inner; i++) out[o + i] = binop1(&p, pa[oa + i * ia], pb[ob + i * ib]);
-    for (int k = nd - 2; k >= 0; k--) {
-      if (++idx[k] < y->dims[k]) break;
-      idx[k] = 0;
+  /* merge dim k into the run after it where both inputs continue it (a size-1 dim merges freely) */
+  int64_t rd = dims[nd - 1], rsa = sa[nd - 1], rsb = sb[nd - 1];
+  int64_t md[XNN_MAX_DIMS], msa[XNN_MAX_DIMS], msb[XNN_MAX_DIMS];
+  for (int k = nd - 2; k >= -1; k--) {
+    if (k >= 0 && (dims[k] == 1 || (sa[k] == rsa * rd && sb[k] == rsb * rd))) {
+      rd *= dims[k];
+      continue;
     }
+    md[m] = rd, msa[m] = rsa, msb[m] = rsb, m++;
+    if (k >= 0) rd = dims[k], rsa = sa[k], rsb = sb[k];
   }
+  J.nd = m;
+  for (int k = 0; k < m; k++) J.dims[k] = md[m - 1 - k], J.sa[k] = msa[m - 1 - k], J.sb[k] = msb[m - 1 - k];
+  const int64_t inner = J.dims[m - 1], per = (inner + J.piece - 1) / J.piece;
+  px_parallel_for(n / inner * per, 1, n * 2, binary_items, &J);
   return 0;
 }
 

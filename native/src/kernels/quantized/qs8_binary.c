@@ -1,8 +1,8 @@
 /*
  * qs8_binary.c - qint8 add / subtract / multiply runs (qs8_binary.h). Each
- * loop is written once and compiled twice: for the generic target and, on
- * x86-64, for AVX2 (8 lanes of VPMULLD / VPMINSD where SSE2 has neither),
- * chosen per call by the CPU. Integer arithmetic and the one float
+ * loop is written once and compiled for the generic target and, on x86-64,
+ * for AVX2 (8 lanes of VPMULLD / VPMINSD where SSE2 has neither) and
+ * AVX-512 (16 lanes), chosen per call by the CPU. Integer arithmetic and the one float
  * multiply per element are exact lane by lane, so both give the same bytes.
  */
 #include "kernels/quantized/qs8_binary.h"
@@ -55,10 +55,23 @@ __attribute__((target("avx2"))) static void mul_avx2(const px_qs8_binop *p, cons
                                                      int8_t *o, int64_t n) {
   mul_body(p, a, b, o, n);
 }
+__attribute__((target("avx512f,avx512bw"))) static void addsub_avx512(const px_qs8_binop *p, const int8_t *a,
+                                                                     const int8_t *b, int8_t *o, int64_t n) {
+  addsub_body(p, a, b, o, n);
+}
+__attribute__((target("avx512f,avx512bw"))) static void mul_avx512(const px_qs8_binop *p, const int8_t *a,
+                                                                  const int8_t *b, int8_t *o, int64_t n) {
+  mul_body(p, a, b, o, n);
+}
 #endif
 
 void px_qs8_addsub_row(const px_qs8_binop *p, const int8_t *a, const int8_t *b, int8_t *o, int64_t n) {
 #if QB_X86
+  if (px_cpu()->avx512bw && n >= 64) { /* whole 64-byte steps; the rest below, in 32 or fewer */
+    const int64_t m = n & ~(int64_t)63;
+    addsub_avx512(p, a, b, o, m);
+    a += m, b += m, o += m, n -= m;
+  }
   if (px_cpu()->avx2) {
     addsub_avx2(p, a, b, o, n);
     return;
@@ -69,6 +82,11 @@ void px_qs8_addsub_row(const px_qs8_binop *p, const int8_t *a, const int8_t *b, 
 
 void px_qs8_mul_row(const px_qs8_binop *p, const int8_t *a, const int8_t *b, int8_t *o, int64_t n) {
 #if QB_X86
+  if (px_cpu()->avx512bw && n >= 64) { /* whole 64-byte steps; the rest below, in 32 or fewer */
+    const int64_t m = n & ~(int64_t)63;
+    mul_avx512(p, a, b, o, m);
+    a += m, b += m, o += m, n -= m;
+  }
   if (px_cpu()->avx2) {
     mul_avx2(p, a, b, o, n);
     return;

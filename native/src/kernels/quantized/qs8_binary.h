@@ -7,8 +7,8 @@
  *   multiply:       v = round(clamp((float)((a - azp) * (b - bzp)) * scale, lo, hi))
  *                   (clamp as max with lo then min with hi, rounding half to even)
  *   out = clamp(v, lo, hi) + ozp
- * The same integers and floats on every path: AVX2 where the CPU has it
- * (the loops compiled for it), else the generic build's.
+ * The same integers and floats on every path: AVX-512 or AVX2 where the
+ * CPU has it (the loops compiled for it), else the generic build's.
  */
 #ifndef PX_QS8_BINARY_H
 #define PX_QS8_BINARY_H
