@@ -281,6 +281,9 @@ static void test_products(void) {
   for (int i = 0; i < 3; i++) {
     qcase c8 = {.bits = 8, .M = 3, .N = 18, .K = 37, .wzp = zps8[i], .with_bias = 1};
     run_case(&c8);
+    /* depths whose row sums take every step of the vector sum (64, 32, 16, 8 bytes, single ones) */
+    qcase c8k = {.bits = 8, .M = 5, .N = 18, .K = i == 0 ? 100 : i == 1 ? 291 : 64, .wzp = zps8[i], .with_bias = 1};
+    run_case(&c8k);
     qcase c4 = {.bits = 4, .M = 3, .N = 18, .K = 37, .wzp = zps4[i], .high_first = i & 1};
     run_case(&c4);
     qcase c4b = {.bits = 4, .M = 2, .N = 18, .K = 64, .block = 32, .wzp = zps4[i]};

@@ -29,16 +29,31 @@ static inline int32_t qg_load4(const int8_t *p) {
 #define QG_AVX2 QG_AVX2_T __attribute__((always_inline)) static inline
 
 /* The sum of n int8 values (qg_sum_fn): bytes flipped to unsigned (x ^ 0x80
- * = x + 128) and summed 16 or 8 at a time by vpsadbw, the 128s taken back. */
+ * = x + 128) and summed by vpsadbw, 64 bytes a step into two accumulators
+ * (a gathered convolution row is 100s of bytes), then 32, 16 and 8, the
+ * 128s taken back. */
 QG_AVX2_T int32_t qg_sum_s8_avx2(const int8_t *p, int64_t n) {
-  const __m128i flip = _mm_set1_epi8((char)0x80), zero = _mm_setzero_si128();
-  __m128i acc = zero;
+  const __m256i flip = _mm256_set1_epi8((char)0x80), zero = _mm256_setzero_si256();
+  __m256i acc0 = zero, acc1 = zero;
   int64_t k = 0;
-  for (; k + 16 <= n; k += 16)
-    acc = _mm_add_epi64(acc, _mm_sad_epu8(_mm_xor_si128(_mm_loadu_si128((const __m128i *)(p + k)), flip), zero));
+  for (; k + 64 <= n; k += 64) {
+    acc0 = _mm256_add_epi64(acc0, _mm256_sad_epu8(_mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(p + k)), flip), zero));
+    acc1 = _mm256_add_epi64(acc1, _mm256_sad_epu8(_mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(p + k + 32)), flip), zero));
+  }
+  if (k + 32 <= n) {
+    acc0 = _mm256_add_epi64(acc0, _mm256_sad_epu8(_mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(p + k)), flip), zero));
+    k += 32;
+  }
+  acc0 = _mm256_add_epi64(acc0, acc1);
+  __m128i acc = _mm_add_epi64(_mm256_castsi256_si128(acc0), _mm256_extracti128_si256(acc0, 1));
+  const __m128i flip16 = _mm_set1_epi8((char)0x80), zero16 = _mm_setzero_si128();
+  if (k + 16 <= n) {
+    acc = _mm_add_epi64(acc, _mm_sad_epu8(_mm_xor_si128(_mm_loadu_si128((const __m128i *)(p + k)), flip16), zero16));
+    k += 16;
+  }
   if (k + 8 <= n) {
     const __m128i flip8 = _mm_set_epi64x(0, (long long)0x8080808080808080ull); /* the high 8 bytes stay 0 */
-    acc = _mm_add_epi64(acc, _mm_sad_epu8(_mm_xor_si128(_mm_loadl_epi64((const __m128i *)(p + k)), flip8), zero));
+    acc = _mm_add_epi64(acc, _mm_sad_epu8(_mm_xor_si128(_mm_loadl_epi64((const __m128i *)(p + k)), flip8), zero16));
     k += 8;
   }
   int64_t s = _mm_cvtsi128_si64(acc) + _mm_extract_epi64(acc, 1) - 128 * k;
