@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/cpu.h"
 #include "core/error.h"
 #include "kernels/gemm/qgemm.h"
 
@@ -271,7 +272,8 @@ static inline void qc_tap(int8_t *row, const int8_t *src, int64_t C, int pad) {
  * P->K gathered ones then zeros (the product's padded depth). a has
  * QC_SLACK bytes after its last row. */
 #define QC_SLACK 16
-static void qc_gather(const qc_phase *P, int64_t g, int64_t m0, int64_t rows, int8_t *a, int64_t lda) {
+static inline __attribute__((always_inline)) void qc_gather_body(const qc_phase *P, int64_t g, int64_t m0,
+                                                                 int64_t rows, int8_t *a, int64_t lda) {
   const px_qconv *c = P->c;
   const int64_t C = c->gic, H = P->H, W = P->W, run_bytes = c->kw * C;
   /* the rows' pixels in order: (n, oh, ow) stepped, not divided out per row */
@@ -300,10 +302,20 @@ static void qc_gather(const qc_phase *P, int64_t g, int64_t m0, int64_t rows, in
         int64_t ih = oh * c->sh + i * c->dh - c->pt;
         if (run && ih >= 0 && ih < H) {
           const int8_t *src = img + (ih * W + iw0) * c->cin;
-          if (run_bytes <= 16 && P->x_end - src >= 16)
+          if (run_bytes <= 16 && P->x_end - src >= 16) {
             memcpy(row, src, 16);
-          else
+          } else if (run_bytes > 16 && run_bytes <= 32) { /* two overlapping 16-byte copies (a 7x7 3-channel stem: 21) */
+            memcpy(row, src, 16);
+            memcpy(row + run_bytes - 16, src + run_bytes - 16, 16);
+          } else if (run_bytes > 32 && run_bytes <= 64) {
+            memcpy(row, src, 32);
+            memcpy(row + run_bytes - 32, src + run_bytes - 32, 32);
+          } else if (run_bytes > 64 && run_bytes <= 128) { /* 3 taps of 32 channels: 96 */
+            memcpy(row, src, 64);
+            memcpy(row + run_bytes - 64, src + run_bytes - 64, 64);
+          } else {
             memcpy(row, src, (size_t)run_bytes);
+          }
           row += run_bytes;
           continue;
         }
@@ -325,6 +337,28 @@ static void qc_gather(const qc_phase *P, int64_t g, int64_t m0, int64_t rows, in
     }
     if (lda > P->K) memset(row0 + P->K, 0, (size_t)(lda - P->K)); /* after the runs' spills */
   }
+}
+
+/* The gather compiled twice: the fixed-size copies of a row's runs are
+ * 16-byte moves in the baseline build and 32-byte ones with AVX2 (a 3x3
+ * convolution over 32 channels: a fifth of its time went to gathering). */
+static void qc_gather_generic(const qc_phase *P, int64_t g, int64_t m0, int64_t rows, int8_t *a, int64_t lda) {
+  qc_gather_body(P, g, m0, rows, a, lda);
+}
+#if defined(__GNUC__) && defined(__x86_64__)
+__attribute__((target("avx2"))) static void qc_gather_avx2(const qc_phase *P, int64_t g, int64_t m0, int64_t rows,
+                                                           int8_t *a, int64_t lda) {
+  qc_gather_body(P, g, m0, rows, a, lda);
+}
+#endif
+static void qc_gather(const qc_phase *P, int64_t g, int64_t m0, int64_t rows, int8_t *a, int64_t lda) {
+#if defined(__GNUC__) && defined(__x86_64__)
+  if (px_cpu()->avx2) {
+    qc_gather_avx2(P, g, m0, rows, a, lda);
+    return;
+  }
+#endif
+  qc_gather_generic(P, g, m0, rows, a, lda);
 }
 
 /* The scratch position, to hand back what each tile's product took. */
