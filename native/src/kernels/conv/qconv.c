@@ -414,6 +414,79 @@ static void qc_bias_only(const qc_phase *P, int64_t g, int64_t rows, void *tile)
     }
 }
 
+/* A static plain convolution without a gather (px_qgemm_qs8_indirect): each
+ * output pixel's row is its kh * kw taps, each a pointer to the input
+ * pixel's gic channels (or to a run of the input zero point for a tap
+ * outside the input), and its sum is the sum of its taps' pixel sums
+ * (taken once per input pixel) and of the zero point's. Rows go in chunks,
+ * so that the pointers take bounded scratch. */
+static int qc_run_indirect(px_ctx *ctx, const px_qconv *c, int64_t N, int64_t H, int64_t W, const int8_t *x,
+                           int64_t OH, int64_t OW, int8_t *y) {
+  const int64_t taps = c->kh * c->kw, C = c->gic, G = c->groups, M = N * OH * OW;
+  const int64_t chunk = M < 2048 ? M : 2048;
+  int32_t *pixsum = px_scratch(ctx, sizeof(int32_t) * (size_t)(N * H * W * G)); /* [group][pixel] */
+  int8_t *zrun = px_scratch(ctx, (size_t)C + 16);
+  const int8_t **ind = px_scratch(ctx, sizeof(*ind) * (size_t)(chunk * taps));
+  int32_t *sums = px_scratch(ctx, sizeof(int32_t) * (size_t)chunk);
+  int64_t *toff = px_scratch(ctx, sizeof(int64_t) * (size_t)taps); /* a tap's pixel offset from the window's corner */
+  if (!pixsum || !zrun || !ind || !sums || !toff) return PYEXEC_ERR_EXECUTION;
+  for (int64_t i = 0; i < c->kh; i++)
+    for (int64_t j = 0; j < c->kw; j++) toff[i * c->kw + j] = i * c->dh * W + j * c->dw;
+  const int64_t span_h = (c->kh - 1) * c->dh + 1, span_w = (c->kw - 1) * c->dw + 1;
+  memset(zrun, (int)(int8_t)c->in_zp, (size_t)C + 16);
+  for (int64_t g = 0; g < G; g++) px_qgemm_sums_s8(x + g * C, N * H * W, C, c->cin, pixsum + g * N * H * W);
+  const int32_t zsum = (int32_t)(c->in_zp * C);
+  for (int64_t g = 0; g < G; g++) {
+    const int32_t *gsum = pixsum + g * N * H * W;
+    for (int64_t m0 = 0; m0 < M; m0 += chunk) {
+      const int64_t rows = M - m0 < chunk ? M - m0 : chunk;
+      /* the rows' pixels stepped in order, not divided out per row */
+      int64_t n = m0 / (OH * OW), oh = m0 / OW % OH, ow = m0 % OW;
+      for (int64_t r = 0; r < rows; r++) {
+        const int8_t **pr = ind + r * taps;
+        const int8_t *img = x + n * H * W * c->cin + g * C;
+        const int32_t *isum = gsum + n * H * W;
+        int32_t sum = 0;
+        const int64_t ih0 = oh * c->sh - c->pt, iw0 = ow * c->sw - c->pl;
+        if (ih0 >= 0 && ih0 + span_h <= H && iw0 >= 0 && iw0 + span_w <= W) { /* every tap inside */
+          const int64_t base = ih0 * W + iw0;
+          for (int64_t t = 0; t < taps; t++) {
+            pr[t] = img + (base + toff[t]) * c->cin;
+            sum += isum[base + toff[t]];
+          }
+        } else {
+          for (int64_t i = 0; i < c->kh; i++) {
+            const int64_t ih = ih0 + i * c->dh;
+            const bool row_in = ih >= 0 && ih < H;
+            for (int64_t j = 0; j < c->kw; j++) {
+              const int64_t iw = iw0 + j * c->dw;
+              if (row_in && iw >= 0 && iw < W) {
+                *pr++ = img + (ih * W + iw) * c->cin;
+                sum += isum[ih * W + iw];
+              } else {
+                *pr++ = zrun;
+                sum += zsum;
+              }
+            }
+          }
+        }
+        sums[r] = sum;
+        if (++ow == OW) {
+          ow = 0;
+          if (++oh == OH) oh = 0, n++;
+        }
+      }
+      qc_mark mk = qc_scratch_mark(ctx);
+      int rc = px_qgemm_qs8_indirect(ctx, c->w[g], rows, ind, taps, sums, c->in_zp, c->bias + g * c->goc,
+                                     c->requant + g * c->goc, c->out_zp, c->qmin, c->qmax,
+                                     y + m0 * c->cout + g * c->goc, c->cout);
+      qc_scratch_back(ctx, mk);
+      if (rc) return rc;
+    }
+  }
+  return 0;
+}
+
 static int qc_run(px_ctx *ctx, const px_qconv *c, int64_t N, int64_t H, int64_t W, const int8_t *x, const int32_t *zp,
                   const float *scale, int per_pixel, int64_t OH, int64_t OW, void *y) {
   int64_t oh, ow;
@@ -422,6 +495,10 @@ static int qc_run(px_ctx *ctx, const px_qconv *c, int64_t N, int64_t H, int64_t 
     return px_fail(ctx, "a %lldx%lld input gives a %lldx%lld output, not %lldx%lld", (long long)H, (long long)W,
                    (long long)oh, (long long)ow, (long long)OH, (long long)OW);
   if (N <= 0 || OH * OW == 0) return 0;
+  if (!c->transposed && !c->dynamic && !(c->kh == 1 && c->kw == 1 && c->sh == 1 && c->sw == 1 && !c->pt && !c->pl &&
+                                         !c->pb && !c->pr) &&
+      px_qgemm_qs8_indirect_ok(c->w[0], c->kh * c->kw))
+    return qc_run_indirect(ctx, c, N, H, W, x, OH, OW, y);
   size_t es = c->dynamic ? sizeof(float) : 1;
   for (int64_t p = 0; p < c->nph; p++) {
     qc_phase P = {.c = c, .x = x, .H = H, .W = W, .OH = OH, .OW = OW, .zp = zp, .x_end = x + N * H * W * c->cin};

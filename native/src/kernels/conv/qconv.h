@@ -8,7 +8,12 @@
  * Both forms gather, for each output pixel, the input pixels its kernel
  * taps read into one row of int8 values (a tap outside the input holds the
  * input's zero point, so it adds nothing) and multiply the rows by the
- * packed filter rows. A transposed convolution is split into its stride_h x
+ * packed filter rows. A static convolution whose input channels per group
+ * are a multiple of 8 gathers nothing where the product path allows it
+ * (AVX-512 VNNI): each row is a list of pointers, one per tap, to the input
+ * pixel's channels or to a run of the zero point, and the product reads the
+ * input in place (px_qgemm_qs8_indirect); a row's sum, which the product's
+ * offset correction needs, is the sum of its taps' per-pixel sums. A transposed convolution is split into its stride_h x
  * stride_w phases (the output pixels whose (o + padding) mod stride is the
  * same read the same subset of the taps): each phase is an ordinary product
  * over its own taps only, so no work is spent on the taps that fall between

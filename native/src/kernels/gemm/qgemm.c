@@ -653,6 +653,8 @@ typedef struct {
   int8_t *qout;
   qg_qs8_out_fn qs8_out;
   qg_qs8_tile_fn qs8_tile; /* the path's fused product and step, or NULL */
+  const int8_t *const *ind; /* indirect rows (px_qgemm_qs8_indirect): taps runs of tu units a row */
+  int64_t taps, tu;
   qg_f32_out_fn f32_out;
   qg_gemv_fn gemv;
   qg_gemm_fn gemm;
@@ -984,6 +986,84 @@ static int qg_qs8(px_ctx *ctx, const px_qweights *w, int64_t M, const int8_t *a,
   const int64_t gv = J.qs8_tile ? QG_GV : 1;
   px_parallel_for((w->ntiles + gv - 1) / gv * J.nmb, 1, M * w->K * w->N, qg_run_qs8, &J);
   return 0;
+}
+
+/* ---- indirect rows ---------------------------------------------------------------------- */
+
+void px_qgemm_sums_s8(const int8_t *p, int64_t count, int64_t n, int64_t stride, int32_t *out) {
+  const bool vec = px_cpu()->avx2;
+  for (int64_t i = 0; i < count; i++) out[i] = qg_sum_s8(p + i * stride, n, vec);
+}
+
+bool px_qgemm_qs8_indirect_ok(const px_qweights *w, int64_t taps) {
+#if QG_X86
+  return px_qgemm_path() == PX_QGEMM_AVX512_VNNI && w && w->bits == 8 && !w->blockwise && w->nb == 1 &&
+         w->bkp == w->bk && taps > 0 && w->bk % taps == 0 && (w->bk / taps) % QG_KU == 0;
+#else
+  (void)w;
+  (void)taps;
+  return false;
+#endif
+}
+
+#if QG_X86
+/* qg_run_qs8's fused branch over indirect rows. */
+static void qg_run_qs8_ind(void *arg, int64_t i0, int64_t i1, int tid) {
+  (void)tid;
+  const qg_job *J = arg;
+  const px_qweights *w = J->w;
+  int32_t kb[QG_GV * QG_NR], rowcs[QG_MB];
+  float rq[QG_GV * QG_NR];
+  for (int64_t it = i0; it < i1; it++) {
+    int64_t t0 = it / J->nmb * QG_GV, mb = it % J->nmb;
+    int nt = (int)(w->ntiles - t0 < QG_GV ? w->ntiles - t0 : QG_GV);
+    int64_t m0 = mb * QG_MB, mend = m0 + QG_MB < J->M ? m0 + QG_MB : J->M;
+    int64_t n0 = t0 * QG_NR, left = w->N - n0;
+    for (int j = 0; j < nt * QG_NR; j++) {
+      kb[j] = j < left ? qg_wrap((J->ibias ? (uint32_t)J->ibias[n0 + j] : 0u) -
+                                 (uint32_t)qg_wrap_mul(J->azp1, ((const int32_t *)w->wsum)[n0 + j]))
+                       : 0;
+      rq[j] = j < left ? J->requant[n0 + j] : 0.0f;
+    }
+    for (int64_t i = 0; i < mend - m0; i++) rowcs[i] = qg_wrap_mul(w->sbias, J->sa[m0 + i]);
+    qg_qs8_ind_tile_vnni(w->packed + t0 * w->tile_bytes, w->tile_bytes, nt, J->ind + m0 * J->taps, J->taps, J->tu,
+                         mend - m0, left, rowcs, kb, rq, J->qlo, J->qhi, J->out_zp, J->qout + m0 * J->ldc + n0,
+                         J->ldc);
+  }
+}
+#endif
+
+int px_qgemm_qs8_indirect(px_ctx *ctx, const px_qweights *w, int64_t M, const int8_t *const *ind, int64_t taps,
+                          const int32_t *row_sums, int32_t a_zp, const int32_t *bias, const float *requant,
+                          int32_t out_zp, int32_t qmin, int32_t qmax, int8_t *out, int64_t ldc) {
+  if (!px_qgemm_qs8_indirect_ok(w, taps))
+    return px_fail(ctx, "indirect int8 product on weights or a path that does not take it");
+  if (M <= 0) return 0;
+#if QG_X86
+  qg_job J;
+  memset(&J, 0, sizeof J);
+  J.w = w;
+  J.M = M;
+  J.nmb = (M + QG_MB - 1) / QG_MB;
+  J.sa = row_sums;
+  J.ind = ind;
+  J.taps = taps;
+  J.tu = w->bk / taps / QG_KU;
+  J.azp1 = a_zp;
+  J.ibias = bias;
+  J.requant = requant;
+  J.out_zp = out_zp;
+  J.qlo = (float)(qmin - out_zp);
+  J.qhi = (float)(qmax - out_zp);
+  J.qout = out;
+  J.ldc = ldc;
+  px_parallel_for((w->ntiles + QG_GV - 1) / QG_GV * J.nmb, 1, M * w->K * w->N, qg_run_qs8_ind, &J);
+  return 0;
+#else
+  (void)ind, (void)row_sums, (void)a_zp, (void)bias, (void)requant, (void)out_zp, (void)qmin, (void)qmax, (void)out,
+      (void)ldc;
+  return 0;
+#endif
 }
 
 int px_qgemm_qd8_f32(px_ctx *ctx, const px_qweights *w, int64_t M, const int8_t *a, int64_t lda,

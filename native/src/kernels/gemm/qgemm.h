@@ -84,6 +84,22 @@ int px_qgemm_qs8_padded(px_ctx *ctx, const px_qweights *w, int64_t M, const int8
                         int32_t a_zp, const int32_t *bias, const float *requant, int32_t out_zp,
                         int32_t qmin, int32_t qmax, int8_t *out, int64_t ldc);
 
+/* The static int8 product of px_qgemm_qs8 over indirect rows, for an
+ * implicit convolution that gathers nothing: row m's K values are `taps`
+ * runs of K / taps bytes, run t at ind[m * taps + t] (an input pixel's
+ * channels, or a run of a_zp bytes for a tap outside the input), and
+ * row_sums[m] is the sum of row m's K int8 values (int32). Only where
+ * px_qgemm_qs8_indirect_ok says so (the AVX-512 VNNI path, 8-bit weights
+ * without blockwise scales or depth padding, runs of a multiple of 8
+ * bytes); the results are px_qgemm_qs8's. Returns 0 or px_fail's status. */
+bool px_qgemm_qs8_indirect_ok(const px_qweights *w, int64_t taps);
+int px_qgemm_qs8_indirect(px_ctx *ctx, const px_qweights *w, int64_t M, const int8_t *const *ind, int64_t taps,
+                          const int32_t *row_sums, int32_t a_zp, const int32_t *bias, const float *requant,
+                          int32_t out_zp, int32_t qmin, int32_t qmax, int8_t *out, int64_t ldc);
+/* out[i] = the sum of the n int8 values at p + i * stride, i < count
+ * (int32), vectorised where the CPU allows. */
+void px_qgemm_sums_s8(const int8_t *p, int64_t count, int64_t n, int64_t stride, int32_t *out);
+
 /* The micro-kernels in use: the best this CPU has unless a test or benchmark
  * picks another (every path gives the same results). px_qgemm_use_path
  * returns 0 and switches when this build and CPU have `path` (AUTO: the best

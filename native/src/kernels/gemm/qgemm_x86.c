@@ -560,9 +560,18 @@ QG_VNNI void qg_sums8_vnni(const int mr, const int nt, const uint8_t *w, int64_t
   }
 }
 
+/* The accumulators' start: kb - rowc, so that raw - rowc + kb wraps as the step's. */
+QG_VNNI void qg_qs8_init_vnni(const int mr, const int nt, const int32_t *rowc, const int32_t *kb,
+                              __m512i c[QG_MR][QG_GV]) {
+  QG_UNROLL for (int t = 0; t < nt; t++) {
+    const __m512i vkb = _mm512_loadu_si512((const void *)(kb + t * QG_NR));
+    QG_UNROLL for (int i = 0; i < mr; i++) c[i][t] = _mm512_sub_epi32(vkb, _mm512_set1_epi32(rowc[i]));
+  }
+}
+
 /* mr rows times nt tiles of a static int8 product (qg_qs8_tile_fn): the
- * sums of qg_sums8_vnni (the accumulators starting at kb - rowc, so that raw - rowc + kb wraps as the
- * step's), then qg_qs8_out_avx2's step in 512-bit registers: times the
+ * sums of qg_sums8_vnni (the accumulators starting at kb - rowc), then
+ * qg_qs8_store_vnni: qg_qs8_out_avx2's step in 512-bit registers: times the
  * requantization scales, max with qlo, min with qhi, rounded to nearest
  * even, plus zp.
  *
@@ -575,15 +584,8 @@ QG_VNNI void qg_sums8_vnni(const int mr, const int nt, const uint8_t *w, int64_t
  * saturates lies below qlo either way. Each 128-bit lane then holds 4
  * channels of each row; one VPERMD gathers every row's 16 bytes into one
  * lane. */
-QG_VNNI void qg_qs8_rows_vnni(const int mr, const int nt, const uint8_t *w, int64_t tb, const int8_t *a, int64_t lda,
-                              int64_t nu, int64_t nn, const int32_t *rowc, const int32_t *kb, const float *rq,
-                              float qlo, float qhi, int32_t zp, int8_t *out, int64_t ldc) {
-  __m512i c[QG_MR][QG_GV];
-  QG_UNROLL for (int t = 0; t < nt; t++) {
-    const __m512i vkb = _mm512_loadu_si512((const void *)(kb + t * QG_NR));
-    QG_UNROLL for (int i = 0; i < mr; i++) c[i][t] = _mm512_sub_epi32(vkb, _mm512_set1_epi32(rowc[i]));
-  }
-  qg_sums8_vnni(mr, nt, w, tb, a, lda, nu, c);
+QG_VNNI void qg_qs8_store_vnni(const int mr, const int nt, __m512i c[QG_MR][QG_GV], int64_t nn, const float *rq,
+                               float qlo, float qhi, int32_t zp, int8_t *out, int64_t ldc) {
   const __m512 vhi = _mm512_set1_ps(qhi);
   QG_UNROLL for (int t = 0; t < nt; t++) {
     const int64_t left = nn - t * QG_NR;
@@ -614,6 +616,85 @@ QG_VNNI void qg_qs8_rows_vnni(const int mr, const int nt, const uint8_t *w, int6
     }
   }
 }
+
+QG_VNNI void qg_qs8_rows_vnni(const int mr, const int nt, const uint8_t *w, int64_t tb, const int8_t *a, int64_t lda,
+                              int64_t nu, int64_t nn, const int32_t *rowc, const int32_t *kb, const float *rq,
+                              float qlo, float qhi, int32_t zp, int8_t *out, int64_t ldc) {
+  __m512i c[QG_MR][QG_GV];
+  qg_qs8_init_vnni(mr, nt, rowc, kb, c);
+  qg_sums8_vnni(mr, nt, w, tb, a, lda, nu, c);
+  qg_qs8_store_vnni(mr, nt, c, nn, rq, qlo, qhi, zp, out, ldc);
+}
+
+/* The same product over indirect rows (an implicit convolution): row i's
+ * depth is `taps` runs of tu units, run t at ind[i * taps + t] (an input
+ * pixel's channels, or a run of the zero point for a tap outside the
+ * input); the weights' units follow in the same order. Tile by tile as
+ * qg_sums8_vnni, the rows' pointers reloaded at each run. */
+QG_VNNI void qg_sums8_ind_vnni(const int mr, const int nt, const uint8_t *w, int64_t tb, const int8_t *const *ind,
+                               int64_t taps, int64_t tu, __m512i c[QG_MR][QG_GV]) {
+  for (int64_t t = 0; t < taps; t++) {
+    const int8_t *p[QG_MR];
+    QG_UNROLL for (int i = 0; i < mr; i++) p[i] = ind[i * taps + t];
+    for (int64_t u = 0; u < tu; u++, w += 128) {
+      __m512i x0[QG_MR], x1[QG_MR];
+      QG_UNROLL for (int i = 0; i < mr; i++) {
+        x0[i] = _mm512_set1_epi32(qg_load4(p[i] + u * 8));
+        x1[i] = _mm512_set1_epi32(qg_load4(p[i] + u * 8 + 4));
+      }
+      QG_UNROLL for (int j = 0; j < nt; j++) {
+        const __m512i lo = _mm512_loadu_si512((const void *)(w + j * tb)),
+                      hi = _mm512_loadu_si512((const void *)(w + j * tb + 64));
+        QG_UNROLL for (int i = 0; i < mr; i++) {
+          QG_DPBUSD(c[i][j], lo, x0[i]);
+          QG_DPBUSD(c[i][j], hi, x1[i]);
+        }
+      }
+    }
+  }
+}
+
+QG_VNNI void qg_qs8_ind_rows_vnni(const int mr, const int nt, const uint8_t *w, int64_t tb, const int8_t *const *ind,
+                                  int64_t taps, int64_t tu, int64_t nn, const int32_t *rowc, const int32_t *kb,
+                                  const float *rq, float qlo, float qhi, int32_t zp, int8_t *out, int64_t ldc) {
+  __m512i c[QG_MR][QG_GV];
+  qg_qs8_init_vnni(mr, nt, rowc, kb, c);
+  qg_sums8_ind_vnni(mr, nt, w, tb, ind, taps, tu, c);
+  qg_qs8_store_vnni(mr, nt, c, nn, rq, qlo, qhi, zp, out, ldc);
+}
+
+#define QG_IND_NT(R)                                                                                              \
+  switch (nt) {                                                                                                   \
+  case 1:                                                                                                         \
+    qg_qs8_ind_rows_vnni(R, 1, w, tile_bytes, ind + m * taps, taps, tu, nn, rowc + m, kb, rq, qlo, qhi, zp,       \
+                         out + m * ldc, ldc);                                                                     \
+    break;                                                                                                        \
+  case 2:                                                                                                         \
+    qg_qs8_ind_rows_vnni(R, 2, w, tile_bytes, ind + m * taps, taps, tu, nn, rowc + m, kb, rq, qlo, qhi, zp,       \
+                         out + m * ldc, ldc);                                                                     \
+    break;                                                                                                        \
+  case 3:                                                                                                         \
+    qg_qs8_ind_rows_vnni(R, 3, w, tile_bytes, ind + m * taps, taps, tu, nn, rowc + m, kb, rq, qlo, qhi, zp,       \
+                         out + m * ldc, ldc);                                                                     \
+    break;                                                                                                        \
+  default:                                                                                                        \
+    qg_qs8_ind_rows_vnni(R, 4, w, tile_bytes, ind + m * taps, taps, tu, nn, rowc + m, kb, rq, qlo, qhi, zp,       \
+                         out + m * ldc, ldc);                                                                     \
+    break;                                                                                                        \
+  }
+
+QG_VNNI_T void qg_qs8_ind_tile_vnni(const uint8_t *w, int64_t tile_bytes, int nt, const int8_t *const *ind,
+                                    int64_t taps, int64_t tu, int64_t rows, int64_t nn, const int32_t *rowc,
+                                    const int32_t *kb, const float *rq, float qlo, float qhi, int32_t zp, int8_t *out,
+                                    int64_t ldc) {
+  int64_t m = 0;
+  for (; m + QG_MR <= rows; m += QG_MR) QG_IND_NT(4)
+  for (; m < rows; m++) /* the last rows one at a time, tile by tile */
+    for (int t = 0; t < nt; t++)
+      qg_qs8_ind_rows_vnni(1, 1, w + t * tile_bytes, tile_bytes, ind + m * taps, taps, tu, nn - t * QG_NR, rowc + m,
+                           kb + t * QG_NR, rq + t * QG_NR, qlo, qhi, zp, out + m * ldc + t * QG_NR, ldc);
+}
+#undef QG_IND_NT
 
 #define QG_QS8_NT(R)                                                                                    \
   switch (nt) {                                                                                         \
