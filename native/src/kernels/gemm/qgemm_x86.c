@@ -516,33 +516,9 @@ QG_VNNI_T void qg_ukr4_vnni(const uint8_t *w, const int8_t *a, int64_t lda, int 
 /* c[i][t] += the 8-bit sums of mr rows and nt tiles (tile t at w + t * tb):
  * per unit, the rows' two broadcasts each, then tile by tile two loads and
  * 2 * mr vpdpbusd into that (row, tile)'s accumulator, so that a broadcast
- * serves 2 * nt products (16 chains at 4 x 4). With one or two tiles the
- * unit's second half goes into accumulators of its own, added at the end,
- * so that 8 or 16 chains are in flight instead of 4 or 8 (a 32-channel
- * convolution was bound by the vpdpbusd latency). */
+ * serves 2 * nt products (16 chains at 4 x 4). */
 QG_VNNI void qg_sums8_vnni(const int mr, const int nt, const uint8_t *w, int64_t tb, const int8_t *a, int64_t lda,
                            int64_t nu, __m512i c[QG_MR][QG_GV]) {
-  if (nt <= 2) {
-    __m512i d[QG_MR][2];
-    QG_UNROLL for (int i = 0; i < mr; i++) QG_UNROLL for (int t = 0; t < nt; t++) d[i][t] = _mm512_setzero_si512();
-    for (int64_t u = 0; u < nu; u++, w += 128) {
-      __m512i x0[QG_MR], x1[QG_MR];
-      QG_UNROLL for (int i = 0; i < mr; i++) {
-        x0[i] = _mm512_set1_epi32(qg_load4(a + i * lda + u * 8));
-        x1[i] = _mm512_set1_epi32(qg_load4(a + i * lda + u * 8 + 4));
-      }
-      QG_UNROLL for (int t = 0; t < nt; t++) {
-        const __m512i lo = _mm512_loadu_si512((const void *)(w + t * tb)),
-                      hi = _mm512_loadu_si512((const void *)(w + t * tb + 64));
-        QG_UNROLL for (int i = 0; i < mr; i++) {
-          QG_DPBUSD(c[i][t], lo, x0[i]);
-          QG_DPBUSD(d[i][t], hi, x1[i]);
-        }
-      }
-    }
-    QG_UNROLL for (int i = 0; i < mr; i++) QG_UNROLL for (int t = 0; t < nt; t++) c[i][t] = _mm512_add_epi32(c[i][t], d[i][t]);
-    return;
-  }
   for (int64_t u = 0; u < nu; u++, w += 128) {
     __m512i x0[QG_MR], x1[QG_MR];
     QG_UNROLL for (int i = 0; i < mr; i++) {
