@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "backends/xnnpack/qnodes.h"
+#include "core/cpu.h"
 #include "core/error.h"
 #include "core/parallel.h"
 #include "kernels/quantized/qs8_binary.h"
@@ -550,6 +551,64 @@ static void max_pool_u8(const uint8_t *in, uint8_t *out, int64_t N, int64_t H, i
       }
 }
 
+/* MaxPooling2d on qint8, output rows [r0, r1) of N * OH (each thread its
+ * own rows): per output pixel the max over its window's taps inside the
+ * input (padding is ignored), then the clamp. The channel loops are
+ * compiled for AVX2 too (VPMAXSB; SSE2 has no signed byte max). */
+typedef struct max_pool_job {
+  const int8_t *in;
+  int8_t *out;
+  int64_t H, W, C, OH, OW, ph, pw, sh, sw, dh, dw, pt, pl;
+  int32_t lo, hi;
+} max_pool_job;
+
+static inline __attribute__((always_inline)) void max_pool_body(const max_pool_job *J, int64_t r0, int64_t r1) {
+  const int64_t H = J->H, W = J->W, C = J->C, OH = J->OH, OW = J->OW;
+  const int8_t lo = (int8_t)J->lo, hi = (int8_t)J->hi;
+  for (int64_t r = r0; r < r1; r++) {
+    const int64_t n = r / OH, oh = r % OH;
+    for (int64_t ow = 0; ow < OW; ow++) {
+      int8_t *restrict o = J->out + ((n * OH + oh) * OW + ow) * C;
+      for (int64_t c = 0; c < C; c++) o[c] = lo;
+      bool any = false;
+      for (int64_t i = 0; i < J->ph; i++) {
+        const int64_t ih = oh * J->sh + i * J->dh - J->pt;
+        if (ih < 0 || ih >= H) continue;
+        for (int64_t j = 0; j < J->pw; j++) {
+          const int64_t iw = ow * J->sw + j * J->dw - J->pl;
+          if (iw < 0 || iw >= W) continue;
+          const int8_t *restrict p = J->in + ((n * H + ih) * W + iw) * C;
+          if (!any) {
+            for (int64_t c = 0; c < C; c++) o[c] = p[c];
+            any = true;
+          } else {
+            for (int64_t c = 0; c < C; c++) o[c] = p[c] > o[c] ? p[c] : o[c];
+          }
+        }
+      }
+      for (int64_t c = 0; c < C; c++) o[c] = o[c] < lo ? lo : o[c] > hi ? hi : o[c];
+    }
+  }
+}
+
+static void max_pool_generic(const max_pool_job *J, int64_t r0, int64_t r1) { max_pool_body(J, r0, r1); }
+#if defined(__GNUC__) && defined(__x86_64__)
+__attribute__((target("avx2"))) static void max_pool_avx2(const max_pool_job *J, int64_t r0, int64_t r1) {
+  max_pool_body(J, r0, r1);
+}
+#endif
+
+static void max_pool_rows(void *arg, int64_t r0, int64_t r1, int tid) {
+  (void)tid;
+#if defined(__GNUC__) && defined(__x86_64__)
+  if (px_cpu()->avx2) {
+    max_pool_avx2(arg, r0, r1);
+    return;
+  }
+#endif
+  max_pool_generic(arg, r0, r1);
+}
+
 static int exec_max_pool(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
   (void)ctx;
   const xnn_value *x = &values[node->in[0]];
@@ -566,31 +625,8 @@ static int exec_max_pool(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
     max_pool_u8(x->data, y->data, N, H, W, C, OH, OW, ph, pw, sh, sw, dh, dw, pt, pl, lo, hi);
     return 0;
   }
-  const int8_t *in = x->data;
-  int8_t *out = y->data;
-  for (int64_t n = 0; n < N; n++)
-    for (int64_t oh = 0; oh < OH; oh++)
-      for (int64_t ow = 0; ow < OW; ow++) {
-        int8_t *o = out + ((n * OH + oh) * OW + ow) * C;
-        for (int64_t c = 0; c < C; c++) o[c] = (int8_t)lo; /* padding is ignored */
-        bool any = false;
-        for (int64_t i = 0; i < ph; i++) {
-          int64_t ih = oh * sh + i * dh - pt;
-          if (ih < 0 || ih >= H) continue;
-          for (int64_t j = 0; j < pw; j++) {
-            int64_t iw = ow * sw + j * dw - pl;
-            if (iw < 0 || iw >= W) continue;
-            const int8_t *p = in + ((n * H + ih) * W + iw) * C;
-            if (!any) {
-              for (int64_t c = 0; c < C; c++) o[c] = p[c];
-              any = true;
-            } else {
-              for (int64_t c = 0; c < C; c++) o[c] = p[c] > o[c] ? p[c] : o[c];
-            }
-          }
-        }
-        for (int64_t c = 0; c < C; c++) o[c] = (int8_t)(o[c] < lo ? lo : o[c] > hi ? hi : o[c]);
-      }
+  max_pool_job J = {x->data, y->data, H, W, C, OH, OW, ph, pw, sh, sw, dh, dw, pt, pl, lo, hi};
+  px_parallel_for(N * OH, 1, N * OH * OW * C * ph * pw, max_pool_rows, &J);
   return 0;
 }
 
