@@ -191,6 +191,11 @@ static void test_cases(void) {
       {0, 0, 0, 1, 0, 1, 6, 7, 1, 40, 17, 1, 3, 1, 1, 1, 1, 0, 1, 0, 1, 0, 0},   /* 1x3, 5 units a tap */
       {0, 0, 0, 1, 0, 1, 7, 5, 1, 16, 8, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 0, 0},    /* 1x1 with stride */
       {0, 0, 0, 1, 0, 1, 70, 70, 1, 8, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0},  /* several row chunks */
+      /* few channels: kernel rows read in place, their bytes padded to 8 by the next pixels' */
+      {0, 0, 0, 1, 1, 2, 19, 17, 1, 3, 20, 7, 7, 2, 2, 1, 1, 3, 3, 3, 3, 0, 0}, /* a 7x7 stride-2 stem */
+      {0, 0, 0, 1, 0, 1, 12, 9, 1, 5, 7, 3, 3, 2, 1, 2, 1, 1, 0, 2, 1, 0, 0},   /* dilated rows */
+      {0, 0, 0, 0, 0, 1, 6, 6, 1, 12, 16, 2, 4, 1, 1, 1, 1, 0, 0, 1, 1, 0, 0},  /* 48-byte kernel rows */
+      {0, 0, 0, 1, 0, 1, 64, 48, 1, 3, 32, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0}, /* several row chunks */
   };
   for (size_t i = 0; i < sizeof fixed / sizeof *fixed; i++) run_case(&fixed[i]);
   /* random shapes */

@@ -26,6 +26,9 @@ struct px_qconv {
   int64_t *toff_h;      /* sh + 1 offsets */
   int64_t *taps_w, *toff_w;
   px_qweights **w;      /* [group * nph + phase], NULL for a phase without taps */
+  px_qweights *wrow;    /* a few-channel static convolution: the filter with each kernel row's kw * gic
+                           values padded with zeros to rowlen, a multiple of 8 (qc_run_rows); or NULL */
+  int64_t rowlen;
   int32_t *bias;        /* static: cout (zeros when none) */
   float *requant;       /* static: cout */
   int32_t in_zp, out_zp, qmin, qmax;
@@ -39,6 +42,7 @@ void px_qconv_free(px_qconv *c) {
   if (c->w)
     for (int64_t i = 0; i < c->groups * c->nph; i++) px_qweights_free(c->w[i]);
   free(c->w);
+  px_qweights_free(c->wrow);
   free(c->taps_h);
   free(c->toff_h);
   free(c->taps_w);
@@ -211,6 +215,25 @@ px_qconv *px_qconv_pack(const px_qconv_desc *d) {
       }
       c->bytes += px_qweights_bytes(c->w[g * c->nph + p]);
     }
+  /* The row form: one group, stride along the width only, a kernel row of
+   * kw * gic bytes that is not whole 8-byte units (whole ones per channel
+   * take the tap-by-tap form), at most 64 of them. */
+  const int64_t krow = d->kw * d->gic;
+  if (!d->transposed && !d->dynamic && d->groups == 1 && d->dw == 1 && d->gic % 8 && krow <= 64 &&
+      taps > 1) {
+    c->rowlen = (krow + 7) / 8 * 8;
+    int8_t *wr = calloc((size_t)(d->goc * d->kh * c->rowlen), 1);
+    if (wr) {
+      for (int64_t oc = 0; oc < d->goc; oc++)
+        for (int64_t i = 0; i < d->kh; i++)
+          memcpy(wr + (oc * d->kh + i) * c->rowlen, d->weights + (oc * d->kh + i) * krow, (size_t)krow);
+      px_qweights_desc wd = {.bits = 8, .N = d->goc, .K = d->kh * c->rowlen, .data = wr, .row_bytes = d->kh * c->rowlen,
+                             .scales = ones};
+      c->wrow = px_qweights_pack(&wd); /* without it (out of memory) the gathered form runs */
+      free(wr);
+      if (c->wrow) c->bytes += px_qweights_bytes(c->wrow);
+    }
+  }
   free(ones);
   free(rows);
   return c;
@@ -487,6 +510,76 @@ static int qc_run_indirect(px_ctx *ctx, const px_qconv *c, int64_t N, int64_t H,
   return 0;
 }
 
+/* The row form of a few-channel convolution (a 3-channel stem): each
+ * output pixel's row is its kh kernel rows, each a pointer to rowlen input
+ * bytes from the window's first pixel of that input row, the kw * gic the
+ * kernel reads followed by bytes of the next pixels, which meet zero
+ * weights. A kernel row that leaves the input (or whose bytes would run
+ * past its end) is built in scratch instead: its pixels' channels or the
+ * zero point, then zeros. A row's sum (for the product's offset correction)
+ * counts every byte the product reads: for an in-place kernel row, from
+ * prefix sums over the input. */
+/* pre[k] = x[0] + ... + x[k - 1], k <= n. */
+static void qc_prefix_sums(const int8_t *restrict x, int64_t n, int32_t *restrict pre) {
+  int32_t run = 0;
+  pre[0] = 0;
+  for (int64_t k = 0; k < n; k++) {
+    run += x[k];
+    pre[k + 1] = run;
+  }
+}
+
+static __attribute__((noinline)) int qc_run_rows(px_ctx *ctx, const px_qconv *c, int64_t N, int64_t H, int64_t W, const int8_t *x, int64_t OH,
+                       int64_t OW, int8_t *y) {
+  const int64_t C = c->gic, L = c->rowlen, KH = c->kh, M = N * OH * OW, total = N * H * W * C;
+  const int64_t chunk = M < 2048 ? M : 2048;
+  int32_t *restrict pre = px_scratch(ctx, sizeof(int32_t) * (size_t)(total + 1));
+  const int8_t **ind = px_scratch(ctx, sizeof(*ind) * (size_t)(chunk * KH));
+  int32_t *sums = px_scratch(ctx, sizeof(int32_t) * (size_t)chunk);
+  int8_t *built = px_scratch(ctx, (size_t)(chunk * KH * L));
+  if (!pre || !ind || !sums || !built) return PYEXEC_ERR_EXECUTION;
+  qc_prefix_sums(x, total, pre);
+  for (int64_t m0 = 0; m0 < M; m0 += chunk) {
+    const int64_t rows = M - m0 < chunk ? M - m0 : chunk;
+    int64_t n = m0 / (OH * OW), oh = m0 / OW % OH, ow = m0 % OW, nb = 0;
+    for (int64_t r = 0; r < rows; r++) {
+      const int64_t iw0 = ow * c->sw - c->pl, img = n * H * W;
+      int32_t sum = 0;
+      for (int64_t i = 0; i < KH; i++) {
+        const int64_t ih = oh * c->sh + i * c->dh - c->pt;
+        const int64_t off = ((img + ih * W) + iw0) * C; /* meaningful when the row lies inside */
+        if (ih >= 0 && ih < H && iw0 >= 0 && iw0 + c->kw <= W && off + L <= total) {
+          ind[r * KH + i] = x + off;
+          sum += pre[off + L] - pre[off];
+          continue;
+        }
+        int8_t *b = built + nb++ * L;
+        for (int64_t j = 0; j < c->kw; j++) {
+          const int64_t iw = iw0 + j;
+          if (ih >= 0 && ih < H && iw >= 0 && iw < W)
+            memcpy(b + j * C, x + (img + ih * W + iw) * C, (size_t)C);
+          else
+            memset(b + j * C, (int)(int8_t)c->in_zp, (size_t)C);
+        }
+        memset(b + c->kw * C, 0, (size_t)(L - c->kw * C));
+        for (int64_t k = 0; k < c->kw * C; k++) sum += b[k];
+        ind[r * KH + i] = b;
+      }
+      sums[r] = sum;
+      if (++ow == OW) {
+        ow = 0;
+        if (++oh == OH) oh = 0, n++;
+      }
+    }
+    qc_mark mk = qc_scratch_mark(ctx);
+    int rc = px_qgemm_qs8_indirect(ctx, c->wrow, rows, ind, KH, sums, c->in_zp, c->bias, c->requant, c->out_zp,
+                                   c->qmin, c->qmax, y + m0 * c->cout, c->cout);
+    qc_scratch_back(ctx, mk);
+    if (rc) return rc;
+  }
+  return 0;
+}
+
 static int qc_run(px_ctx *ctx, const px_qconv *c, int64_t N, int64_t H, int64_t W, const int8_t *x, const int32_t *zp,
                   const float *scale, int per_pixel, int64_t OH, int64_t OW, void *y) {
   int64_t oh, ow;
@@ -499,6 +592,7 @@ static int qc_run(px_ctx *ctx, const px_qconv *c, int64_t N, int64_t H, int64_t 
                                          !c->pb && !c->pr) &&
       px_qgemm_qs8_indirect_ok(c->w[0], c->kh * c->kw))
     return qc_run_indirect(ctx, c, N, H, W, x, OH, OW, y);
+  if (c->wrow && px_qgemm_qs8_indirect_ok(c->wrow, c->kh)) return qc_run_rows(ctx, c, N, H, W, x, OH, OW, y);
   size_t es = c->dynamic ? sizeof(float) : 1;
   for (int64_t p = 0; p < c->nph; p++) {
     qc_phase P = {.c = c, .x = x, .H = H, .W = W, .OH = OH, .OW = OW, .zp = zp, .x_end = x + N * H * W * c->cin};
