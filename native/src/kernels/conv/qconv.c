@@ -8,6 +8,9 @@
 #include "kernels/conv/qconv.h"
 
 #include <math.h>
+#if defined(__x86_64__)
+#include <emmintrin.h>
+#endif
 #include <stdlib.h>
 #include <string.h>
 
@@ -517,40 +520,65 @@ static int qc_run_indirect(px_ctx *ctx, const px_qconv *c, int64_t N, int64_t H,
  * weights. A kernel row that leaves the input (or whose bytes would run
  * past its end) is built in scratch instead: its pixels' channels or the
  * zero point, then zeros. A row's sum (for the product's offset correction)
- * counts every byte the product reads: for an in-place kernel row, from
- * prefix sums over the input. */
-/* pre[k] = x[0] + ... + x[k - 1], k <= n. */
-static void qc_prefix_sums(const int8_t *restrict x, int64_t n, int32_t *restrict pre) {
-  int32_t run = 0;
-  pre[0] = 0;
-  for (int64_t k = 0; k < n; k++) {
-    run += x[k];
-    pre[k + 1] = run;
-  }
+ * counts every byte the product reads. */
+/* A kernel row's run of L bytes (a multiple of 8, at most 64) summed into
+ * a row's running sum: on x86-64, 16 or 8 bytes a step by PSADBW (SSE2) on
+ * the bytes flipped to unsigned, into a vector the row reduces once (its
+ * 128s taken back then); elsewhere a plain loop. */
+#if defined(__x86_64__)
+typedef __m128i qc_rowsum;
+static inline qc_rowsum qc_rowsum_zero(void) { return _mm_setzero_si128(); }
+static inline qc_rowsum qc_rowsum_add(qc_rowsum acc, const int8_t *p, int64_t L) {
+  const __m128i flip = _mm_set1_epi8((char)0x80), zero = _mm_setzero_si128();
+  int64_t k = 0;
+  for (; k + 16 <= L; k += 16)
+    acc = _mm_add_epi64(acc, _mm_sad_epu8(_mm_xor_si128(_mm_loadu_si128((const __m128i *)(p + k)), flip), zero));
+  if (k < L) /* 8 left */
+    acc = _mm_add_epi64(acc, _mm_sad_epu8(_mm_xor_si128(_mm_loadl_epi64((const __m128i *)(p + k)),
+                                                        _mm_set_epi64x(0, (long long)0x8080808080808080ull)),
+                                          zero));
+  return acc;
 }
+static inline int32_t qc_rowsum_total(qc_rowsum acc, int64_t bytes) {
+  return (int32_t)(_mm_cvtsi128_si64(acc) + _mm_cvtsi128_si64(_mm_unpackhi_epi64(acc, acc)) - 128 * bytes);
+}
+#else
+typedef int32_t qc_rowsum;
+static inline qc_rowsum qc_rowsum_zero(void) { return 0; }
+static inline qc_rowsum qc_rowsum_add(qc_rowsum acc, const int8_t *p, int64_t L) {
+  for (int64_t k = 0; k < L; k++) acc += p[k];
+  return acc;
+}
+static inline int32_t qc_rowsum_total(qc_rowsum acc, int64_t bytes) {
+  (void)bytes;
+  return acc;
+}
+#endif
 
 static __attribute__((noinline)) int qc_run_rows(px_ctx *ctx, const px_qconv *c, int64_t N, int64_t H, int64_t W, const int8_t *x, int64_t OH,
                        int64_t OW, int8_t *y) {
   const int64_t C = c->gic, L = c->rowlen, KH = c->kh, M = N * OH * OW, total = N * H * W * C;
   const int64_t chunk = M < 2048 ? M : 2048;
-  int32_t *restrict pre = px_scratch(ctx, sizeof(int32_t) * (size_t)(total + 1));
   const int8_t **ind = px_scratch(ctx, sizeof(*ind) * (size_t)(chunk * KH));
   int32_t *sums = px_scratch(ctx, sizeof(int32_t) * (size_t)chunk);
   int8_t *built = px_scratch(ctx, (size_t)(chunk * KH * L));
-  if (!pre || !ind || !sums || !built) return PYEXEC_ERR_EXECUTION;
-  qc_prefix_sums(x, total, pre);
+  if (!ind || !sums || !built) return PYEXEC_ERR_EXECUTION;
   for (int64_t m0 = 0; m0 < M; m0 += chunk) {
     const int64_t rows = M - m0 < chunk ? M - m0 : chunk;
     int64_t n = m0 / (OH * OW), oh = m0 / OW % OH, ow = m0 % OW, nb = 0;
     for (int64_t r = 0; r < rows; r++) {
       const int64_t iw0 = ow * c->sw - c->pl, img = n * H * W;
+      const bool cols_in = iw0 >= 0 && iw0 + c->kw <= W;
       int32_t sum = 0;
+      qc_rowsum vsum = qc_rowsum_zero();
+      int64_t vbytes = 0;
       for (int64_t i = 0; i < KH; i++) {
         const int64_t ih = oh * c->sh + i * c->dh - c->pt;
         const int64_t off = ((img + ih * W) + iw0) * C; /* meaningful when the row lies inside */
-        if (ih >= 0 && ih < H && iw0 >= 0 && iw0 + c->kw <= W && off + L <= total) {
+        if (cols_in && ih >= 0 && ih < H && off + L <= total) {
           ind[r * KH + i] = x + off;
-          sum += pre[off + L] - pre[off];
+          vsum = qc_rowsum_add(vsum, x + off, L);
+          vbytes += L;
           continue;
         }
         int8_t *b = built + nb++ * L;
@@ -565,6 +593,7 @@ static __attribute__((noinline)) int qc_run_rows(px_ctx *ctx, const px_qconv *c,
         for (int64_t k = 0; k < c->kw * C; k++) sum += b[k];
         ind[r * KH + i] = b;
       }
+      sum += qc_rowsum_total(vsum, vbytes);
       sums[r] = sum;
       if (++ow == OW) {
         ow = 0;
