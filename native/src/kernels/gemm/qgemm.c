@@ -884,6 +884,14 @@ static int qg_prepare_a(px_ctx *ctx, const px_qweights *w, int64_t M, const int8
     return 0;
   }
   const bool vec = px_cpu()->avx2;
+#if QG_X86
+  if (vec && w->nb == 1) {
+    qg_sums_s8_avx2(a, M, w->bk, lda, *sa);
+    *ap = a;
+    *ldap = lda;
+    return 0;
+  }
+#endif
   for (int64_t m = 0; m < M; m++)
     for (int64_t g = 0; g < w->nb; g++) (*sa)[m * w->nb + g] = qg_sum_s8(a + m * lda + g * w->bk, w->bk, vec);
   *ap = a;
@@ -992,6 +1000,12 @@ static int qg_qs8(px_ctx *ctx, const px_qweights *w, int64_t M, const int8_t *a,
 
 void px_qgemm_sums_s8(const int8_t *p, int64_t count, int64_t n, int64_t stride, int32_t *out) {
   const bool vec = px_cpu()->avx2;
+#if QG_X86
+  if (vec) {
+    qg_sums_s8_avx2(p, count, n, stride, out);
+    return;
+  }
+#endif
   for (int64_t i = 0; i < count; i++) out[i] = qg_sum_s8(p + i * stride, n, vec);
 }
 

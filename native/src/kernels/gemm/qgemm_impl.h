@@ -168,6 +168,7 @@ void qg_f32_out_avx2(const int32_t *raw, const float *facc, int mr, int nn, cons
                      const int32_t *ws, const float *as, const float *sc, const float *bias, float lo, float hi,
                      float *out, int64_t ldc);
 int32_t qg_sum_s8_avx2(const int8_t *p, int64_t n);
+void qg_sums_s8_avx2(const int8_t *p, int64_t rows, int64_t n, int64_t stride, int32_t *out);
 void qg_qs8_out_avx2(const int32_t *raw, int mr, int nn, const int32_t *rowc, const int32_t *kb, const float *rq,
                      float qlo, float qhi, int32_t zp, int8_t *out, int64_t ldc);
 void qg_ukr8_avx2(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t nu, const qg_blocks *b,

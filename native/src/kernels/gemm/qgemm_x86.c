@@ -32,7 +32,7 @@ static inline int32_t qg_load4(const int8_t *p) {
  * = x + 128) and summed by vpsadbw, 64 bytes a step into two accumulators
  * (a gathered convolution row is 100s of bytes), then 32, 16 and 8, the
  * 128s taken back. */
-QG_AVX2_T int32_t qg_sum_s8_avx2(const int8_t *p, int64_t n) {
+QG_AVX2 int32_t qg_sum_s8_body(const int8_t *p, int64_t n) {
   const __m256i flip = _mm256_set1_epi8((char)0x80), zero = _mm256_setzero_si256();
   __m256i acc0 = zero, acc1 = zero;
   int64_t k = 0;
@@ -59,6 +59,15 @@ QG_AVX2_T int32_t qg_sum_s8_avx2(const int8_t *p, int64_t n) {
   int64_t s = _mm_cvtsi128_si64(acc) + _mm_extract_epi64(acc, 1) - 128 * k;
   for (; k < n; k++) s += p[k];
   return (int32_t)s;
+}
+
+QG_AVX2_T int32_t qg_sum_s8_avx2(const int8_t *p, int64_t n) { return qg_sum_s8_body(p, n); }
+
+/* out[r] = the sum of row r's n values (rows stride bytes apart), the loop
+ * over rows inside the AVX2 code: a 1x1 convolution's rows are 16-64 bytes,
+ * where a call per row cost as much as the sum. */
+QG_AVX2_T void qg_sums_s8_avx2(const int8_t *p, int64_t rows, int64_t n, int64_t stride, int32_t *out) {
+  for (int64_t r = 0; r < rows; r++) out[r] = qg_sum_s8_body(p + r * stride, n);
 }
 
 /* ---- AVX2, 8-bit: two rows at a time ---------------------------------------- */
