@@ -13,7 +13,10 @@
  * (AVX-512 VNNI): each row is a list of pointers, one per tap, to the input
  * pixel's channels or to a run of the zero point, and the product reads the
  * input in place (px_qgemm_qs8_indirect); a row's sum, which the product's
- * offset correction needs, is the sum of its taps' per-pixel sums. A transposed convolution is split into its stride_h x
+ * offset correction needs, is the sum of its taps' per-pixel sums. A
+ * few-channel one (a 3-channel stem: one group, kernel rows of at most 64
+ * bytes) lists its kernel rows instead, each read in place and padded to
+ * 8 bytes by the next pixels' bytes, which meet zero weights. A transposed convolution is split into its stride_h x
  * stride_w phases (the output pixels whose (o + padding) mod stride is the
  * same read the same subset of the taps): each phase is an ordinary product
  * over its own taps only, so no work is spent on the taps that fall between

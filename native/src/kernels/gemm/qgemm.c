@@ -1,8 +1,8 @@
 /*
  * qgemm.c - integer matrix products for quantized programs (qgemm.h): weight
- * packing, XNNPACK's dynamic row quantization, the drivers that split the
- * products over the thread pool, the portable micro-kernels, and the choice
- * of the micro-kernels this CPU runs best. qgemm_impl.h describes the packed
+ * packing, the drivers that split the products over the thread pool, and
+ * the choice of the micro-kernels this CPU runs best (the portable ones are
+ * qgemm_c.c's; XNNPACK's dynamic row quantization is qgemm_qd8.c's). qgemm_impl.h describes the packed
  * layout and the arithmetic every path shares.
  */
 #include "kernels/gemm/qgemm.h"
@@ -159,98 +159,6 @@ static qg_gemm_fn qg_gemm_kernel(void) {
   default:
     return NULL;
   }
-}
-
-/* ---- portable micro-kernels ------------------------------------------------ */
-
-/* Wrapping int32 arithmetic (as the SIMD instructions wrap) without signed
- * overflow in C. */
-static inline int32_t qg_wrap(uint32_t u) {
-  int32_t s;
-  memcpy(&s, &u, sizeof s);
-  return s;
-}
-
-static inline int qg_s8(uint8_t b) {
-#if QG_BIAS8 == 128
-  return b; /* stored as uint8 */
-#else
-  return (int8_t)b;
-#endif
-}
-
-/* One block's raw sums for mr rows (uint32: wrapping, as SIMD wraps). */
-static void qg_block8_c(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t nu,
-                        uint32_t acc[QG_MR][QG_NR]) {
-  memset(acc, 0, sizeof(uint32_t) * QG_MR * QG_NR);
-  for (int64_t u = 0; u < nu; u++, w += 128) {
-    for (int i = 0; i < mr; i++) {
-      const int8_t *ar = a + i * lda + u * QG_KU;
-      for (int q = 0; q < 2; q++)
-        for (int j = 0; j < QG_NR; j++) {
-          const uint8_t *wj = w + q * 64 + j * 4;
-          int32_t s = 0;
-          for (int t = 0; t < 4; t++) s += ar[q * 4 + t] * qg_s8(wj[t]);
-          acc[i][j] += (uint32_t)s;
-        }
-    }
-  }
-}
-
-static void qg_block4_c(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t nu,
-                        uint32_t acc[QG_MR][QG_NR]) {
-  memset(acc, 0, sizeof(uint32_t) * QG_MR * QG_NR);
-  for (int64_t u = 0; u < nu; u++, w += 64) {
-    for (int i = 0; i < mr; i++) {
-      const int8_t *ar = a + i * lda + u * QG_KU;
-      for (int j = 0; j < QG_NR; j++) {
-        const uint8_t *wj = w + j * 4;
-        int32_t s = 0;
-        for (int t = 0; t < 4; t++) s += ar[t] * (wj[t] & 15) + ar[4 + t] * (wj[t] >> 4);
-        acc[i][j] += (uint32_t)s;
-      }
-    }
-  }
-}
-
-static void qg_ukr_c(int bits, const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t nu,
-                     const qg_blocks *b, void *out) {
-  uint32_t acc[QG_MR][QG_NR];
-  if (!b) {
-    int32_t *raw = out;
-    if (bits == 8)
-      qg_block8_c(w, a, lda, mr, nu, acc);
-    else
-      qg_block4_c(w, a, lda, mr, nu, acc);
-    for (int i = 0; i < mr; i++)
-      for (int j = 0; j < QG_NR; j++) raw[i * QG_NR + j] = qg_wrap(acc[i][j]);
-    return;
-  }
-  float *f = out;
-  for (int i = 0; i < mr * QG_NR; i++) f[i] = 0.0f;
-  for (int64_t g = 0; g < b->nb; g++, w += b->wstride, a += b->astride) {
-    if (bits == 8)
-      qg_block8_c(w, a, lda, mr, nu, acc);
-    else
-      qg_block4_c(w, a, lda, mr, nu, acc);
-    for (int i = 0; i < mr; i++) {
-      int32_t c = qg_wrap_mul(b->sbias, b->sa[i * b->nb + g]);
-      for (int j = 0; j < QG_NR; j++) {
-        int32_t v = qg_wrap(acc[i][j] - (uint32_t)c - (uint32_t)qg_wrap_mul(b->azp[i], qg_blk_wsum(b, g, j)));
-        f[i * QG_NR + j] = f[i * QG_NR + j] + (float)v * qg_blk_scale(b, g, j);
-      }
-    }
-  }
-}
-
-void qg_ukr8_c(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t nu, const qg_blocks *b,
-               void *out) {
-  qg_ukr_c(8, w, a, lda, mr, nu, b, out);
-}
-
-void qg_ukr4_c(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t nu, const qg_blocks *b,
-               void *out) {
-  qg_ukr_c(4, w, a, lda, mr, nu, b, out);
 }
 
 /* ---- packing ------------------------------------------------------------- */
@@ -535,62 +443,6 @@ px_qweights *px_qweights_pack(const px_qweights_desc *d) {
   return w;
 }
 
-/* ---- dynamic quantization (the reference's A10) ------------------------- */
-
-/* XNNPACK's scalar min / max: the second operand when the comparison fails,
- * so a NaN in `a` gives b. (The row range itself ignores NaN.) */
-static inline float qg_max(float a, float b) { return b < a ? a : b; }
-static inline float qg_min(float a, float b) { return a < b ? a : b; }
-
-static void qg_qd8_range_c(const float *r, int64_t K, float *rmin, float *rmax) {
-  float lo = 0.0f, hi = 0.0f;
-  for (int64_t k = 0; k < K; k++) {
-    lo = r[k] < lo ? r[k] : lo;
-    hi = r[k] > hi ? r[k] : hi;
-  }
-  *rmin = lo;
-  *rmax = hi;
-}
-
-static void qg_qd8_quant_c(const float *r, int64_t K, float mult, float lo, float hi, int32_t zp, int8_t *q) {
-  for (int64_t k = 0; k < K; k++) {
-    float v = qg_min(qg_max(r[k] * mult, lo), hi);
-    q[k] = (int8_t)(lrintf(v) + zp);
-  }
-}
-
-void px_quantize_qd8(const float *x, int64_t M, int64_t K, int64_t ldx, int8_t *q, int32_t *zp,
-                     float *scale) {
-  void (*range)(const float *, int64_t, float *, float *) = qg_qd8_range_c;
-  void (*quant)(const float *, int64_t, float, float, float, int32_t, int8_t *) = qg_qd8_quant_c;
-#if QG_X86
-  if (px_qgemm_path() == PX_QGEMM_AVX2 || px_qgemm_path() == PX_QGEMM_AVX512_VNNI) {
-    range = qg_qd8_range_avx2;
-    quant = qg_qd8_quant_avx2;
-  }
-#endif
-#if QG_NEON
-  if (px_qgemm_path() == PX_QGEMM_NEON || px_qgemm_path() == PX_QGEMM_NEON_DOT) {
-    range = qg_qd8_range_neon;
-    quant = qg_qd8_quant_neon;
-  }
-#endif
-  for (int64_t m = 0; m < M; m++) {
-    const float *r = x + m * ldx;
-    float rmin, rmax; /* NaN ignored */
-    range(r, K, &rmin, &rmax);
-    float mult = rmin == rmax ? 1.0f : 255.0f / (rmax - rmin);
-    float dmin = rmin * mult, dmax = rmax * mult;
-    float z = (-128.0f + dmin) + (127.0f + dmax) > 0.0f ? -128.0f - dmin : 127.0f - dmax;
-    z = qg_min(qg_max(z, -128.0f), 127.0f);
-    if (!(z == z)) z = 0.0f; /* a row with an infinity: keep lrintf defined */
-    long izp = lrintf(z);
-    quant(r, K, mult, (float)(-128 - izp), (float)(127 - izp), (int32_t)izp, q + m * K);
-    zp[m] = (int32_t)izp;
-    scale[m] = 1.0f / mult;
-  }
-}
-
 /* ---- drivers ------------------------------------------------------------- */
 
 /* The work is split over tiles of QG_NR channels times blocks of QG_MB rows
@@ -827,6 +679,33 @@ static void qg_qs8_out_c(const int32_t *raw, int mr, int nn, const int32_t *rowc
     }
 }
 
+/* The static product's output step: a_zp, bias, the requantization scales
+ * and the output's zero point, clamp and rows. */
+static void qg_qs8_step(qg_job *J, int32_t a_zp, const int32_t *bias, const float *requant, int32_t out_zp,
+                        int32_t qmin, int32_t qmax, int8_t *out, int64_t ldc) {
+  J->azp1 = a_zp;
+  J->ibias = bias;
+  J->requant = requant;
+  J->out_zp = out_zp;
+  J->qlo = (float)(qmin - out_zp);
+  J->qhi = (float)(qmax - out_zp);
+  J->qout = out;
+  J->ldc = ldc;
+}
+
+/* nt tiles' constants from channel n0: bias - a_zp * wsum, and the
+ * requantization scales (0 past the last channel). */
+static void qg_qs8_consts(const qg_job *J, int64_t n0, int nt, int32_t *kb, float *rq) {
+  const px_qweights *w = J->w;
+  const int64_t left = w->N - n0;
+  for (int j = 0; j < nt * QG_NR; j++) {
+    kb[j] = j < left ? qg_wrap((J->ibias ? (uint32_t)J->ibias[n0 + j] : 0u) -
+                               (uint32_t)qg_wrap_mul(J->azp1, ((const int32_t *)w->wsum)[n0 + j]))
+                     : 0;
+    rq[j] = j < left ? J->requant[n0 + j] : 0.0f;
+  }
+}
+
 static void qg_run_qs8(void *arg, int64_t i0, int64_t i1, int tid) {
   (void)tid;
   const qg_job *J = arg;
@@ -840,13 +719,7 @@ static void qg_run_qs8(void *arg, int64_t i0, int64_t i1, int tid) {
     int64_t mend = (mb + 1) * QG_MB < J->M ? (mb + 1) * QG_MB : J->M;
     const uint8_t *wt = w->packed + t0 * w->tile_bytes;
     int64_t n0 = t0 * QG_NR, left = w->N - n0;
-    /* the tiles' constants: bias - a_zp * wsum, and the requantization scales */
-    for (int j = 0; j < nt * QG_NR; j++) {
-      kb[j] = j < left ? qg_wrap((J->ibias ? (uint32_t)J->ibias[n0 + j] : 0u) -
-                                 (uint32_t)qg_wrap_mul(J->azp1, ((const int32_t *)w->wsum)[n0 + j]))
-                       : 0;
-      rq[j] = j < left ? J->requant[n0 + j] : 0.0f;
-    }
+    qg_qs8_consts(J, n0, nt, kb, rq);
     if (J->qs8_tile) { /* the row block in one call */
       int32_t rowcs[QG_MB];
       int64_t m0 = mb * QG_MB;
@@ -975,13 +848,7 @@ static int qg_qs8(px_ctx *ctx, const px_qweights *w, int64_t M, const int8_t *a,
   qg_job J;
   int rc = qg_job_init(ctx, w, M, a, lda, padded, &J);
   if (rc) return rc;
-  J.azp1 = a_zp;
-  J.ibias = bias;
-  J.requant = requant;
-  J.out_zp = out_zp;
-  J.qlo = (float)(qmin - out_zp);
-  J.qhi = (float)(qmax - out_zp);
-  J.qout = out;
+  qg_qs8_step(&J, a_zp, bias, requant, out_zp, qmin, qmax, out, ldc);
   J.qs8_out = qg_qs8_out_c;
 #if QG_X86
   if (px_qgemm_path() == PX_QGEMM_AVX2 || px_qgemm_path() == PX_QGEMM_AVX512_VNNI) J.qs8_out = qg_qs8_out_avx2;
@@ -990,7 +857,6 @@ static int qg_qs8(px_ctx *ctx, const px_qweights *w, int64_t M, const int8_t *a,
 #if QG_NEON
   if (px_qgemm_path() == PX_QGEMM_NEON || px_qgemm_path() == PX_QGEMM_NEON_DOT) J.qs8_out = qg_qs8_out_neon;
 #endif
-  J.ldc = ldc;
   const int64_t gv = J.qs8_tile ? QG_GV : 1;
   px_parallel_for((w->ntiles + gv - 1) / gv * J.nmb, 1, M * w->K * w->N, qg_run_qs8, &J);
   return 0;
@@ -1033,12 +899,7 @@ static void qg_run_qs8_ind(void *arg, int64_t i0, int64_t i1, int tid) {
     int nt = (int)(w->ntiles - t0 < QG_GV ? w->ntiles - t0 : QG_GV);
     int64_t m0 = mb * QG_MB, mend = m0 + QG_MB < J->M ? m0 + QG_MB : J->M;
     int64_t n0 = t0 * QG_NR, left = w->N - n0;
-    for (int j = 0; j < nt * QG_NR; j++) {
-      kb[j] = j < left ? qg_wrap((J->ibias ? (uint32_t)J->ibias[n0 + j] : 0u) -
-                                 (uint32_t)qg_wrap_mul(J->azp1, ((const int32_t *)w->wsum)[n0 + j]))
-                       : 0;
-      rq[j] = j < left ? J->requant[n0 + j] : 0.0f;
-    }
+    qg_qs8_consts(J, n0, nt, kb, rq);
     for (int64_t i = 0; i < mend - m0; i++) rowcs[i] = qg_wrap_mul(w->sbias, J->sa[m0 + i]);
     qg_qs8_ind_tile_vnni(w->packed + t0 * w->tile_bytes, w->tile_bytes, nt, J->ind + m0 * J->taps, J->taps, J->tu,
                          mend - m0, left, rowcs, kb, rq, J->qlo, J->qhi, J->out_zp, J->qout + m0 * J->ldc + n0,
@@ -1063,14 +924,7 @@ int px_qgemm_qs8_indirect(px_ctx *ctx, const px_qweights *w, int64_t M, const in
   J.ind = ind;
   J.taps = taps;
   J.tu = w->bk / taps / QG_KU;
-  J.azp1 = a_zp;
-  J.ibias = bias;
-  J.requant = requant;
-  J.out_zp = out_zp;
-  J.qlo = (float)(qmin - out_zp);
-  J.qhi = (float)(qmax - out_zp);
-  J.qout = out;
-  J.ldc = ldc;
+  qg_qs8_step(&J, a_zp, bias, requant, out_zp, qmin, qmax, out, ldc);
   px_parallel_for((w->ntiles + QG_GV - 1) / QG_GV * J.nmb, 1, M * w->K * w->N, qg_run_qs8_ind, &J);
   return 0;
 #else

@@ -1,6 +1,6 @@
 /*
- * qgemm_impl.h - what qgemm.c shares with its per-ISA micro-kernels
- * (qgemm_x86.c, qgemm_neon.c); private to kernels/gemm/.
+ * qgemm_impl.h - what qgemm.c shares with its micro-kernels (qgemm_c.c,
+ * qgemm_x86.c, qgemm_neon.c); private to kernels/gemm/.
  *
  * Packed weights. Output channels are grouped in tiles of QG_NR = 16; depth
  * is cut into nb blocks of bk values (nb = 1 and bk = K for per-channel
@@ -82,6 +82,19 @@ static inline float qg_bf16(uint16_t h) {
 }
 static inline float qg_blk_scale(const qg_blocks *b, int64_t g, int j) {
   return b->sbf16 ? qg_bf16(((const uint16_t *)qg_blk_sc(b, g))[j]) : ((const float *)qg_blk_sc(b, g))[j];
+}
+
+/* XNNPACK's scalar min / max: the second operand when the comparison fails,
+ * so a NaN in `a` gives b. */
+static inline float qg_max(float a, float b) { return b < a ? a : b; }
+static inline float qg_min(float a, float b) { return a < b ? a : b; }
+
+/* Wrapping int32 arithmetic (as the SIMD instructions wrap) without signed
+ * overflow in C. */
+static inline int32_t qg_wrap(uint32_t u) {
+  int32_t s;
+  __builtin_memcpy(&s, &u, sizeof s);
+  return s;
 }
 
 /* Wrapping int32 products as the SIMD instructions compute them. */

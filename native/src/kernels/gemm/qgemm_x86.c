@@ -648,58 +648,44 @@ QG_VNNI void qg_qs8_ind_rows_vnni(const int mr, const int nt, const uint8_t *w, 
   qg_qs8_store_vnni(mr, nt, c, nn, rq, qlo, qhi, zp, out, ldc);
 }
 
-#define QG_IND_NT(R)                                                                                              \
-  switch (nt) {                                                                                                   \
-  case 1:                                                                                                         \
-    qg_qs8_ind_rows_vnni(R, 1, w, tile_bytes, ind + m * taps, taps, tu, nn, rowc + m, kb, rq, qlo, qhi, zp,       \
-                         out + m * ldc, ldc);                                                                     \
-    break;                                                                                                        \
-  case 2:                                                                                                         \
-    qg_qs8_ind_rows_vnni(R, 2, w, tile_bytes, ind + m * taps, taps, tu, nn, rowc + m, kb, rq, qlo, qhi, zp,       \
-                         out + m * ldc, ldc);                                                                     \
-    break;                                                                                                        \
-  case 3:                                                                                                         \
-    qg_qs8_ind_rows_vnni(R, 3, w, tile_bytes, ind + m * taps, taps, tu, nn, rowc + m, kb, rq, qlo, qhi, zp,       \
-                         out + m * ldc, ldc);                                                                     \
-    break;                                                                                                        \
-  default:                                                                                                        \
-    qg_qs8_ind_rows_vnni(R, 4, w, tile_bytes, ind + m * taps, taps, tu, nn, rowc + m, kb, rq, qlo, qhi, zp,       \
-                         out + m * ldc, ldc);                                                                     \
-    break;                                                                                                        \
+/* CALL(nt) with nt a constant 1..QG_GV, so that each tile count gets its
+ * own unrolled kernel. */
+#define QG_BY_NT(CALL) \
+  switch (nt) {        \
+  case 1:              \
+    CALL(1);           \
+    break;             \
+  case 2:              \
+    CALL(2);           \
+    break;             \
+  case 3:              \
+    CALL(3);           \
+    break;             \
+  default:             \
+    CALL(4);           \
+    break;             \
   }
+
+#define QG_IND_ROWS(NT)                                                                                          \
+  qg_qs8_ind_rows_vnni(QG_MR, NT, w, tile_bytes, ind + m * taps, taps, tu, nn, rowc + m, kb, rq, qlo, qhi, zp, \
+                       out + m * ldc, ldc)
 
 QG_VNNI_T void qg_qs8_ind_tile_vnni(const uint8_t *w, int64_t tile_bytes, int nt, const int8_t *const *ind,
                                     int64_t taps, int64_t tu, int64_t rows, int64_t nn, const int32_t *rowc,
                                     const int32_t *kb, const float *rq, float qlo, float qhi, int32_t zp, int8_t *out,
                                     int64_t ldc) {
   int64_t m = 0;
-  for (; m + QG_MR <= rows; m += QG_MR) QG_IND_NT(4)
+  for (; m + QG_MR <= rows; m += QG_MR) QG_BY_NT(QG_IND_ROWS)
   for (; m < rows; m++) /* the last rows one at a time, tile by tile */
     for (int t = 0; t < nt; t++)
       qg_qs8_ind_rows_vnni(1, 1, w + t * tile_bytes, tile_bytes, ind + m * taps, taps, tu, nn - t * QG_NR, rowc + m,
                            kb + t * QG_NR, rq + t * QG_NR, qlo, qhi, zp, out + m * ldc + t * QG_NR, ldc);
 }
-#undef QG_IND_NT
+#undef QG_IND_ROWS
 
-#define QG_QS8_NT(R)                                                                                    \
-  switch (nt) {                                                                                         \
-  case 1:                                                                                               \
-    qg_qs8_rows_vnni(R, 1, w, tile_bytes, a + m * lda, lda, nu, nn, rowc + m, kb, rq, qlo, qhi, zp,     \
-                     out + m * ldc, ldc);                                                               \
-    break;                                                                                              \
-  case 2:                                                                                               \
-    qg_qs8_rows_vnni(R, 2, w, tile_bytes, a + m * lda, lda, nu, nn, rowc + m, kb, rq, qlo, qhi, zp,     \
-                     out + m * ldc, ldc);                                                               \
-    break;                                                                                              \
-  case 3:                                                                                               \
-    qg_qs8_rows_vnni(R, 3, w, tile_bytes, a + m * lda, lda, nu, nn, rowc + m, kb, rq, qlo, qhi, zp,     \
-                     out + m * ldc, ldc);                                                               \
-    break;                                                                                              \
-  default:                                                                                              \
-    qg_qs8_rows_vnni(R, 4, w, tile_bytes, a + m * lda, lda, nu, nn, rowc + m, kb, rq, qlo, qhi, zp,     \
-                     out + m * ldc, ldc);                                                               \
-    break;                                                                                              \
-  }
+#define QG_QS8_ROWS(NT)                                                                                       \
+  qg_qs8_rows_vnni(QG_MR, NT, w, tile_bytes, a + m * lda, lda, nu, nn, rowc + m, kb, rq, qlo, qhi, zp, out + m * ldc, \
+                   ldc)
 
 /* The last rows (fewer than QG_MR) tile by tile: one kernel per row count. */
 #define QG_QS8_TAIL(R)                                                                                   \
@@ -711,7 +697,7 @@ QG_VNNI_T void qg_qs8_tile_vnni(const uint8_t *w, int64_t tile_bytes, int nt, co
                                 int64_t rows, int64_t nu, int64_t nn, const int32_t *rowc, const int32_t *kb,
                                 const float *rq, float qlo, float qhi, int32_t zp, int8_t *out, int64_t ldc) {
   int64_t m = 0;
-  for (; m + QG_MR <= rows; m += QG_MR) QG_QS8_NT(4)
+  for (; m + QG_MR <= rows; m += QG_MR) QG_BY_NT(QG_QS8_ROWS)
   switch (rows - m) {
   case 1:
     QG_QS8_TAIL(1)
