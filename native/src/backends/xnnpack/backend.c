@@ -1,7 +1,8 @@
 /*
  * backend.c - XnnpackBackend on pyexec's own kernels: init parses and
- * checks the payload (payload.c), gives every intermediate value storage at
- * its upper-bound size once and runs the nodes' prepare hooks; check_call,
+ * checks the payload (payload.c), gives the intermediate values storage at
+ * their upper-bound sizes once, sharing bytes between values whose lives do
+ * not meet (storage.c), and runs the nodes' prepare hooks; check_call,
  * per DelegateCall at load, checks the arguments the external values take;
  * execute binds the external values to the call's arguments by external_id
  * (the other arguments, ints, SymInts and the like, are ignored), propagates
@@ -44,34 +45,25 @@ static void xnn_destroy(void *handle) {
   free(d);
 }
 
-/* Values the backend stores: intermediates (neither constant nor external)
- * and the float32 storage of fp16 / bf16 external values. */
-static bool stored_here(const xnn_value *v) { return !v->constant && (!v->flags || v->half); }
-
-/* Stored values share one zeroed allocation, each at its upper bound,
- * 64-byte aligned. */
+/* Stored values share one zeroed allocation as storage.c plans it, with 64
+ * bytes to spare at its end. */
 static pyexec_status give_storage(xnn_delegate *d) {
   xnn_graph *g = &d->g;
-  uint64_t total = 0;
-  for (uint32_t i = 0; i < g->nvalues; i++) {
-    const xnn_value *v = &g->values[i];
-    if (!stored_here(v)) continue;
-    total += ((uint64_t)v->capacity + 63) & ~(uint64_t)63;
-    if (total > px_max_declared_bytes)
-      return px_invalid_program("XNNPACK payload: intermediate values need more than %llu bytes",
-                                (unsigned long long)px_max_declared_bytes);
+  uint64_t *off = malloc(sizeof *off * ((size_t)g->nvalues + 1)), total = 0;
+  if (!off) return px_no_memory("XNNPACK intermediate values");
+  pyexec_status st = xnn_plan_storage(g, off, &total);
+  if (!st && total > px_max_declared_bytes)
+    st = px_invalid_program("XNNPACK payload: intermediate values need more than %llu bytes",
+                            (unsigned long long)px_max_declared_bytes);
+  if (!st) {
+    d->arena_len = (size_t)total + 64;
+    d->arena = px_big_alloc(d->arena_len, &d->arena_mapped);
+    if (!d->arena) st = px_no_memory("XNNPACK intermediate values");
   }
-  d->arena_len = (size_t)total ? (size_t)total : 64;
-  d->arena = px_big_alloc(d->arena_len, &d->arena_mapped);
-  if (!d->arena) return px_no_memory("XNNPACK intermediate values");
-  size_t off = 0;
-  for (uint32_t i = 0; i < g->nvalues; i++) {
-    xnn_value *v = &g->values[i];
-    if (!stored_here(v)) continue;
-    v->data = (uint8_t *)d->arena + off;
-    off += (v->capacity + 63) & ~(size_t)63;
-  }
-  return PYEXEC_OK;
+  for (uint32_t i = 0; i < g->nvalues && !st; i++)
+    if (off[i] != UINT64_MAX) g->values[i].data = (uint8_t *)d->arena + off[i];
+  free(off);
+  return st;
 }
 
 /* Appends to the Unsupported message xnn_parse left (which names the first

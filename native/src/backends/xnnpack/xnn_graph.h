@@ -301,6 +301,17 @@ size_t xnn_datatype_size(int datatype);
 int xnn_set_dims(px_ctx *ctx, const xnn_node *node, xnn_value *v, uint32_t nd,
                  const int64_t *dims);
 
+/* Values the backend stores: intermediates (neither constant nor external)
+ * and the float32 storage of fp16 / bf16 external values. */
+static inline bool xnn_stored_here(const xnn_value *v) { return !v->constant && (!v->flags || v->half); }
+
+/* Where each stored value lives in one arena (storage.c): offsets[v] (a
+ * multiple of 64; UINT64_MAX for the values stored elsewhere) and the
+ * arena's bytes in *total. Values whose lives (writer to last reader) do
+ * not meet share bytes, and a StaticReshape's output is its input's
+ * storage. PYEXEC_OK, or px_no_memory's status. */
+pyexec_status xnn_plan_storage(const xnn_graph *g, uint64_t *offsets, uint64_t *total);
+
 /* Load-time rewrites of a parsed graph, before it gets storage (fuse.c): a
  * qint8 Clamp folded into the node that makes its input, where that is
  * exact. Returns 0, or -1 when memory runs out (the graph unchanged). */
