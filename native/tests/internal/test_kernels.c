@@ -310,7 +310,8 @@ static void test_transpose2d(void) {
   CHECK(bad == 0);
 
   static const int64_t shapes[][2] = {{1, 1},  {1, 20}, {20, 1}, {7, 9},   {8, 8},   {9, 8},
-                                      {8, 13}, {16, 3}, {3, 96}, {13, 11}, {67, 130}, {96, 200}};
+                                      {8, 13}, {16, 3}, {3, 96}, {13, 11}, {67, 130}, {96, 200},
+                                      {16, 16}, {17, 33}, {130, 67}};
   static const size_t sizes[] = {1, 2, 4, 8};
   for (size_t e = 0; e < sizeof sizes / sizeof *sizes; e++) {
     size_t es = sizes[e];

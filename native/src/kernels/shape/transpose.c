@@ -6,8 +6,10 @@
  * elements) so that the rows written stay in L1 while a block's columns are
  * read. Inside a block, 4-byte elements go through 8x8 register tiles on
  * AVX2 (eight row loads, three rounds of unpack / shuffle / lane permute,
- * eight column stores) or 4x4 NEON tiles on AArch64; everything else, and the edges that are not a
- * multiple of 8, through plain C. Shuffles move bits, so NaN payloads and
+ * eight column stores) or 4x4 NEON tiles on AArch64, and bytes (the int8
+ * NCHW <-> NHWC transposes of quantized graphs) through 16x16 SSE2 tiles or
+ * 8x8 NEON ones; other sizes, and the edges that are not a multiple of the
+ * tile, through plain C. Shuffles move bits, so NaN payloads and
  * signed zeros come out as they went in.
  */
 #include "kernels/shape/transpose.h"
@@ -51,13 +53,14 @@ static void transpose_plain(size_t es, void *dst, int64_t dst_ld, const void *sr
 
 #if defined(HAVE_AVX2_TILES) || defined(HAVE_NEON_TILES)
 /* The ragged right columns [c0, cols) and bottom rows [r0, rows) of a
- * 4-byte transpose whose [0, r0) x [0, c0) part the tiles did. */
-static void edges(void *dst, int64_t dst_ld, const void *src, int64_t src_ld, int64_t rows, int64_t cols,
-                  int64_t r0, int64_t c0) {
-  uint32_t *d = dst;
-  const uint32_t *s = src;
-  if (c0 < cols) transpose_plain(4, d + c0 * dst_ld, dst_ld, s + c0, src_ld, r0, cols - c0);
-  if (r0 < rows) transpose_plain(4, d + r0, dst_ld, s + r0 * src_ld, src_ld, rows - r0, cols);
+ * transpose of es-byte elements whose [0, r0) x [0, c0) part the tiles did. */
+static void edges(size_t es, void *dst, int64_t dst_ld, const void *src, int64_t src_ld, int64_t rows,
+                  int64_t cols, int64_t r0, int64_t c0) {
+  char *d = dst;
+  const char *s = src;
+  const int64_t e = (int64_t)es;
+  if (c0 < cols) transpose_plain(es, d + c0 * dst_ld * e, dst_ld, s + c0 * e, src_ld, r0, cols - c0);
+  if (r0 < rows) transpose_plain(es, d + r0 * e, dst_ld, s + r0 * src_ld * e, src_ld, rows - r0, cols);
 }
 #endif
 
@@ -69,14 +72,24 @@ void px_transpose2d(size_t es, void *dst, int64_t dst_ld, const void *src, int64
 #ifdef HAVE_AVX2_TILES
   if (es == 4 && rows >= 8 && cols >= 8 && px_cpu()->avx2) {
     px_transpose4_avx2(dst, dst_ld, src, src_ld, rows, cols);
-    edges(dst, dst_ld, src, src_ld, rows, cols, rows & ~(int64_t)7, cols & ~(int64_t)7);
+    edges(4, dst, dst_ld, src, src_ld, rows, cols, rows & ~(int64_t)7, cols & ~(int64_t)7);
+    return;
+  }
+  if (es == 1 && rows >= 16 && cols >= 16) {
+    px_transpose1_sse2(dst, dst_ld, src, src_ld, rows, cols);
+    edges(1, dst, dst_ld, src, src_ld, rows, cols, rows & ~(int64_t)15, cols & ~(int64_t)15);
     return;
   }
 #endif
 #ifdef HAVE_NEON_TILES
   if (es == 4 && rows >= 4 && cols >= 4) {
     px_transpose4_neon(dst, dst_ld, src, src_ld, rows, cols);
-    edges(dst, dst_ld, src, src_ld, rows, cols, rows & ~(int64_t)3, cols & ~(int64_t)3);
+    edges(4, dst, dst_ld, src, src_ld, rows, cols, rows & ~(int64_t)3, cols & ~(int64_t)3);
+    return;
+  }
+  if (es == 1 && rows >= 8 && cols >= 8) {
+    px_transpose1_neon(dst, dst_ld, src, src_ld, rows, cols);
+    edges(1, dst, dst_ld, src, src_ld, rows, cols, rows & ~(int64_t)7, cols & ~(int64_t)7);
     return;
   }
 #endif

@@ -1,6 +1,6 @@
 /*
- * transpose_x86.c - transpose.c's 4-byte transpose through AVX2 8x8 tiles
- * (transpose_isa.h). Elsewhere than on x86-64 this file compiles to nothing.
+ * transpose_x86.c - transpose.c's x86 tiles (transpose_isa.h): AVX2 8x8 for
+ * 4-byte elements, SSE2 16x16 for bytes. Elsewhere than on x86-64 this file compiles to nothing.
  */
 #include "kernels/shape/transpose_isa.h"
 
@@ -21,6 +21,53 @@ __attribute__((target("avx2"))) void px_transpose4_avx2(float *dst, int64_t dst_
       int64_t ce = min64(cb + BLK, c8);
       for (int64_t r = rb; r < re; r += 8)
         for (int64_t c = cb; c < ce; c += 8) px_tile8x8_f32(dst + c * dst_ld + r, dst_ld, src + r * src_ld + c, src_ld);
+    }
+  }
+}
+
+/* ---- SSE2 16x16 byte tiles ------------------------------------------------------ */
+
+/* One 16x16 tile of bytes: four rounds of unpacks, each doubling the run of
+ * rows that sits together (bytes paired, then 2-, 4- and 8-byte runs), turn
+ * the 16 row loads into the 16 columns. SSE2 is part of x86-64: no run-time
+ * check. The comments name what register k holds after each round. */
+static inline void tile16x16_u8(uint8_t *d, int64_t dst_ld, const uint8_t *s, int64_t src_ld) {
+  __m128i a[16], p[16], q[16], r[16];
+  for (int i = 0; i < 16; i++) a[i] = _mm_loadu_si128((const __m128i *)(s + i * src_ld));
+  /* p[8h + i]: rows 2i, 2i + 1 of columns 8h..8h+7, as 16-bit pairs */
+  for (int i = 0; i < 8; i++) {
+    p[i] = _mm_unpacklo_epi8(a[2 * i], a[2 * i + 1]);
+    p[8 + i] = _mm_unpackhi_epi8(a[2 * i], a[2 * i + 1]);
+  }
+  /* q[8h + 4g + m]: rows 4m..4m+3 of columns 8h+4g..+3, as 32-bit quads */
+  for (int h = 0; h < 16; h += 8)
+    for (int m = 0; m < 4; m++) {
+      q[h + m] = _mm_unpacklo_epi16(p[h + 2 * m], p[h + 2 * m + 1]);
+      q[h + 4 + m] = _mm_unpackhi_epi16(p[h + 2 * m], p[h + 2 * m + 1]);
+    }
+  /* r[4t + 2e + n]: rows 8n..8n+7 of columns 4t+2e, 4t+2e+1, as 64-bit octets */
+  for (int t = 0; t < 16; t += 4)
+    for (int n = 0; n < 2; n++) {
+      r[t + n] = _mm_unpacklo_epi32(q[t + 2 * n], q[t + 2 * n + 1]);
+      r[t + 2 + n] = _mm_unpackhi_epi32(q[t + 2 * n], q[t + 2 * n + 1]);
+    }
+  /* column c = 2k (+1): the low (high) octets of r[2k] and r[2k + 1] */
+  for (int k = 0; k < 8; k++) {
+    _mm_storeu_si128((__m128i *)(d + (2 * k) * dst_ld), _mm_unpacklo_epi64(r[2 * k], r[2 * k + 1]));
+    _mm_storeu_si128((__m128i *)(d + (2 * k + 1) * dst_ld), _mm_unpackhi_epi64(r[2 * k], r[2 * k + 1]));
+  }
+}
+
+/* As px_transpose4_avx2, for bytes in 16x16 tiles. */
+void px_transpose1_sse2(uint8_t *dst, int64_t dst_ld, const uint8_t *src, int64_t src_ld, int64_t rows,
+                        int64_t cols) {
+  int64_t r16 = rows & ~(int64_t)15, c16 = cols & ~(int64_t)15;
+  for (int64_t rb = 0; rb < r16; rb += BLK) {
+    int64_t re = min64(rb + BLK, r16);
+    for (int64_t cb = 0; cb < c16; cb += BLK) {
+      int64_t ce = min64(cb + BLK, c16);
+      for (int64_t r = rb; r < re; r += 16)
+        for (int64_t c = cb; c < ce; c += 16) tile16x16_u8(dst + c * dst_ld + r, dst_ld, src + r * src_ld + c, src_ld);
     }
   }
 }
