@@ -124,8 +124,12 @@ pyexec_status xnn_plan_storage(const xnn_graph *g, uint64_t *offsets, uint64_t *
   }
   for (uint32_t v = 0; v < nv; v++) group_off[v] = UINT64_MAX;
   for (uint32_t i = 0; i < ng; i++) group_off[lives[i].value] = lives[i].off;
-  for (uint32_t v = 0; v < nv; v++)
-    offsets[v] = xnn_stored_here(&g->values[v]) ? group_off[root_of(root, v)] : UINT64_MAX;
+  for (uint32_t v = 0; v < nv; v++) {
+    offsets[v] = UINT64_MAX;
+    if (!xnn_stored_here(&g->values[v])) continue;
+    const uint64_t o = group_off[root_of(root, v)];
+    offsets[v] = o == UINT64_MAX ? 0 : o; /* an empty value (nothing placed): the arena's start */
+  }
   *total = end;
   free(root), free(lives), free(group_off);
   return PYEXEC_OK;
