@@ -13,6 +13,14 @@
 #include <string.h>
 
 #include "backends/xnnpack/nodes.h"
+#include "core/cpu.h"
+#include "core/parallel.h"
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(PX_NO_CPU_DISPATCH)
+#define POOL_X86 1
+#else
+#define POOL_X86 0
+#endif
 
 /* Largest pooling size, stride, dilation or padding accepted. */
 #define POOL_PARAM_MAX (1u << 24)
@@ -179,33 +187,115 @@ int xnn_exec_max_pooling2d(px_ctx *ctx, const xnn_node *node, xnn_value *values)
   return 0;
 }
 
+typedef struct avg_job {
+  const pool_geom *g;
+  const float *x;
+  float *y;
+  const float *zero; /* C zeros: the taps in the padding read them */
+  const float **taps; /* per thread: ph * pw + 8 tap pointers */
+  float lo, hi;
+} avg_job;
+
+/* XNNPACK's sum of one pass of 9 taps (its 9p kernel's tree):
+ * ((t2 + t3) + (t4 + t5)) + (((t0 + t1) + t8) + (t6 + t7)). */
+#define AVG_TREE9(L, t)                                                                      \
+  (((L((t)[2]) + L((t)[3])) + (L((t)[4]) + L((t)[5]))) +                                   \
+   (((L((t)[0]) + L((t)[1])) + L((t)[8])) + (L((t)[6]) + L((t)[7]))))
+
+#if POOL_X86
+typedef float v8f __attribute__((vector_size(32)));
+typedef float v8f_u __attribute__((vector_size(32), aligned(4), may_alias));
+typedef int32_t v8i __attribute__((vector_size(32)));
+#define V8(p) (*(v8f_u *)(p))
+
+/* One pixel of a window of at most 9 taps (t[0..9)), 8 channels at a time
+ * with AVX2, the same arithmetic as avg_rows; returns the channels done. */
+__attribute__((target("avx2"))) static int64_t avg_pixel9_avx2(const float *const *t, int64_t C, float scale,
+                                                               float lo, float hi, float *o) {
+  const float *const p0 = t[0], *const p1 = t[1], *const p2 = t[2], *const p3 = t[3], *const p4 = t[4];
+  const float *const p5 = t[5], *const p6 = t[6], *const p7 = t[7], *const p8 = t[8];
+  const v8f vs = {scale, scale, scale, scale, scale, scale, scale, scale};
+  const v8f vlo = {lo, lo, lo, lo, lo, lo, lo, lo}, vhi = {hi, hi, hi, hi, hi, hi, hi, hi}, zero = {0};
+  int64_t c = 0;
+  for (; c + 8 <= C; c += 8) {
+    const v8f sum = ((V8(p2 + c) + V8(p3 + c)) + (V8(p4 + c) + V8(p5 + c))) +
+                    (((V8(p0 + c) + V8(p1 + c)) + V8(p8 + c)) + (V8(p6 + c) + V8(p7 + c)));
+    v8f v = (zero + sum) * vs;
+    v8i m = v < vlo;
+    v = (v8f)(((v8i)v & ~m) | ((v8i)vlo & m));
+    m = v > vhi;
+    V8(o + c) = (v8f)(((v8i)v & ~m) | ((v8i)vhi & m));
+  }
+  return c;
+}
+#endif
+
+/* Output rows [r0, r1) (image * OH + output row) of an average pooling, as
+ * XNNPACK computes it: the window's taps listed column by column (as its
+ * indirection buffer lists them), those in the padding reading zeros; in
+ * passes of 9 (the last padded with zeros), each pass's tree added to the
+ * previous passes' sum (from +0.0); then times 1 / (taps inside the input)
+ * and clamped. 8 channels at a time (AVX2, one pass), or 4, the rest one by one. */
+static void avg_rows(void *arg, int64_t r0, int64_t r1, int tid) {
+  const avg_job *j = arg;
+  const pool_geom *g = j->g;
+  const int64_t C = g->C, KK = g->ph * g->pw, passes = (KK + 8) / 9;
+  const float **t = j->taps + (int64_t)tid * (passes * 9);
+  for (int64_t row = r0; row < r1; row++) {
+    const int64_t n = row / g->OH, oh = row % g->OH;
+    for (int64_t ow = 0; ow < g->OW; ow++) {
+      float *o = j->y + (row * g->OW + ow) * C;
+      const int64_t ih0 = oh * g->sh - g->pt, iw0 = ow * g->sw - g->pl;
+      int64_t k = 0, inside = 0;
+      for (int64_t kj = 0; kj < g->pw; kj++)
+        for (int64_t ki = 0; ki < g->ph; ki++, k++) {
+          const int64_t ih = ih0 + ki * g->dh, iw = iw0 + kj * g->dw;
+          const bool in = ih >= 0 && ih < g->H && iw >= 0 && iw < g->W;
+          t[k] = in ? j->x + ((n * g->H + ih) * g->W + iw) * C : j->zero;
+          inside += in;
+        }
+      for (; k < passes * 9; k++) t[k] = j->zero;
+      /* a window wholly in the padding gives 0 */
+      const float scale = inside ? 1.0f / (float)inside : 0.0f;
+      const v4f vs = {scale, scale, scale, scale}, vlo = {j->lo, j->lo, j->lo, j->lo}, vhi = {j->hi, j->hi, j->hi, j->hi};
+      int64_t c = 0;
+#if POOL_X86
+      if (passes == 1 && px_cpu()->avx2) c = avg_pixel9_avx2(t, C, scale, j->lo, j->hi, o);
+#endif
+      for (; c + 4 <= C; c += 4) {
+#define AVG_V4(p) V4((p) + c)
+        v4f acc = {0};
+        for (int64_t p = 0; p < passes; p++) acc = acc + AVG_TREE9(AVG_V4, t + 9 * p);
+#undef AVG_V4
+        v4f v = acc * vs; /* clampf's comparisons: a NaN passes through */
+        v = vsel(v < vlo, v, vlo);
+        V4(o + c) = vsel(v > vhi, v, vhi);
+      }
+      for (; c < C; c++) {
+#define AVG_S(p) (p)[c]
+        float acc = 0.0f;
+        for (int64_t p = 0; p < passes; p++) acc = acc + AVG_TREE9(AVG_S, t + 9 * p);
+#undef AVG_S
+        o[c] = clampf(acc * scale, j->lo, j->hi);
+      }
+    }
+  }
+}
+
 int xnn_exec_avg_pooling2d(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
   pool_geom g;
   int rc = pool_geometry(ctx, node, values, &g);
   if (rc) return rc;
-  const float *x = values[node->in[0]].data;
-  float *y = values[node->out[0]].data;
-  const int64_t C = g.C;
-  const float lo = node->output_min, hi = node->output_max;
-  for (int64_t n = 0; n < g.N; n++)
-    for (int64_t oh = 0; oh < g.OH; oh++)
-      for (int64_t ow = 0; ow < g.OW; ow++) {
-        float *o = y + ((n * g.OH + oh) * g.OW + ow) * C;
-        int64_t ki0, ki1, kj0, kj1;
-        window(&g, oh, ow, &ki0, &ki1, &kj0, &kj1);
-        memset(o, 0, sizeof(float) * (size_t)C);
-        for (int64_t ki = ki0; ki < ki1; ki++)
-          for (int64_t kj = kj0; kj < kj1; kj++) {
-            const float *xp = x + ((n * g.H + oh * g.sh - g.pt + ki * g.dh) * g.W + ow * g.sw -
-                                   g.pl + kj * g.dw) * C;
-            add_row(o, xp, C);
-          }
-        /* padded elements are not counted; a window wholly in the padding
-         * gives 0 */
-        int64_t cnt = (ki1 - ki0) * (kj1 - kj0);
-        float scale = cnt ? 1.0f / (float)cnt : 0.0f;
-        for (int64_t c = 0; c < C; c++) o[c] = clampf(o[c] * scale, lo, hi);
-      }
+  const int T = px_parallel_threads();
+  const size_t ntaps = (size_t)((g.ph * g.pw + 8) / 9 * 9);
+  float *zero = px_scratch(ctx, sizeof(float) * (size_t)(g.C > 0 ? g.C : 1));
+  const float **taps = px_scratch(ctx, sizeof(*taps) * ntaps * (size_t)T);
+  if (!zero || !taps) return PYEXEC_ERR_EXECUTION;
+  memset(zero, 0, sizeof(float) * (size_t)(g.C > 0 ? g.C : 1));
+  avg_job j = {&g, values[node->in[0]].data, values[node->out[0]].data, zero, taps, node->output_min,
+               node->output_max};
+  const int64_t rows = g.N * g.OH;
+  px_parallel_for(rows, 1, rows * g.OW * g.C * g.ph * g.pw, avg_rows, &j);
   return 0;
 }
 
