@@ -71,6 +71,18 @@ void px_transpose1_sse2(uint8_t *dst, int64_t dst_ld, const uint8_t *src, int64_
     }
   }
 }
+
+/* Two rows of bytes interleaved (a 2 x n transpose into contiguous pairs:
+ * the inner step of a pixel shuffle by 2), 16 pairs a step. */
+void px_interleave2_sse2(uint8_t *dst, const uint8_t *a, const uint8_t *b, int64_t n) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m128i x = _mm_loadu_si128((const __m128i *)(a + i)), y = _mm_loadu_si128((const __m128i *)(b + i));
+    _mm_storeu_si128((__m128i *)(dst + 2 * i), _mm_unpacklo_epi8(x, y));
+    _mm_storeu_si128((__m128i *)(dst + 2 * i + 16), _mm_unpackhi_epi8(x, y));
+  }
+  for (; i < n; i++) dst[2 * i] = a[i], dst[2 * i + 1] = b[i];
+}
 #endif
 
 typedef int px_transpose_x86_unused; /* ISO C: no empty translation unit */
