@@ -84,7 +84,7 @@ class _SegmentationOut(nn.Module):
         return out
 
 
-def _reinit(module: nn.Module, example: torch.Tensor) -> None:
+def reinit(module: nn.Module, example: torch.Tensor) -> None:
     for m in module.modules():
         if isinstance(m, (nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.Linear)):
             nn.init.kaiming_normal_(m.weight, mode="fan_in", nonlinearity="relu")
@@ -128,7 +128,7 @@ def build(name: str) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     where = models.segmentation if name in SEGMENTATION else models
     net: nn.Module = getattr(where, builder)(**kwargs)
     example = torch.randn(1, 3, side, side)
-    _reinit(net, example)
+    reinit(net, example)
     if name in SEGMENTATION:
         net = _SegmentationOut(net).eval()
     return net, (example,)
