@@ -14,6 +14,22 @@
 
 static inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
+/* The rows x cols part whose sides are multiples of the tile T, walked in
+ * BLK x BLK blocks: TILE runs for each T x T tile, with r and c its first
+ * row and column (px_transpose2d does the ragged edges). */
+#define PX_TILE_WALK(rows, cols, T, TILE)                                                     \
+  do {                                                                                        \
+    const int64_t rt_ = (rows) & ~(int64_t)((T) - 1), ct_ = (cols) & ~(int64_t)((T) - 1);     \
+    for (int64_t rb_ = 0; rb_ < rt_; rb_ += BLK) {                                            \
+      const int64_t re_ = min64(rb_ + BLK, rt_);                                              \
+      for (int64_t cb_ = 0; cb_ < ct_; cb_ += BLK) {                                          \
+        const int64_t ce_ = min64(cb_ + BLK, ct_);                                            \
+        for (int64_t r = rb_; r < re_; r += (T))                                              \
+          for (int64_t c = cb_; c < ce_; c += (T)) TILE;                                      \
+      }                                                                                       \
+    }                                                                                         \
+  } while (0)
+
 /* Each transposes the part of a rows x cols matrix whose sides are
  * multiples of its tile; px_transpose2d does the edges. */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(PX_NO_CPU_DISPATCH)

@@ -9,33 +9,26 @@
 #ifdef HAVE_NEON_TILES
 #include <arm_neon.h>
 
-/* As px_transpose4_avx2 with 4x4 tiles: four row loads, two rounds of TRN1 /
- * TRN2 (32-bit, then 64-bit), four column stores; whole 32-bit words move,
- * so bits come out as they went in. */
+/* One 4x4 tile of 32-bit words: four row loads, two rounds of TRN1 / TRN2
+ * (32-bit, then 64-bit), four column stores; whole words move, so bits come
+ * out as they went in. */
+static inline void tile4x4_u32(uint32_t *d, int64_t dst_ld, const uint32_t *s, int64_t src_ld) {
+  const uint32x4_t x0 = vld1q_u32(s), x1 = vld1q_u32(s + src_ld);
+  const uint32x4_t x2 = vld1q_u32(s + 2 * src_ld), x3 = vld1q_u32(s + 3 * src_ld);
+  const uint64x2_t t0 = vreinterpretq_u64_u32(vtrn1q_u32(x0, x1));
+  const uint64x2_t t1 = vreinterpretq_u64_u32(vtrn2q_u32(x0, x1));
+  const uint64x2_t t2 = vreinterpretq_u64_u32(vtrn1q_u32(x2, x3));
+  const uint64x2_t t3 = vreinterpretq_u64_u32(vtrn2q_u32(x2, x3));
+  vst1q_u32(d, vreinterpretq_u32_u64(vtrn1q_u64(t0, t2)));
+  vst1q_u32(d + dst_ld, vreinterpretq_u32_u64(vtrn1q_u64(t1, t3)));
+  vst1q_u32(d + 2 * dst_ld, vreinterpretq_u32_u64(vtrn2q_u64(t0, t2)));
+  vst1q_u32(d + 3 * dst_ld, vreinterpretq_u32_u64(vtrn2q_u64(t1, t3)));
+}
+
+/* As px_transpose4_avx2 with 4x4 tiles. */
 void px_transpose4_neon(uint32_t *dst, int64_t dst_ld, const uint32_t *src, int64_t src_ld, int64_t rows,
-                            int64_t cols) {
-  int64_t r4 = rows & ~(int64_t)3, c4 = cols & ~(int64_t)3;
-  for (int64_t rb = 0; rb < r4; rb += BLK) {
-    int64_t re = min64(rb + BLK, r4);
-    for (int64_t cb = 0; cb < c4; cb += BLK) {
-      int64_t ce = min64(cb + BLK, c4);
-      for (int64_t r = rb; r < re; r += 4)
-        for (int64_t c = cb; c < ce; c += 4) {
-          const uint32_t *s = src + r * src_ld + c;
-          const uint32x4_t x0 = vld1q_u32(s), x1 = vld1q_u32(s + src_ld);
-          const uint32x4_t x2 = vld1q_u32(s + 2 * src_ld), x3 = vld1q_u32(s + 3 * src_ld);
-          const uint64x2_t t0 = vreinterpretq_u64_u32(vtrn1q_u32(x0, x1));
-          const uint64x2_t t1 = vreinterpretq_u64_u32(vtrn2q_u32(x0, x1));
-          const uint64x2_t t2 = vreinterpretq_u64_u32(vtrn1q_u32(x2, x3));
-          const uint64x2_t t3 = vreinterpretq_u64_u32(vtrn2q_u32(x2, x3));
-          uint32_t *d = dst + c * dst_ld + r;
-          vst1q_u32(d, vreinterpretq_u32_u64(vtrn1q_u64(t0, t2)));
-          vst1q_u32(d + dst_ld, vreinterpretq_u32_u64(vtrn1q_u64(t1, t3)));
-          vst1q_u32(d + 2 * dst_ld, vreinterpretq_u32_u64(vtrn2q_u64(t0, t2)));
-          vst1q_u32(d + 3 * dst_ld, vreinterpretq_u32_u64(vtrn2q_u64(t1, t3)));
-        }
-    }
-  }
+                        int64_t cols) {
+  PX_TILE_WALK(rows, cols, 4, tile4x4_u32(dst + c * dst_ld + r, dst_ld, src + r * src_ld + c, src_ld));
 }
 
 /* One 8x8 tile of bytes: TRN on 8-, 16- and 32-bit lanes. After the first
@@ -67,15 +60,7 @@ static inline void tile8x8_u8(uint8_t *d, int64_t dst_ld, const uint8_t *s, int6
 /* As px_transpose4_neon, for bytes in 8x8 tiles. */
 void px_transpose1_neon(uint8_t *dst, int64_t dst_ld, const uint8_t *src, int64_t src_ld, int64_t rows,
                         int64_t cols) {
-  int64_t r8 = rows & ~(int64_t)7, c8 = cols & ~(int64_t)7;
-  for (int64_t rb = 0; rb < r8; rb += BLK) {
-    int64_t re = min64(rb + BLK, r8);
-    for (int64_t cb = 0; cb < c8; cb += BLK) {
-      int64_t ce = min64(cb + BLK, c8);
-      for (int64_t r = rb; r < re; r += 8)
-        for (int64_t c = cb; c < ce; c += 8) tile8x8_u8(dst + c * dst_ld + r, dst_ld, src + r * src_ld + c, src_ld);
-    }
-  }
+  PX_TILE_WALK(rows, cols, 8, tile8x8_u8(dst + c * dst_ld + r, dst_ld, src + r * src_ld + c, src_ld));
 }
 #endif
 

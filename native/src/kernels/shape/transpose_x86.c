@@ -10,19 +10,10 @@
 #include "kernels/shape/transpose_x86.h"
 
 
-/* The rows x cols part whose sides are multiples of 8, through tiles,
- * block by block (px_transpose2d does the ragged edges). */
+/* The rows x cols part whose sides are multiples of 8, through tiles. */
 __attribute__((target("avx2"))) void px_transpose4_avx2(float *dst, int64_t dst_ld, const float *src,
                                                             int64_t src_ld, int64_t rows, int64_t cols) {
-  int64_t r8 = rows & ~(int64_t)7, c8 = cols & ~(int64_t)7;
-  for (int64_t rb = 0; rb < r8; rb += BLK) {
-    int64_t re = min64(rb + BLK, r8);
-    for (int64_t cb = 0; cb < c8; cb += BLK) {
-      int64_t ce = min64(cb + BLK, c8);
-      for (int64_t r = rb; r < re; r += 8)
-        for (int64_t c = cb; c < ce; c += 8) px_tile8x8_f32(dst + c * dst_ld + r, dst_ld, src + r * src_ld + c, src_ld);
-    }
-  }
+  PX_TILE_WALK(rows, cols, 8, px_tile8x8_f32(dst + c * dst_ld + r, dst_ld, src + r * src_ld + c, src_ld));
 }
 
 /* ---- SSE2 16x16 byte tiles ------------------------------------------------------ */
@@ -61,15 +52,7 @@ static inline void tile16x16_u8(uint8_t *d, int64_t dst_ld, const uint8_t *s, in
 /* As px_transpose4_avx2, for bytes in 16x16 tiles. */
 void px_transpose1_sse2(uint8_t *dst, int64_t dst_ld, const uint8_t *src, int64_t src_ld, int64_t rows,
                         int64_t cols) {
-  int64_t r16 = rows & ~(int64_t)15, c16 = cols & ~(int64_t)15;
-  for (int64_t rb = 0; rb < r16; rb += BLK) {
-    int64_t re = min64(rb + BLK, r16);
-    for (int64_t cb = 0; cb < c16; cb += BLK) {
-      int64_t ce = min64(cb + BLK, c16);
-      for (int64_t r = rb; r < re; r += 16)
-        for (int64_t c = cb; c < ce; c += 16) tile16x16_u8(dst + c * dst_ld + r, dst_ld, src + r * src_ld + c, src_ld);
-    }
-  }
+  PX_TILE_WALK(rows, cols, 16, tile16x16_u8(dst + c * dst_ld + r, dst_ld, src + r * src_ld + c, src_ld));
 }
 
 /* Two rows of bytes interleaved (a 2 x n transpose into contiguous pairs:
