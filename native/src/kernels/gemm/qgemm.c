@@ -511,6 +511,7 @@ typedef struct {
   qg_gemv_fn gemv;
   qg_gemm_fn gemm;
   qg_f32pc8_fn f32pc8;
+  bool prefetch; /* f32pc8: each unit asks for the next unit's weights as it runs */
   int64_t ldc;
 } qg_job;
 
@@ -661,7 +662,7 @@ static void qg_run_f32pc8(void *arg, int64_t i0, int64_t i1, int tid) {
       for (int i = 0; i < mr; i++) rowc[i] = qg_wrap_mul(w->sbias, J->sa[m0 + i]);
       qg_pc_out p = {.rowc = rowc, .azp = J->a_zp + m0, .ws = (const int32_t *)w->wsum + n0, .as = J->a_scale + m0,
                      .sc = (const float *)w->scales + n0, .bias = w->bias ? w->bias + n0 : NULL, .lo = J->lo,
-                     .hi = J->hi, .nn = w->N - n0};
+                     .hi = J->hi, .nn = w->N - n0, .pf = J->prefetch ? nt * w->tile_bytes : 0};
       J->f32pc8(wt, w->tile_bytes, nt, J->ap + m0 * J->lda, J->lda, mr, w->nu, &p, J->out + m0 * J->ldc + n0, J->ldc);
     }
   }
@@ -830,6 +831,10 @@ static int qg_qd8_f32(px_ctx *ctx, const px_qweights *w, int64_t M, const int8_t
 #if QG_X86
   J.f32pc8 = M > 1 && !w->blockwise && w->bits == 8 && px_qgemm_path() == PX_QGEMM_AVX512_VNNI ? qg_f32pc8_vnni : NULL;
   if (J.f32pc8) {
+    /* A few rows over short tiles (a small K, as a BERT's layers at a few
+     * tokens) use each weight once, fetched from memory by a product too
+     * short for the hardware prefetcher to follow its four streams. */
+    J.prefetch = M <= 2 * QG_MR && w->tile_bytes <= 8192;
     px_parallel_for((w->ntiles + QG_GV - 1) / QG_GV * J.nmb, 1, M * w->K * w->N, qg_run_f32pc8, &J);
     return 0;
   }

@@ -130,12 +130,13 @@ typedef void (*qg_gemm_fn)(const uint8_t *w, int64_t tile_bytes, int nt, const i
  * same integers and floats. Like qg_gemm_fn, the rows' activations are
  * broadcast once for all the tiles. p's arrays start at row 0 and at
  * channel 0 of tile 0; nn channels are left from there (the last tile's
- * are masked). */
+ * are masked). pf: 0, or how far on (in bytes) the weights of the next
+ * unit of work lie, asked for while this one runs. */
 typedef struct {
   const int32_t *rowc, *azp, *ws;
   const float *as, *sc, *bias;
   float lo, hi;
-  int64_t nn;
+  int64_t nn, pf;
 } qg_pc_out;
 typedef void (*qg_f32pc8_fn)(const uint8_t *w, int64_t tile_bytes, int nt, const int8_t *a, int64_t lda, int mr,
                              int64_t nu, const qg_pc_out *p, float *out, int64_t ldc);

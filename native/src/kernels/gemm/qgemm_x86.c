@@ -525,9 +525,10 @@ QG_VNNI_T void qg_ukr4_vnni(const uint8_t *w, const int8_t *a, int64_t lda, int 
 /* c[i][t] += the 8-bit sums of mr rows and nt tiles (tile t at w + t * tb):
  * per unit, the rows' two broadcasts each, then tile by tile two loads and
  * 2 * mr vpdpbusd into that (row, tile)'s accumulator, so that a broadcast
- * serves 2 * nt products (16 chains at 4 x 4). */
+ * serves 2 * nt products (16 chains at 4 x 4). pf: 0, or the distance in
+ * bytes to the next unit's weights, whose lines each step then asks for. */
 QG_VNNI void qg_sums8_vnni(const int mr, const int nt, const uint8_t *w, int64_t tb, const int8_t *a, int64_t lda,
-                           int64_t nu, __m512i c[QG_MR][QG_GV]) {
+                           int64_t nu, int64_t pf, __m512i c[QG_MR][QG_GV]) {
   for (int64_t u = 0; u < nu; u++, w += 128) {
     __m512i x0[QG_MR], x1[QG_MR];
     QG_UNROLL for (int i = 0; i < mr; i++) {
@@ -537,6 +538,10 @@ QG_VNNI void qg_sums8_vnni(const int mr, const int nt, const uint8_t *w, int64_t
     QG_UNROLL for (int t = 0; t < nt; t++) {
       const __m512i lo = _mm512_loadu_si512((const void *)(w + t * tb)),
                     hi = _mm512_loadu_si512((const void *)(w + t * tb + 64));
+      if (pf) { /* the same step pf bytes on (see qg_pc_out) */
+        _mm_prefetch((const char *)(w + pf + t * tb), _MM_HINT_T0);
+        _mm_prefetch((const char *)(w + pf + t * tb + 64), _MM_HINT_T0);
+      }
       QG_UNROLL for (int i = 0; i < mr; i++) {
         QG_DPBUSD(c[i][t], lo, x0[i]);
         QG_DPBUSD(c[i][t], hi, x1[i]);
@@ -607,7 +612,7 @@ QG_VNNI void qg_qs8_rows_vnni(const int mr, const int nt, const uint8_t *w, int6
                               float qlo, float qhi, int32_t zp, int8_t *out, int64_t ldc) {
   __m512i c[QG_MR][QG_GV];
   qg_qs8_init_vnni(mr, nt, rowc, kb, c);
-  qg_sums8_vnni(mr, nt, w, tb, a, lda, nu, c);
+  qg_sums8_vnni(mr, nt, w, tb, a, lda, nu, 0, c);
   qg_qs8_store_vnni(mr, nt, c, nn, rq, qlo, qhi, zp, out, ldc);
 }
 
@@ -862,7 +867,7 @@ QG_VNNI void qg_f32pc8_vnni_n(const int mr, const int nt, const uint8_t *w, int6
                               int64_t nu, const qg_pc_out *p, float *out, int64_t ldc) {
   __m512i c[QG_MR][QG_GV];
   QG_UNROLL for (int i = 0; i < mr; i++) QG_UNROLL for (int t = 0; t < nt; t++) c[i][t] = _mm512_setzero_si512();
-  qg_sums8_vnni(mr, nt, w, tb, a, lda, nu, c);
+  qg_sums8_vnni(mr, nt, w, tb, a, lda, nu, p->pf, c);
   const __m512 vlo = _mm512_set1_ps(p->lo), vhi = _mm512_set1_ps(p->hi);
   QG_UNROLL for (int t = 0; t < nt; t++) {
     const int64_t left = p->nn - t * QG_NR;
