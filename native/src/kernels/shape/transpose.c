@@ -75,8 +75,8 @@ void px_transpose2d(size_t es, void *dst, int64_t dst_ld, const void *src, int64
     edges(4, dst, dst_ld, src, src_ld, rows, cols, rows & ~(int64_t)7, cols & ~(int64_t)7);
     return;
   }
-  if (es == 1 && rows == 2 && dst_ld == 2) { /* pairs, as a pixel shuffle by 2 makes */
-    px_interleave2_sse2(dst, src, (const uint8_t *)src + src_ld, cols);
+  if ((es == 1 || es == 4) && rows == 2 && dst_ld == 2) { /* pairs, as a pixel shuffle by 2 makes */
+    px_interleave2_sse2(es, dst, src, (const char *)src + src_ld * (int64_t)es, cols);
     return;
   }
   if (es == 1 && rows >= 16 && cols >= 16) {

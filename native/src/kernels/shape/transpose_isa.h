@@ -38,8 +38,8 @@ void px_transpose4_avx2(float *dst, int64_t dst_ld, const float *src, int64_t sr
 /* bytes, 16x16 tiles (SSE2) */
 void px_transpose1_sse2(uint8_t *dst, int64_t dst_ld, const uint8_t *src, int64_t src_ld, int64_t rows,
                         int64_t cols);
-/* dst[2i] = a[i], dst[2i + 1] = b[i] for i < n */
-void px_interleave2_sse2(uint8_t *dst, const uint8_t *a, const uint8_t *b, int64_t n);
+/* dst[2i] = a[i], dst[2i + 1] = b[i] for i < n, on elements of es bytes (1 or 4) */
+void px_interleave2_sse2(size_t es, void *dst, const void *a, const void *b, int64_t n);
 #endif
 #if defined(__aarch64__) && !defined(PX_NO_CPU_DISPATCH)
 #define HAVE_NEON_TILES 1

@@ -4,6 +4,8 @@
  */
 #include "kernels/shape/transpose_isa.h"
 
+#include <string.h>
+
 /* ---- AVX2 8x8 tiles --------------------------------------------------------- */
 
 #ifdef HAVE_AVX2_TILES
@@ -55,16 +57,23 @@ void px_transpose1_sse2(uint8_t *dst, int64_t dst_ld, const uint8_t *src, int64_
   PX_TILE_WALK(rows, cols, 16, tile16x16_u8(dst + c * dst_ld + r, dst_ld, src + r * src_ld + c, src_ld));
 }
 
-/* Two rows of bytes interleaved (a 2 x n transpose into contiguous pairs:
- * the inner step of a pixel shuffle by 2), 16 pairs a step. */
-void px_interleave2_sse2(uint8_t *dst, const uint8_t *a, const uint8_t *b, int64_t n) {
+/* Two rows of n elements of es bytes (1 or 4) interleaved: a 2 x n transpose
+ * into contiguous pairs (the inner step of a pixel shuffle by 2, in int8 or
+ * float), 16 bytes of each row a step. */
+void px_interleave2_sse2(size_t es, void *dst, const void *a, const void *b, int64_t n) {
+  uint8_t *d = dst;
+  const uint8_t *x = a, *y = b;
+  const int64_t bytes = n * (int64_t)es;
   int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    const __m128i x = _mm_loadu_si128((const __m128i *)(a + i)), y = _mm_loadu_si128((const __m128i *)(b + i));
-    _mm_storeu_si128((__m128i *)(dst + 2 * i), _mm_unpacklo_epi8(x, y));
-    _mm_storeu_si128((__m128i *)(dst + 2 * i + 16), _mm_unpackhi_epi8(x, y));
+  for (; i + 16 <= bytes; i += 16) {
+    const __m128i u = _mm_loadu_si128((const __m128i *)(x + i)), v = _mm_loadu_si128((const __m128i *)(y + i));
+    _mm_storeu_si128((__m128i *)(d + 2 * i), es == 1 ? _mm_unpacklo_epi8(u, v) : _mm_unpacklo_epi32(u, v));
+    _mm_storeu_si128((__m128i *)(d + 2 * i + 16), es == 1 ? _mm_unpackhi_epi8(u, v) : _mm_unpackhi_epi32(u, v));
   }
-  for (; i < n; i++) dst[2 * i] = a[i], dst[2 * i + 1] = b[i];
+  for (; i < bytes; i += (int64_t)es) {
+    memcpy(d + 2 * i, x + i, es);
+    memcpy(d + 2 * i + (int64_t)es, y + i, es);
+  }
 }
 #endif
 
