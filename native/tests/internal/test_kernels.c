@@ -311,14 +311,15 @@ static void test_transpose2d(void) {
 
   static const int64_t shapes[][2] = {{1, 1},  {1, 20}, {20, 1}, {7, 9},   {8, 8},   {9, 8},
                                       {8, 13}, {16, 3}, {3, 96}, {13, 11}, {67, 130}, {96, 200},
-                                      {16, 16}, {17, 33}, {130, 67}, {2, 40}, {2, 37}, {2, 5}};
+                                      {16, 16}, {17, 33}, {130, 67}, {2, 40}, {2, 37}, {2, 5},
+                                      {3, 50}, {3, 53}, {3, 41}, {3, 7}};
   static const size_t sizes[] = {1, 2, 4, 8};
   for (size_t e = 0; e < sizeof sizes / sizeof *sizes; e++) {
     size_t es = sizes[e];
     for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
       int64_t rows = shapes[s][0], cols = shapes[s][1];
       int64_t sld = cols + 3, dld = rows + 5; /* gaps after each row */
-      if (rows == 2 && s % 2) dld = 2; /* contiguous pairs (the interleave of two rows) */
+      if ((rows == 2 || rows == 3) && s % 2) dld = rows; /* contiguous pairs / triples (the interleaves) */
       unsigned char *src = malloc((size_t)(rows * sld) * es), *dst = malloc((size_t)(cols * dld) * es);
       CHECK(src && dst);
       if (!src || !dst) return;

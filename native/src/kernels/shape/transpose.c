@@ -79,6 +79,11 @@ void px_transpose2d(size_t es, void *dst, int64_t dst_ld, const void *src, int64
     px_interleave2_sse2(es, dst, src, (const char *)src + src_ld * (int64_t)es, cols);
     return;
   }
+  if ((es == 1 || es == 4) && rows == 3 && dst_ld == 3 && px_cpu()->avx2) { /* an RGB image to NHWC */
+    const char *s = src;
+    px_interleave3_avx2(es, dst, s, s + src_ld * (int64_t)es, s + 2 * src_ld * (int64_t)es, cols);
+    return;
+  }
   if (es == 1 && rows >= 16 && cols >= 16) {
     px_transpose1_sse2(dst, dst_ld, src, src_ld, rows, cols);
     edges(1, dst, dst_ld, src, src_ld, rows, cols, rows & ~(int64_t)15, cols & ~(int64_t)15);

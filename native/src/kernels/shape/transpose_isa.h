@@ -40,6 +40,8 @@ void px_transpose1_sse2(uint8_t *dst, int64_t dst_ld, const uint8_t *src, int64_
                         int64_t cols);
 /* dst[2i] = a[i], dst[2i + 1] = b[i] for i < n, on elements of es bytes (1 or 4) */
 void px_interleave2_sse2(size_t es, void *dst, const void *a, const void *b, int64_t n);
+/* dst[3i] = a[i], dst[3i + 1] = b[i], dst[3i + 2] = c[i]; AVX2 machines (PSHUFB) */
+void px_interleave3_avx2(size_t es, void *dst, const void *a, const void *b, const void *c, int64_t n);
 #endif
 #if defined(__aarch64__) && !defined(PX_NO_CPU_DISPATCH)
 #define HAVE_NEON_TILES 1

@@ -1,6 +1,7 @@
 /*
  * transpose_x86.c - transpose.c's x86 tiles (transpose_isa.h): AVX2 8x8 for
- * 4-byte elements, SSE2 16x16 for bytes. Elsewhere than on x86-64 this file compiles to nothing.
+ * 4-byte elements, SSE2 16x16 for bytes, and the interleaves of two and
+ * three rows. Elsewhere than on x86-64 this file compiles to nothing.
  */
 #include "kernels/shape/transpose_isa.h"
 
@@ -73,6 +74,40 @@ void px_interleave2_sse2(size_t es, void *dst, const void *a, const void *b, int
   for (; i < bytes; i += (int64_t)es) {
     memcpy(d + 2 * i, x + i, es);
     memcpy(d + 2 * i + (int64_t)es, y + i, es);
+  }
+}
+
+/* Three rows of n elements of es bytes (1 or 4) interleaved: a 3 x n
+ * transpose into contiguous triples (an RGB image's NCHW -> NHWC, in int8
+ * or float), 16 bytes of each row a step; each of the three output vectors
+ * takes its bytes from the rows' vectors by PSHUFB (masks made per call). */
+__attribute__((target("avx2"))) void px_interleave3_avx2(size_t es, void *dst, const void *a, const void *b,
+                                                         const void *c, int64_t n) {
+  uint8_t m[3][3][16];
+  for (int j = 0; j < 3; j++)
+    for (int q = 0; q < 16; q++) {
+      const int p = 16 * j + q, e = p / (int)es, col = e / 3;
+      for (int r = 0; r < 3; r++) m[j][r][q] = e % 3 == r ? (uint8_t)(col * (int)es + p % (int)es) : 0x80;
+    }
+  __m128i mk[3][3];
+  for (int j = 0; j < 3; j++)
+    for (int r = 0; r < 3; r++) mk[j][r] = _mm_loadu_si128((const __m128i *)m[j][r]);
+  uint8_t *d = dst;
+  const uint8_t *x = a, *y = b, *z = c;
+  const int64_t bytes = n * (int64_t)es;
+  int64_t i = 0;
+  for (; i + 16 <= bytes; i += 16) {
+    const __m128i u = _mm_loadu_si128((const __m128i *)(x + i)), v = _mm_loadu_si128((const __m128i *)(y + i)),
+                  w = _mm_loadu_si128((const __m128i *)(z + i));
+    for (int j = 0; j < 3; j++)
+      _mm_storeu_si128((__m128i *)(d + 3 * i + 16 * j),
+                       _mm_or_si128(_mm_or_si128(_mm_shuffle_epi8(u, mk[j][0]), _mm_shuffle_epi8(v, mk[j][1])),
+                                    _mm_shuffle_epi8(w, mk[j][2])));
+  }
+  for (; i < bytes; i += (int64_t)es) {
+    memcpy(d + 3 * i, x + i, es);
+    memcpy(d + 3 * i + (int64_t)es, y + i, es);
+    memcpy(d + 3 * i + 2 * (int64_t)es, z + i, es);
   }
 }
 #endif
