@@ -191,6 +191,12 @@ static void test_cases(void) {
       {0, 0, 0, 1, 0, 1, 6, 7, 1, 40, 17, 1, 3, 1, 1, 1, 1, 0, 1, 0, 1, 0, 0},   /* 1x3, 5 units a tap */
       {0, 0, 0, 1, 0, 1, 7, 5, 1, 16, 8, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 0, 0},    /* 1x1 with stride */
       {0, 0, 0, 1, 0, 1, 70, 70, 1, 8, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0},  /* several row chunks */
+      /* dilations past the input (an atrous pyramid): taps no pixel of a band reads inside are left out */
+      {0, 0, 0, 1, 0, 1, 7, 7, 1, 16, 20, 3, 3, 1, 1, 8, 8, 8, 8, 8, 8, 0, 0},  /* only the centre tap */
+      {0, 0, 0, 1, 1, 2, 9, 9, 1, 8, 33, 3, 3, 1, 1, 6, 6, 6, 6, 6, 6, 0, 0},  /* bands of 3, 6 and 9 taps */
+      {0, 0, 0, 1, 0, 1, 10, 6, 1, 24, 17, 3, 3, 2, 2, 4, 5, 4, 5, 4, 5, 0, 0}, /* strided, unequal dilations */
+      {0, 0, 0, 0, 0, 1, 6, 6, 2, 8, 12, 3, 3, 1, 1, 5, 5, 5, 5, 5, 5, 0, 0},  /* grouped, no bias */
+      {0, 0, 0, 1, 0, 1, 5, 40, 1, 8, 16, 5, 3, 1, 1, 3, 1, 6, 1, 6, 1, 0, 0},  /* kernel rows outside for bands */
       /* few channels: kernel rows read in place, their bytes padded to 8 by the next pixels' */
       {0, 0, 0, 1, 1, 2, 19, 17, 1, 3, 20, 7, 7, 2, 2, 1, 1, 3, 3, 3, 3, 0, 0}, /* a 7x7 stride-2 stem */
       {0, 0, 0, 1, 0, 1, 12, 9, 1, 5, 7, 3, 3, 2, 1, 2, 1, 1, 0, 2, 1, 0, 0},   /* dilated rows */

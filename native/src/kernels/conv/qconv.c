@@ -32,6 +32,8 @@ struct px_qconv {
   px_qweights *wrow;    /* a few-channel static convolution: the filter with each kernel row's kw * gic
                            values padded with zeros to rowlen, a multiple of 8 (qc_run_rows); or NULL */
   int64_t rowlen;
+  int32_t *tapsum;      /* static plain: [tap][cout], the sum of the tap's weights (qc_run_indirect leaves out taps
+                           no output pixel of a band reads inside the input); or NULL */
   int32_t *bias;        /* static: cout (zeros when none) */
   float *requant;       /* static: cout */
   int32_t in_zp, out_zp, qmin, qmax;
@@ -46,6 +48,7 @@ void px_qconv_free(px_qconv *c) {
     for (int64_t i = 0; i < c->groups * c->nph; i++) px_qweights_free(c->w[i]);
   free(c->w);
   px_qweights_free(c->wrow);
+  free(c->tapsum);
   free(c->taps_h);
   free(c->toff_h);
   free(c->taps_w);
@@ -237,6 +240,16 @@ px_qconv *px_qconv_pack(const px_qconv_desc *d) {
       if (c->wrow) c->bytes += px_qweights_bytes(c->wrow);
     }
   }
+  if (!d->transposed && !d->dynamic && taps > 1 && (c->tapsum = malloc(sizeof(int32_t) * (size_t)(taps * cout)))) {
+    for (int64_t t = 0; t < taps; t++)
+      for (int64_t n = 0; n < cout; n++) {
+        const int8_t *wn = d->weights + (n * taps + t) * d->gic;
+        int32_t sum = 0; /* |sum| <= 2^16 * 128 */
+        for (int64_t k = 0; k < d->gic; k++) sum += wn[k];
+        c->tapsum[t * cout + n] = sum;
+      }
+    c->bytes += sizeof(int32_t) * (size_t)(taps * cout);
+  } /* without it (out of memory) every tap runs */
   free(ones);
   free(rows);
   return c;
@@ -440,12 +453,41 @@ static void qc_bias_only(const qc_phase *P, int64_t g, int64_t rows, void *tile)
     }
 }
 
+/* The kernel rows [*lo, *hi) that output row oh reads inside the input (a
+ * range, since a window's rows go down the input in order). */
+static void qc_rows_in(const px_qconv *c, int64_t H, int64_t oh, int64_t *lo, int64_t *hi) {
+  const int64_t ih0 = oh * c->sh - c->pt;
+  int64_t a = ih0 >= 0 ? 0 : (-ih0 + c->dh - 1) / c->dh, b = ih0 <= H - 1 ? (H - 1 - ih0) / c->dh + 1 : 0;
+  if (b > c->kh) b = c->kh;
+  if (a > b) a = b;
+  *lo = a, *hi = b;
+}
+
+/* Whether kernel column j reads inside the input for any output column:
+ * the first output column whose tap is right of the input's left edge is
+ * the only one that can, if any does. */
+static bool qc_col_in(const px_qconv *c, int64_t W, int64_t OW, int64_t j) {
+  const int64_t off = j * c->dw - c->pl; /* iw = ow * sw + off */
+  const int64_t ow = off >= 0 ? 0 : (-off + c->sw - 1) / c->sw;
+  return ow < OW && ow * c->sw + off < W;
+}
+
 /* A static plain convolution without a gather (px_qgemm_qs8_indirect): each
  * output pixel's row is its kh * kw taps, each a pointer to the input
  * pixel's gic channels (or to a run of the input zero point for a tap
  * outside the input), and its sum is the sum of its taps' pixel sums
  * (taken once per input pixel) and of the zero point's. Rows go in chunks,
- * so that the pointers take bounded scratch. */
+ * so that the pointers take bounded scratch.
+ *
+ * A tap that no pixel of a band of output rows reads inside the input (a
+ * dilated convolution whose dilation reaches past a small input, as
+ * DeepLab's atrous pyramid: at rate 36 on 28 x 28, 8 of 9 taps) adds
+ * (in_zp - in_zp) * w = 0 to every pixel: such taps are left out of the
+ * product, the bias taking in_zp * the tap's weight sums back for the
+ * weight-sum term the product subtracts, so that the int32 sums are the
+ * same. Bands are runs of output rows whose kernel rows inside the input
+ * are the same; a kernel column counts as read when any output column
+ * reads it. */
 static int qc_run_indirect(px_ctx *ctx, const px_qconv *c, int64_t N, int64_t H, int64_t W, const int8_t *x,
                            int64_t OH, int64_t OW, int8_t *y) {
   const int64_t taps = c->kh * c->kw, C = c->gic, G = c->groups, M = N * OH * OW;
@@ -455,44 +497,72 @@ static int qc_run_indirect(px_ctx *ctx, const px_qconv *c, int64_t N, int64_t H,
   const int8_t **ind = px_scratch(ctx, sizeof(*ind) * (size_t)(chunk * taps));
   int32_t *sums = px_scratch(ctx, sizeof(int32_t) * (size_t)chunk);
   int64_t *toff = px_scratch(ctx, sizeof(int64_t) * (size_t)taps); /* a tap's pixel offset from the window's corner */
-  if (!pixsum || !zrun || !ind || !sums || !toff) return PYEXEC_ERR_EXECUTION;
+  int32_t *list = px_scratch(ctx, sizeof(int32_t) * (size_t)taps);  /* a band's taps */
+  int32_t *badj = px_scratch(ctx, sizeof(int32_t) * (size_t)c->goc); /* its bias */
+  bool *col_in = px_scratch(ctx, sizeof(bool) * (size_t)c->kw);
+  if (!pixsum || !zrun || !ind || !sums || !toff || !list || !badj || !col_in) return PYEXEC_ERR_EXECUTION;
   for (int64_t i = 0; i < c->kh; i++)
     for (int64_t j = 0; j < c->kw; j++) toff[i * c->kw + j] = i * c->dh * W + j * c->dw;
+  for (int64_t j = 0; j < c->kw; j++) col_in[j] = qc_col_in(c, W, OW, j);
   const int64_t span_h = (c->kh - 1) * c->dh + 1, span_w = (c->kw - 1) * c->dw + 1;
   memset(zrun, (int)(int8_t)c->in_zp, (size_t)C + 16);
   for (int64_t g = 0; g < G; g++) px_qgemm_sums_s8(x + g * C, N * H * W, C, c->cin, pixsum + g * N * H * W);
   const int32_t zsum = (int32_t)(c->in_zp * C);
   for (int64_t g = 0; g < G; g++) {
     const int32_t *gsum = pixsum + g * N * H * W;
-    for (int64_t m0 = 0; m0 < M; m0 += chunk) {
-      const int64_t rows = M - m0 < chunk ? M - m0 : chunk;
+    for (int64_t m0 = 0, rows; m0 < M; m0 += rows) {
+      /* the band of output rows from m0's on, within its image */
+      int64_t n = m0 / (OH * OW), oh = m0 / OW % OH, ow = m0 % OW, ilo, ihi;
+      qc_rows_in(c, H, oh, &ilo, &ihi);
+      int64_t oe = oh + 1;
+      for (int64_t a, b; oe < OH; oe++) {
+        qc_rows_in(c, H, oe, &a, &b);
+        if (a != ilo || b != ihi) break;
+      }
+      rows = (oe - oh) * OW - ow;
+      if (rows > chunk) rows = chunk;
+      /* its taps, and the bias for those left out */
+      int64_t nl = 0;
+      for (int64_t t = 0; t < taps; t++)
+        if (t / c->kw >= ilo && t / c->kw < ihi && col_in[t % c->kw]) list[nl++] = (int32_t)t;
+      const bool some = c->tapsum && nl > 0 && nl < taps;
+      const int32_t *bias = c->bias + g * c->goc;
+      if (some) {
+        for (int64_t k = 0; k < c->goc; k++) badj[k] = bias[k];
+        for (int64_t t = 0, l = 0; t < taps; t++) {
+          if (l < nl && list[l] == t) {
+            l++;
+            continue;
+          }
+          const int32_t *ts = c->tapsum + t * c->cout + g * c->goc;
+          for (int64_t k = 0; k < c->goc; k++)
+            badj[k] = (int32_t)((uint32_t)badj[k] + (uint32_t)c->in_zp * (uint32_t)ts[k]);
+        }
+        bias = badj;
+      }
+      const int64_t nt = some ? nl : taps;
       /* the rows' pixels stepped in order, not divided out per row */
-      int64_t n = m0 / (OH * OW), oh = m0 / OW % OH, ow = m0 % OW;
       for (int64_t r = 0; r < rows; r++) {
-        const int8_t **pr = ind + r * taps;
+        const int8_t **pr = ind + r * nt;
         const int8_t *img = x + n * H * W * c->cin + g * C;
         const int32_t *isum = gsum + n * H * W;
         int32_t sum = 0;
         const int64_t ih0 = oh * c->sh - c->pt, iw0 = ow * c->sw - c->pl;
-        if (ih0 >= 0 && ih0 + span_h <= H && iw0 >= 0 && iw0 + span_w <= W) { /* every tap inside */
+        if (!some && ih0 >= 0 && ih0 + span_h <= H && iw0 >= 0 && iw0 + span_w <= W) { /* every tap inside */
           const int64_t base = ih0 * W + iw0;
           for (int64_t t = 0; t < taps; t++) {
             pr[t] = img + (base + toff[t]) * c->cin;
             sum += isum[base + toff[t]];
           }
         } else {
-          for (int64_t i = 0; i < c->kh; i++) {
-            const int64_t ih = ih0 + i * c->dh;
-            const bool row_in = ih >= 0 && ih < H;
-            for (int64_t j = 0; j < c->kw; j++) {
-              const int64_t iw = iw0 + j * c->dw;
-              if (row_in && iw >= 0 && iw < W) {
-                *pr++ = img + (ih * W + iw) * c->cin;
-                sum += isum[ih * W + iw];
-              } else {
-                *pr++ = zrun;
-                sum += zsum;
-              }
+          for (int64_t l = 0; l < nt; l++) {
+            const int64_t t = some ? list[l] : l, ih = ih0 + t / c->kw * c->dh, iw = iw0 + t % c->kw * c->dw;
+            if (ih >= 0 && ih < H && iw >= 0 && iw < W) {
+              *pr++ = img + (ih * W + iw) * c->cin;
+              sum += isum[ih * W + iw];
+            } else {
+              *pr++ = zrun;
+              sum += zsum;
             }
           }
         }
@@ -503,7 +573,7 @@ static int qc_run_indirect(px_ctx *ctx, const px_qconv *c, int64_t N, int64_t H,
         }
       }
       qc_mark mk = qc_scratch_mark(ctx);
-      int rc = px_qgemm_qs8_indirect(ctx, c->w[g], rows, ind, taps, sums, c->in_zp, c->bias + g * c->goc,
+      int rc = px_qgemm_qs8_indirect(ctx, c->w[g], rows, ind, taps, nt, some ? list : NULL, sums, c->in_zp, bias,
                                      c->requant + g * c->goc, c->out_zp, c->qmin, c->qmax,
                                      y + m0 * c->cout + g * c->goc, c->cout);
       qc_scratch_back(ctx, mk);
@@ -601,7 +671,7 @@ static __attribute__((noinline)) int qc_run_rows(px_ctx *ctx, const px_qconv *c,
       }
     }
     qc_mark mk = qc_scratch_mark(ctx);
-    int rc = px_qgemm_qs8_indirect(ctx, c->wrow, rows, ind, KH, sums, c->in_zp, c->bias, c->requant, c->out_zp,
+    int rc = px_qgemm_qs8_indirect(ctx, c->wrow, rows, ind, KH, KH, NULL, sums, c->in_zp, c->bias, c->requant, c->out_zp,
                                    c->qmin, c->qmax, y + m0 * c->cout, c->cout);
     qc_scratch_back(ctx, mk);
     if (rc) return rc;

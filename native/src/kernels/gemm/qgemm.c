@@ -506,6 +506,7 @@ typedef struct {
   qg_qs8_out_fn qs8_out;
   qg_qs8_tile_fn qs8_tile; /* the path's fused product and step, or NULL */
   const int8_t *const *ind; /* indirect rows (px_qgemm_qs8_indirect): taps runs of tu units a row */
+  const int32_t *wtap;      /* the weights' tap of each run, or NULL (run t, tap t) */
   int64_t taps, tu;
   qg_f32_out_fn f32_out;
   qg_gemv_fn gemv;
@@ -906,7 +907,8 @@ static void qg_run_qs8_ind(void *arg, int64_t i0, int64_t i1, int tid) {
     int64_t n0 = t0 * QG_NR, left = w->N - n0;
     qg_qs8_consts(J, n0, nt, kb, rq);
     for (int64_t i = 0; i < mend - m0; i++) rowcs[i] = qg_wrap_mul(w->sbias, J->sa[m0 + i]);
-    qg_qs8_ind_tile_vnni(w->packed + t0 * w->tile_bytes, w->tile_bytes, nt, J->ind + m0 * J->taps, J->taps, J->tu,
+    qg_qs8_ind_tile_vnni(w->packed + t0 * w->tile_bytes, w->tile_bytes, nt, J->ind + m0 * J->taps, J->taps, J->wtap,
+                         J->tu,
                          mend - m0, left, rowcs, kb, rq, J->qlo, J->qhi, J->out_zp, J->qout + m0 * J->ldc + n0,
                          J->ldc);
   }
@@ -914,10 +916,16 @@ static void qg_run_qs8_ind(void *arg, int64_t i0, int64_t i1, int tid) {
 #endif
 
 int px_qgemm_qs8_indirect(px_ctx *ctx, const px_qweights *w, int64_t M, const int8_t *const *ind, int64_t taps,
-                          const int32_t *row_sums, int32_t a_zp, const int32_t *bias, const float *requant,
-                          int32_t out_zp, int32_t qmin, int32_t qmax, int8_t *out, int64_t ldc) {
+                          int64_t nlist, const int32_t *list, const int32_t *row_sums, int32_t a_zp,
+                          const int32_t *bias, const float *requant, int32_t out_zp, int32_t qmin, int32_t qmax,
+                          int8_t *out, int64_t ldc) {
   if (!px_qgemm_qs8_indirect_ok(w, taps))
     return px_fail(ctx, "indirect int8 product on weights or a path that does not take it");
+  if (list && (nlist < 0 || nlist > taps))
+    return px_fail(ctx, "indirect int8 product: %lld listed taps of %lld", (long long)nlist, (long long)taps);
+  for (int64_t t = 0; list && t < nlist; t++)
+    if (list[t] < 0 || list[t] >= taps)
+      return px_fail(ctx, "indirect int8 product: listed tap %lld of %lld", (long long)list[t], (long long)taps);
   if (M <= 0) return 0;
 #if QG_X86
   qg_job J;
@@ -927,14 +935,15 @@ int px_qgemm_qs8_indirect(px_ctx *ctx, const px_qweights *w, int64_t M, const in
   J.nmb = (M + QG_MB - 1) / QG_MB;
   J.sa = row_sums;
   J.ind = ind;
-  J.taps = taps;
+  J.taps = list ? nlist : taps;
+  J.wtap = list;
   J.tu = w->bk / taps / QG_KU;
   qg_qs8_step(&J, a_zp, bias, requant, out_zp, qmin, qmax, out, ldc);
   px_parallel_for((w->ntiles + QG_GV - 1) / QG_GV * J.nmb, 1, M * w->K * w->N, qg_run_qs8_ind, &J);
   return 0;
 #else
   (void)ind, (void)row_sums, (void)a_zp, (void)bias, (void)requant, (void)out_zp, (void)qmin, (void)qmax, (void)out,
-      (void)ldc;
+      (void)ldc, (void)nlist;
   return 0;
 #endif
 }

@@ -88,14 +88,19 @@ int px_qgemm_qs8_padded(px_ctx *ctx, const px_qweights *w, int64_t M, const int8
  * implicit convolution that gathers nothing: row m's K values are `taps`
  * runs of K / taps bytes, run t at ind[m * taps + t] (an input pixel's
  * channels, or a run of a_zp bytes for a tap outside the input), and
- * row_sums[m] is the sum of row m's K int8 values (int32). Only where
- * px_qgemm_qs8_indirect_ok says so (the AVX-512 VNNI path, 8-bit weights
- * without blockwise scales or depth padding, runs of a multiple of 8
- * bytes); the results are px_qgemm_qs8's. Returns 0 or px_fail's status. */
+ * row_sums[m] is the sum of row m's K int8 values (int32). With list
+ * (not NULL), each row has only nlist runs, run t for the weights' tap
+ * list[t] (the other taps left out of the product: for a tap every row
+ * reads as a_zp bytes, the caller adds a_zp times that tap's weights to the
+ * bias, and row_sums leave it out). Only where px_qgemm_qs8_indirect_ok says
+ * so (the AVX-512 VNNI path, 8-bit weights without blockwise scales or
+ * depth padding, runs of a multiple of 8 bytes); the results are
+ * px_qgemm_qs8's. Returns 0 or px_fail's status. */
 bool px_qgemm_qs8_indirect_ok(const px_qweights *w, int64_t taps);
 int px_qgemm_qs8_indirect(px_ctx *ctx, const px_qweights *w, int64_t M, const int8_t *const *ind, int64_t taps,
-                          const int32_t *row_sums, int32_t a_zp, const int32_t *bias, const float *requant,
-                          int32_t out_zp, int32_t qmin, int32_t qmax, int8_t *out, int64_t ldc);
+                          int64_t nlist, const int32_t *list, const int32_t *row_sums, int32_t a_zp,
+                          const int32_t *bias, const float *requant, int32_t out_zp, int32_t qmin, int32_t qmax,
+                          int8_t *out, int64_t ldc);
 /* out[i] = the sum of the n int8 values at p + i * stride, i < count
  * (int32), vectorised where the CPU allows. */
 void px_qgemm_sums_s8(const int8_t *p, int64_t count, int64_t n, int64_t stride, int32_t *out);

@@ -197,10 +197,12 @@ void qg_qs8_tile_vnni(const uint8_t *w, int64_t tile_bytes, int nt, const int8_t
                       int64_t nu, int64_t nn, const int32_t *rowc, const int32_t *kb, const float *rq, float qlo,
                       float qhi, int32_t zp, int8_t *out, int64_t ldc);
 /* qg_qs8_tile_vnni over indirect rows: row r's depth is taps runs of tu
- * units, run t at ind[r * taps + t] (px_qgemm_qs8_indirect). */
+ * units, run t at ind[r * taps + t], multiplied by the weights of tap
+ * wtap[t] (t itself where wtap is NULL) (px_qgemm_qs8_indirect). */
 void qg_qs8_ind_tile_vnni(const uint8_t *w, int64_t tile_bytes, int nt, const int8_t *const *ind, int64_t taps,
-                          int64_t tu, int64_t rows, int64_t nn, const int32_t *rowc, const int32_t *kb, const float *rq,
-                          float qlo, float qhi, int32_t zp, int8_t *out, int64_t ldc);
+                          const int32_t *wtap, int64_t tu, int64_t rows, int64_t nn, const int32_t *rowc,
+                          const int32_t *kb, const float *rq, float qlo, float qhi, int32_t zp, int8_t *out,
+                          int64_t ldc);
 void qg_gemv4_vnni(const uint8_t *w, int64_t tile_bytes, int nt, const int8_t *a, int64_t nu, const qg_blocks *b,
                    float *out);
 void qg_gemm4_vnni(const uint8_t *w, int64_t tile_bytes, int nt, const int8_t *a, int64_t lda, int mr, int64_t nu,

@@ -621,11 +621,12 @@ QG_VNNI void qg_qs8_rows_vnni(const int mr, const int nt, const uint8_t *w, int6
  * pixel's channels, or a run of the zero point for a tap outside the
  * input); the weights' units follow in the same order. Tile by tile as
  * qg_sums8_vnni, the rows' pointers reloaded at each run. */
-QG_VNNI void qg_sums8_ind_vnni(const int mr, const int nt, const uint8_t *w, int64_t tb, const int8_t *const *ind,
-                               int64_t taps, int64_t tu, __m512i c[QG_MR][QG_GV]) {
+QG_VNNI void qg_sums8_ind_vnni(const int mr, const int nt, const uint8_t *w0, int64_t tb, const int8_t *const *ind,
+                               int64_t taps, const int32_t *wtap, int64_t tu, __m512i c[QG_MR][QG_GV]) {
   for (int64_t t = 0; t < taps; t++) {
     const int8_t *p[QG_MR];
     QG_UNROLL for (int i = 0; i < mr; i++) p[i] = ind[i * taps + t];
+    const uint8_t *w = w0 + (wtap ? wtap[t] : t) * tu * 128;
     for (int64_t u = 0; u < tu; u++, w += 128) {
       __m512i x0[QG_MR], x1[QG_MR];
       QG_UNROLL for (int i = 0; i < mr; i++) {
@@ -645,11 +646,12 @@ QG_VNNI void qg_sums8_ind_vnni(const int mr, const int nt, const uint8_t *w, int
 }
 
 QG_VNNI void qg_qs8_ind_rows_vnni(const int mr, const int nt, const uint8_t *w, int64_t tb, const int8_t *const *ind,
-                                  int64_t taps, int64_t tu, int64_t nn, const int32_t *rowc, const int32_t *kb,
-                                  const float *rq, float qlo, float qhi, int32_t zp, int8_t *out, int64_t ldc) {
+                                  int64_t taps, const int32_t *wtap, int64_t tu, int64_t nn, const int32_t *rowc,
+                                  const int32_t *kb, const float *rq, float qlo, float qhi, int32_t zp, int8_t *out,
+                                  int64_t ldc) {
   __m512i c[QG_MR][QG_GV];
   qg_qs8_init_vnni(mr, nt, rowc, kb, c);
-  qg_sums8_ind_vnni(mr, nt, w, tb, ind, taps, tu, c);
+  qg_sums8_ind_vnni(mr, nt, w, tb, ind, taps, wtap, tu, c);
   qg_qs8_store_vnni(mr, nt, c, nn, rq, qlo, qhi, zp, out, ldc);
 }
 
@@ -672,19 +674,19 @@ QG_VNNI void qg_qs8_ind_rows_vnni(const int mr, const int nt, const uint8_t *w, 
   }
 
 #define QG_IND_ROWS(NT)                                                                                          \
-  qg_qs8_ind_rows_vnni(QG_MR, NT, w, tile_bytes, ind + m * taps, taps, tu, nn, rowc + m, kb, rq, qlo, qhi, zp, \
-                       out + m * ldc, ldc)
+  qg_qs8_ind_rows_vnni(QG_MR, NT, w, tile_bytes, ind + m * taps, taps, wtap, tu, nn, rowc + m, kb, rq, qlo, qhi, \
+                       zp, out + m * ldc, ldc)
 
 QG_VNNI_T void qg_qs8_ind_tile_vnni(const uint8_t *w, int64_t tile_bytes, int nt, const int8_t *const *ind,
-                                    int64_t taps, int64_t tu, int64_t rows, int64_t nn, const int32_t *rowc,
-                                    const int32_t *kb, const float *rq, float qlo, float qhi, int32_t zp, int8_t *out,
-                                    int64_t ldc) {
+                                    int64_t taps, const int32_t *wtap, int64_t tu, int64_t rows, int64_t nn,
+                                    const int32_t *rowc, const int32_t *kb, const float *rq, float qlo, float qhi,
+                                    int32_t zp, int8_t *out, int64_t ldc) {
   int64_t m = 0;
   for (; m + QG_MR <= rows; m += QG_MR) QG_BY_NT(QG_IND_ROWS)
   for (; m < rows; m++) /* the last rows one at a time, tile by tile */
     for (int t = 0; t < nt; t++)
-      qg_qs8_ind_rows_vnni(1, 1, w + t * tile_bytes, tile_bytes, ind + m * taps, taps, tu, nn - t * QG_NR, rowc + m,
-                           kb + t * QG_NR, rq + t * QG_NR, qlo, qhi, zp, out + m * ldc + t * QG_NR, ldc);
+      qg_qs8_ind_rows_vnni(1, 1, w + t * tile_bytes, tile_bytes, ind + m * taps, taps, wtap, tu, nn - t * QG_NR,
+                           rowc + m, kb + t * QG_NR, rq + t * QG_NR, qlo, qhi, zp, out + m * ldc + t * QG_NR, ldc);
 }
 #undef QG_IND_ROWS
 
