@@ -240,7 +240,9 @@ px_qconv *px_qconv_pack(const px_qconv_desc *d) {
       if (c->wrow) c->bytes += px_qweights_bytes(c->wrow);
     }
   }
-  if (!d->transposed && !d->dynamic && taps > 1 && (c->tapsum = malloc(sizeof(int32_t) * (size_t)(taps * cout)))) {
+  /* only for the convolutions qc_run takes through qc_run_indirect (the one user) */
+  if (!d->transposed && !d->dynamic && taps > 1 && px_qgemm_qs8_indirect_ok(c->w[0], taps) &&
+      (c->tapsum = malloc(sizeof(int32_t) * (size_t)(taps * cout)))) {
     for (int64_t t = 0; t < taps; t++)
       for (int64_t n = 0; n < cout; n++) {
         const int8_t *wn = d->weights + (n * taps + t) * d->gic;
