@@ -101,8 +101,9 @@ setup_clang() {  # clang and compiler-rt (sanitizer and libFuzzer runtimes), fro
 }
 
 # aarch64: the cross toolchain, its libc and qemu-user, from Debian; then
-# the library and the wheel's library cross-built into native/build/aarch64/
-# and the C tests plus the model fixtures (tests/data/models) run under qemu.
+# the library cross-built into native/build/aarch64/, the C tests plus the
+# model fixtures (tests/data/models) run under qemu, and the aarch64 wheel
+# built (the wheel tests check it).
 setup_cross() {
   command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 && command -v qemu-aarch64 >/dev/null 2>&1 &&
     [ -f /usr/aarch64-linux-gnu/lib/libc.so.6 ] && return 0
@@ -114,10 +115,11 @@ setup_cross() {
 
 aarch64_emulated() {
   setup_cross &&
-    make -s -C native -j"$JOBS" CROSS=aarch64-linux-gnu- all dist &&
+    make -s -C native -j"$JOBS" CROSS=aarch64-linux-gnu- all &&
     make -s -C native -j"$JOBS" -O CROSS=aarch64-linux-gnu- test &&
     # the fixtures again with the portable GEMM kernel in place of the NEON one
-    PYEXEC_GEMM_ISA=portable qemu-aarch64 -L /usr/aarch64-linux-gnu native/build/aarch64/tests/run_fixtures native/tests/data
+    PYEXEC_GEMM_ISA=portable qemu-aarch64 -L /usr/aarch64-linux-gnu native/build/aarch64/tests/run_fixtures native/tests/data &&
+    bash scripts/build_wheel.sh --cross aarch64-linux-gnu- "$WHEELS" >/dev/null
 }
 
 # The layering check reads the regular build's object files (which object
@@ -125,9 +127,18 @@ aarch64_emulated() {
 # the package's install, which builds the wheel's library on its own).
 lint() { ruff check . && mypy && python scripts/check_layers.py; }
 
-# The package as a user gets it: `pip install .` builds the wheel's library
-# (make dist) and bundles it; the tests import the installed package.
-install_package() { python -m pip install -q --no-deps --force-reinstall .; }
+# The wheels, each built once here (scripts/build_wheel.sh, from a clean
+# copy of the checkout) and handed to the wheel tests (PYEXEC_TEST_WHEELS),
+# which would otherwise build them again.
+WHEELS=$PWD/build/test-wheels
+rm -rf "$WHEELS"
+
+# The package as a user gets it: the wheel (its library from `make dist`)
+# built and installed; the tests import the installed package.
+install_package() {
+  local wheel
+  wheel=$(bash scripts/build_wheel.sh "$WHEELS") && python -m pip install -q --no-deps --force-reinstall "$wheel"
+}
 
 # Both Python runs use every core (pytest-xdist), one test file per worker at
 # a time so that a file's module fixtures are made once.
@@ -135,7 +146,7 @@ PYTEST=(pytest -q -p no:cacheprovider -n "${PYTEST_WORKERS:-auto}" --dist loadfi
 
 pytest_regular() {
   # pytest (not `python -m pytest`): the tests import the installed package.
-  "${PYTEST[@]}" tests
+  PYEXEC_TEST_WHEELS="$WHEELS" "${PYTEST[@]}" tests
 }
 
 # The Python suite against the ASan library (native/build/asan): the source

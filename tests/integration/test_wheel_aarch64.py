@@ -1,4 +1,4 @@
-"""The aarch64 wheel, cross-built by scripts/build_wheel_aarch64.sh: one
+"""The aarch64 wheel, cross-built by scripts/build_wheel.sh --cross aarch64-linux-gnu-: one
 py3-none-manylinux_2_17_aarch64 wheel whose library is AArch64 code, under
 1 MiB, linked against libc/libm only, exporting only pyexec_ symbols and
 needing no glibc newer than 2.17. Skipped without the cross toolchain
@@ -8,16 +8,14 @@ the C tests and the model fixtures run under qemu in scripts/test.sh."""
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
 import pytest
-from support import ROOT
+from support.wheel import built_wheel
 
 pytestmark = pytest.mark.slow  # cross-builds the library and a wheel
 
@@ -29,15 +27,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for tool in ("aarch64-linux-gnu-gcc", READELF):
         if shutil.which(tool) is None:
             pytest.skip(f"{tool} is not installed (scripts/test.sh installs the cross toolchain)")
-    out = tmp_path_factory.mktemp("wheel_aarch64")
-    proc = subprocess.run(
-        ["bash", str(ROOT / "scripts" / "build_wheel_aarch64.sh"), str(out)],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHON": sys.executable},
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    return Path(proc.stdout.split()[-1])
+    return built_wheel("aarch64", tmp_path_factory.mktemp("wheel_aarch64"), cross="aarch64-linux-gnu-")[0]
 
 
 @pytest.fixture(scope="module")
