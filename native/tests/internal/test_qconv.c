@@ -191,6 +191,10 @@ static void test_cases(void) {
       {0, 0, 0, 1, 0, 1, 6, 7, 1, 40, 17, 1, 3, 1, 1, 1, 1, 0, 1, 0, 1, 0, 0},   /* 1x3, 5 units a tap */
       {0, 0, 0, 1, 0, 1, 7, 5, 1, 16, 8, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 0, 0},    /* 1x1 with stride */
       {0, 0, 0, 1, 0, 1, 70, 70, 1, 8, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0},  /* several row chunks */
+      /* stride 1: runs of pixels whose taps all lie inside, 8 pointers and 16 sums a store */
+      {0, 0, 0, 1, 0, 2, 23, 37, 1, 8, 16, 4, 4, 1, 1, 1, 1, 1, 2, 2, 1, 0, 0},  /* 16 taps: no part store */
+      {0, 0, 0, 1, 1, 1, 30, 41, 1, 16, 20, 5, 5, 1, 1, 2, 1, 4, 2, 4, 2, 0, 0}, /* 25 taps, dilated rows */
+      {0, 0, 0, 1, 0, 1, 9, 52, 2, 8, 17, 1, 7, 1, 1, 1, 2, 0, 6, 0, 6, 0, 0},   /* 7 taps, dilated, grouped */
       /* dilations past the input (an atrous pyramid): taps no pixel of a band reads inside are left out */
       {0, 0, 0, 1, 0, 1, 7, 7, 1, 16, 20, 3, 3, 1, 1, 8, 8, 8, 8, 8, 8, 0, 0},  /* only the centre tap */
       {0, 0, 0, 1, 1, 2, 9, 9, 1, 8, 33, 3, 3, 1, 1, 6, 6, 6, 6, 6, 6, 0, 0},  /* bands of 3, 6 and 9 taps */

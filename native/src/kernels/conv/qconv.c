@@ -9,7 +9,7 @@
 
 #include <math.h>
 #if defined(__x86_64__)
-#include <emmintrin.h>
+#include <immintrin.h>
 #endif
 #include <stdlib.h>
 #include <string.h>
@@ -490,6 +490,38 @@ static bool qc_col_in(const px_qconv *c, int64_t W, int64_t OW, int64_t j) {
  * same. Bands are runs of output rows whose kernel rows inside the input
  * are the same; a kernel column counts as read when any output column
  * reads it. */
+/* n output pixels side by side along a row, stride 1, every tap of each
+ * inside the input: pixel r's taps' pointers (rp + r * step + poff[t]) at
+ * pr[r * taps + t] and the sum of their pixel sums (sp[r + toff[t]]) at
+ * sums[r]; eight pointers and sixteen sums a store (AVX-512F: the indirect
+ * product runs only where the CPU has AVX-512 VNNI). Per pixel this was
+ * taps scalar loads, adds and stores: 7% of a 64-channel 3 x 3
+ * convolution's time. */
+#if defined(__GNUC__) && defined(__x86_64__)
+__attribute__((target("avx512f"))) static void qc_inside_run_avx512(const int8_t **pr, int32_t *sums, int64_t n,
+                                                                    const int8_t *rp, int64_t step,
+                                                                    const int32_t *sp, const int64_t *poff,
+                                                                    const int64_t *toff, int64_t taps) {
+  const __mmask8 last = (__mmask8)(0xFFu >> ((8 - taps % 8) % 8));
+  for (int64_t r = 0; r < n; r++) {
+    const __m512i base = _mm512_set1_epi64((long long)(intptr_t)(rp + r * step));
+    int64_t t = 0;
+    for (; t + 8 <= taps; t += 8)
+      _mm512_storeu_si512((void *)(pr + r * taps + t),
+                          _mm512_add_epi64(base, _mm512_loadu_si512((const void *)(poff + t))));
+    if (t < taps)
+      _mm512_mask_storeu_epi64((void *)(pr + r * taps + t), last,
+                               _mm512_add_epi64(base, _mm512_maskz_loadu_epi64(last, poff + t)));
+  }
+  for (int64_t r = 0; r < n; r += 16) {
+    const __mmask16 m = n - r >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - r)) - 1);
+    __m512i acc = _mm512_setzero_si512();
+    for (int64_t t = 0; t < taps; t++) acc = _mm512_add_epi32(acc, _mm512_maskz_loadu_epi32(m, sp + r + toff[t]));
+    _mm512_mask_storeu_epi32(sums + r, m, acc);
+  }
+}
+#endif
+
 static int qc_run_indirect(px_ctx *ctx, const px_qconv *c, int64_t N, int64_t H, int64_t W, const int8_t *x,
                            int64_t OH, int64_t OW, int8_t *y) {
   const int64_t taps = c->kh * c->kw, C = c->gic, G = c->groups, M = N * OH * OW;
@@ -499,17 +531,22 @@ static int qc_run_indirect(px_ctx *ctx, const px_qconv *c, int64_t N, int64_t H,
   const int8_t **ind = px_scratch(ctx, sizeof(*ind) * (size_t)(chunk * taps));
   int32_t *sums = px_scratch(ctx, sizeof(int32_t) * (size_t)chunk);
   int64_t *toff = px_scratch(ctx, sizeof(int64_t) * (size_t)taps); /* a tap's pixel offset from the window's corner */
+  int64_t *poff = px_scratch(ctx, sizeof(int64_t) * (size_t)taps); /* and its byte offset */
   int32_t *list = px_scratch(ctx, sizeof(int32_t) * (size_t)taps);  /* a band's taps */
   int32_t *badj = px_scratch(ctx, sizeof(int32_t) * (size_t)c->goc); /* its bias */
   bool *col_in = px_scratch(ctx, sizeof(bool) * (size_t)c->kw);
-  if (!pixsum || !zrun || !ind || !sums || !toff || !list || !badj || !col_in) return PYEXEC_ERR_EXECUTION;
+  if (!pixsum || !zrun || !ind || !sums || !toff || !poff || !list || !badj || !col_in) return PYEXEC_ERR_EXECUTION;
   for (int64_t i = 0; i < c->kh; i++)
     for (int64_t j = 0; j < c->kw; j++) toff[i * c->kw + j] = i * c->dh * W + j * c->dw;
+  for (int64_t t = 0; t < taps; t++) poff[t] = toff[t] * c->cin;
   for (int64_t j = 0; j < c->kw; j++) col_in[j] = qc_col_in(c, W, OW, j);
   const int64_t span_h = (c->kh - 1) * c->dh + 1, span_w = (c->kw - 1) * c->dw + 1;
   memset(zrun, (int)(int8_t)c->in_zp, (size_t)C + 16);
   for (int64_t g = 0; g < G; g++) px_qgemm_sums_s8(x + g * C, N * H * W, C, c->cin, pixsum + g * N * H * W);
   const int32_t zsum = (int32_t)(c->in_zp * C);
+#if defined(__GNUC__) && defined(__x86_64__)
+  const bool vec_run = c->sw == 1 && px_cpu()->avx512f;
+#endif
   for (int64_t g = 0; g < G; g++) {
     const int32_t *gsum = pixsum + g * N * H * W;
     for (int64_t m0 = 0, rows; m0 < M; m0 += rows) {
@@ -552,6 +589,15 @@ static int qc_run_indirect(px_ctx *ctx, const px_qconv *c, int64_t N, int64_t H,
         const int64_t ih0 = oh * c->sh - c->pt, iw0 = ow * c->sw - c->pl;
         if (!some && ih0 >= 0 && ih0 + span_h <= H && iw0 >= 0 && iw0 + span_w <= W) { /* every tap inside */
           const int64_t base = ih0 * W + iw0;
+#if defined(__GNUC__) && defined(__x86_64__)
+          if (vec_run) { /* this pixel and the next ones of its row whose taps are all inside */
+            int64_t last = W - span_w + c->pl < OW - 1 ? W - span_w + c->pl : OW - 1, k = last - ow + 1;
+            if (k > rows - r) k = rows - r;
+            qc_inside_run_avx512(pr, sums + r, k, img + base * c->cin, c->cin, isum + base, poff, toff, taps);
+            r += k - 1, ow += k - 1;
+            goto next;
+          }
+#endif
           for (int64_t t = 0; t < taps; t++) {
             pr[t] = img + (base + toff[t]) * c->cin;
             sum += isum[base + toff[t]];
@@ -569,6 +615,9 @@ static int qc_run_indirect(px_ctx *ctx, const px_qconv *c, int64_t N, int64_t H,
           }
         }
         sums[r] = sum;
+#if defined(__GNUC__) && defined(__x86_64__)
+      next:
+#endif
         if (++ow == OW) {
           ow = 0;
           if (++oh == OH) oh = 0, n++;
