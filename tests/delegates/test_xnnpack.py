@@ -343,3 +343,81 @@ def test_delegate_reads_an_unplanned_input_in_place(unplanned: bytes) -> None:
     (got,) = method.execute()
     with torch.no_grad():
         assert_close(got, model(x), rtol=1e-5, atol=1e-6)
+
+
+# ---- SiLU: the exporter's Sigmoid and Multiply, fused at load --------------------------------
+
+
+class SiluConvs(torch.nn.Module):
+    """Convolutions with SiLU between them (EfficientNet's activation, which
+    the exporter lowers as a Sigmoid and a Multiply), and a squeeze-excitation
+    gate (a Sigmoid whose result multiplies another value: not a SiLU)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = torch.nn.Conv2d(3, 16, 3, padding=1)
+        self.b = torch.nn.Conv2d(16, 16, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = F.silu(self.a(x))
+        gate = torch.sigmoid(h.mean((2, 3), keepdim=True))
+        return F.silu(self.b(h * gate))
+
+
+def _events(pte: bytes, x: torch.Tensor) -> tuple[torch.Tensor, list[str]]:
+    method = pyexec.load(pte).load_method("forward")
+    with method.profile() as p:
+        (out,) = method.execute([x])
+    return out, [e.name for e in p.events]
+
+
+def test_silu_runs_as_one_node_with_the_bits_of_its_two(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each x * sigmoid(x) runs as one node (in the profile: "SiLU [Sigmoid,
+    Multiply]"), the gate's Sigmoid and Multiply as they are; the outputs
+    equal those of the graph run node by node (PYEXEC_FUSE=0), bit for bit,
+    at one thread and at three, and ExecuTorch's and torch's within float
+    rounding. Inputs reach the sigmoid's saturation both ways."""
+    torch.manual_seed(5)
+    m = SiluConvs().eval()
+    x = 4 * torch.randn(2, 3, 37, 29)
+    pte = export_xnnpack(m, (x,))
+    names = [union_names()[t] for t in node_types(pte)]
+    assert names.count("Sigmoid") == 3 and names.count("Multiply") == 3, names
+    torch.manual_seed(6)
+    x2 = 4 * torch.randn_like(x)
+    before = pyexec.get_num_threads()
+    try:
+        for threads in (1, 3):
+            pyexec.set_num_threads(threads)
+            fused, events = _events(pte, x2)
+            assert events.count("SiLU [Sigmoid, Multiply]") == 2, events
+            assert events.count("Sigmoid") == 1 and events.count("Multiply") == 1, events
+            with monkeypatch.context() as env:
+                env.setenv("PYEXEC_FUSE", "0")
+                plain, plain_events = _events(pte, x2)
+            assert "SiLU [Sigmoid, Multiply]" not in plain_events, plain_events
+            assert torch.equal(torch.as_tensor(fused), torch.as_tensor(plain))
+    finally:
+        pyexec.set_num_threads(before)
+    (et,) = run_with_executorch(pte, [x2])
+    assert_close(fused, et, rtol=1e-5, atol=1e-5)
+    with torch.no_grad():
+        assert_close(fused, m(x2), rtol=1e-4, atol=1e-4)
+
+
+def _silu_plus_sigmoid(x: torch.Tensor) -> torch.Tensor:
+    s = torch.sigmoid(x)
+    return x * s + s
+
+
+def test_a_sigmoid_read_twice_is_not_fused() -> None:
+    """s = sigmoid(x); x * s + s: the sigmoid's result has a second reader,
+    so both nodes run as exported."""
+    m = Lambda(_silu_plus_sigmoid)
+    x = 3 * torch.randn(4, 33)
+    pte = export_xnnpack(m, (x,))
+    got, events = _events(pte, x)
+    assert "SiLU [Sigmoid, Multiply]" not in events and "Sigmoid" in events and "Multiply" in events, events
+    (et,) = run_with_executorch(pte, [x])
+    assert_close(got, et, rtol=1e-5, atol=1e-6)
+    assert_close(got, x * torch.sigmoid(x) + torch.sigmoid(x), rtol=1e-5, atol=1e-6)

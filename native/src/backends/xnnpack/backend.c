@@ -165,6 +165,7 @@ static pyexec_status xnn_init(px_ctx *ctx, const uint8_t *payload, size_t size, 
   if (st == PYEXEC_ERR_UNSUPPORTED) name_unsupported(payload, size);
   if (!st && xnn_fuse_clamps(&d->g)) st = px_no_memory("XNNPACK delegate");
   if (!st && xnn_fuse_lookups(ctx, &d->g)) st = px_no_memory("XNNPACK delegate");
+  if (!st && xnn_fuse_silu(&d->g)) st = px_no_memory("XNNPACK delegate");
   if (!st) st = give_storage(d);
   if (!st && (!(d->ops = calloc(d->g.nnodes + 1, sizeof *d->ops)) ||
               !(d->rounds = calloc(d->g.nnodes + 1, sizeof *d->rounds))))

@@ -21,7 +21,14 @@
  * 8-bit value has 256 possible bytes and the chain treats each element
  * alone, so the table gives the bytes the chain gives, with one read and
  * one write of a byte an element in place of three float passes.
- * PYEXEC_FUSE=0 in the environment leaves the chains as they are.
+ * Last, in float32 graphs:
+ *
+ *   Sigmoid (x -> s), then Multiply (x, s) or (s, x), s read by nothing else
+ *
+ * becomes one silu node in the Multiply's place (the exporter's SiLU,
+ * EfficientNet's activation): the two nodes' loops run a piece at a time,
+ * so s stays in cache, and the bits are the two nodes' (nodes_basic.c).
+ * PYEXEC_FUSE=0 in the environment leaves the chains and pairs as they are.
  */
 #include <math.h>
 #include <stdio.h>
@@ -142,26 +149,55 @@ static int tabulate(px_ctx *ctx, xnn_graph *g, const uint32_t *chain, uint32_t l
   return rc;
 }
 
+/* What the chain rewrites below read off the graph: each value's readers
+ * (how many nodes read it, and the last of them), and which nodes a
+ * rewrite took away. */
+typedef struct fuse_scan {
+  uint32_t *uses, *reader;
+  bool *gone;
+} fuse_scan;
+
+static void scan_free(fuse_scan *f) {
+  free(f->uses);
+  free(f->reader);
+  free(f->gone);
+}
+
+static int scan_readers(const xnn_graph *g, fuse_scan *f) {
+  f->uses = calloc(g->nvalues + 1, sizeof *f->uses);
+  f->reader = malloc(sizeof *f->reader * (g->nvalues + 1));
+  f->gone = calloc(g->nnodes + 1, sizeof *f->gone);
+  if (!f->uses || !f->reader || !f->gone) {
+    scan_free(f);
+    return -1;
+  }
+  for (uint32_t v = 0; v < g->nvalues; v++) f->reader[v] = XNN_INVALID_ID;
+  for (uint32_t i = 0; i < g->nnodes; i++)
+    for (uint32_t k = 0; k < g->nodes[i].nin; k++)
+      if (g->nodes[i].in[k] < g->nvalues) {
+        f->uses[g->nodes[i].in[k]]++;
+        f->reader[g->nodes[i].in[k]] = i;
+      }
+  return 0;
+}
+
+/* The nodes left, in order; the scan freed. */
+static void drop_gone(xnn_graph *g, fuse_scan *f) {
+  uint32_t kept = 0;
+  for (uint32_t i = 0; i < g->nnodes; i++)
+    if (!f->gone[i]) g->nodes[kept++] = g->nodes[i];
+  g->nnodes = kept;
+  scan_free(f);
+}
+
 int xnn_fuse_lookups(px_ctx *ctx, xnn_graph *g) {
   enum { MAXLEN = 64 };
   const char *env = getenv("PYEXEC_FUSE"); /* 0: off, as for the portable fusions (A/B runs) */
   if (env && !strcmp(env, "0")) return 0;
-  uint32_t *uses = calloc(g->nvalues + 1, sizeof *uses);
-  uint32_t *reader = malloc(sizeof *reader * (g->nvalues + 1)); /* the last node reading a value */
-  bool *gone = calloc(g->nnodes + 1, sizeof *gone);
-  if (!uses || !reader || !gone) {
-    free(uses);
-    free(reader);
-    free(gone);
-    return -1;
-  }
-  for (uint32_t v = 0; v < g->nvalues; v++) reader[v] = XNN_INVALID_ID;
-  for (uint32_t i = 0; i < g->nnodes; i++)
-    for (uint32_t k = 0; k < g->nodes[i].nin; k++)
-      if (g->nodes[i].in[k] < g->nvalues) {
-        uses[g->nodes[i].in[k]]++;
-        reader[g->nodes[i].in[k]] = i;
-      }
+  fuse_scan f;
+  if (scan_readers(g, &f)) return -1;
+  const uint32_t *uses = f.uses, *reader = f.reader;
+  bool *gone = f.gone;
   int rc = 0;
   for (uint32_t i = 0; i < g->nnodes && !rc; i++) {
     const xnn_node *head = &g->nodes[i];
@@ -215,12 +251,41 @@ int xnn_fuse_lookups(px_ctx *ctx, xnn_graph *g) {
     tail->packed_size = sizeof *lk;
     for (uint32_t k = 0; k + 1 < len; k++) gone[chain[k]] = true;
   }
-  uint32_t kept = 0;
-  for (uint32_t i = 0; i < g->nnodes; i++)
-    if (!gone[i]) g->nodes[kept++] = g->nodes[i];
-  g->nnodes = kept;
-  free(uses);
-  free(reader);
-  free(gone);
+  drop_gone(g, &f);
   return rc;
+}
+
+/* ---- SiLU: a Sigmoid times its own input ---------------------------------------------------------- */
+
+static bool plain_f32(const xnn_value *v) { return v->datatype == XNN_DT_FP32 && !v->half; }
+
+int xnn_fuse_silu(xnn_graph *g) {
+  const char *env = getenv("PYEXEC_FUSE");
+  if (env && !strcmp(env, "0")) return 0;
+  fuse_scan f;
+  if (scan_readers(g, &f)) return -1;
+  const uint32_t *uses = f.uses, *reader = f.reader;
+  bool *gone = f.gone;
+  for (uint32_t i = 0; i < g->nnodes; i++) {
+    const xnn_node *sg = &g->nodes[i];
+    if (sg->type != XNN_NODE_sigmoid || !one_in_one_out(sg) || sg->in[0] >= g->nvalues || sg->out[0] >= g->nvalues)
+      continue;
+    const uint32_t x = sg->in[0], s = sg->out[0];
+    if (!plain_f32(&g->values[x]) || !inner_f32(&g->values[s], uses[s]) || reader[s] <= i ||
+        reader[s] == XNN_INVALID_ID)
+      continue;
+    xnn_node *mul = &g->nodes[reader[s]];
+    if (mul->type != XNN_NODE_multiply || mul->nin != 2 || mul->nout != 1 || mul->out[0] >= g->nvalues ||
+        !plain_f32(&g->values[mul->out[0]]) || isnan(mul->output_min) || isnan(mul->output_max) ||
+        !((mul->in[0] == x && mul->in[1] == s) || (mul->in[0] == s && mul->in[1] == x)))
+      continue;
+    mul->type = XNN_NODE_silu;
+    mul->nin = 1;
+    mul->in[0] = x;
+    mul->in[1] = XNN_INVALID_ID;
+    mul->flags = 0;
+    gone[i] = true;
+  }
+  drop_gone(g, &f);
+  return 0;
 }

@@ -60,6 +60,7 @@ int xnn_exec_binary(px_ctx *ctx, const xnn_node *node, xnn_value *values);
  * Hardswish, Gelu), Copy and Convert: output dims = input dims. */
 int xnn_shape_unary(px_ctx *ctx, const xnn_node *node, xnn_value *values);
 int xnn_exec_unary(px_ctx *ctx, const xnn_node *node, xnn_value *values);
+int xnn_exec_silu(px_ctx *ctx, const xnn_node *node, xnn_value *values); /* fuse.c's silu node */
 /* Softmax over the last dim. */
 int xnn_exec_softmax(px_ctx *ctx, const xnn_node *node, xnn_value *values);
 

@@ -250,6 +250,40 @@ int xnn_exec_unary(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
   return 0;
 }
 
+/* fuse.c's silu node: per piece, the Sigmoid node's loop into a buffer the
+ * cache holds, then the Multiply node's loop of x by it with the
+ * Multiply's bounds, so the bits are the two nodes' (a product of two
+ * floats does not depend on their order). */
+typedef struct silu_job {
+  const float *x;
+  float *y;
+  int64_t n;
+  bool clamp;
+  float lo, hi;
+} silu_job;
+
+static void silu_pieces(void *arg, int64_t p0, int64_t p1, int tid) {
+  (void)tid;
+  const silu_job *J = arg;
+  _Alignas(64) float s[XNN_PIECE];
+  for (int64_t p = p0; p < p1; p++) {
+    const int64_t b = p * XNN_PIECE, n = J->n - b < XNN_PIECE ? J->n - b : XNN_PIECE;
+    px_f32_sigmoid(n, J->x + b, s);
+    px_f32_binary(PX_F32_MUL, n, J->x + b, 1, s, 1, J->y + b, J->clamp, J->lo, J->hi);
+  }
+}
+
+int xnn_exec_silu(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
+  (void)ctx;
+  const xnn_value *xv = &values[node->in[0]];
+  xnn_value *ov = &values[node->out[0]];
+  const float lo = node->output_min, hi = node->output_max;
+  silu_job J = {.x = xv->data, .y = ov->data, .n = xnn_numel(ov), .lo = lo, .hi = hi,
+                .clamp = !(isinf(lo) && lo < 0 && isinf(hi) && hi > 0)};
+  px_parallel_for((J.n + XNN_PIECE - 1) / XNN_PIECE, 1, J.n * 20, silu_pieces, &J);
+  return 0;
+}
+
 /* ---- softmax --------------------------------------------------------------------- */
 
 typedef struct softmax_job {

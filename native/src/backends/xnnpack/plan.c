@@ -46,7 +46,10 @@ static const xnn_node_ops ops[XNN_NODE_MAX + 1] = {
 #undef B
 #undef CAT
 
+static const xnn_node_ops silu_ops = {xnn_shape_unary, xnn_exec_silu, NULL};
+
 const xnn_node_ops *xnn_node_ops_for(int type) {
+  if (type == XNN_NODE_silu) return &silu_ops;
   if (type < 1 || type > XNN_NODE_MAX || !ops[type].shape || !ops[type].exec) return NULL;
   return &ops[type];
 }

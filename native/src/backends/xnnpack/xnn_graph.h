@@ -131,8 +131,11 @@ enum { XNN_NODE_TYPES(XNN_NODE_ENUM_) XNN_NODE_MAX = 47 };
 /* Node types no file holds: made at load by fuse.c, past the schema's codes.
  *   lookup8: in[0] (qint8 / quint8) -> out[0] (qint8 / quint8) through the
  *            256-byte table in packed (an xnn_lookup8), the fused form of a
- *            Convert to fp32 -> fp32 pointwise nodes -> Convert to 8 bits. */
-enum { XNN_NODE_lookup8 = XNN_NODE_MAX + 1 };
+ *            Convert to fp32 -> fp32 pointwise nodes -> Convert to 8 bits;
+ *   silu:    in[0] (fp32) -> out[0] (fp32), x * sigmoid(x) clamped to the
+ *            node's output bounds: the fused form of a Sigmoid and the
+ *            Multiply of its input by its result (the exporter's SiLU). */
+enum { XNN_NODE_lookup8 = XNN_NODE_MAX + 1, XNN_NODE_silu = XNN_NODE_MAX + 2 };
 
 typedef struct xnn_lookup8 {
   uint8_t table[256]; /* the output byte for each input byte */
@@ -328,5 +331,14 @@ int xnn_fuse_clamps(xnn_graph *g);
  * it is). PYEXEC_FUSE=0 in the environment turns it off. Returns 0, or -1 when memory runs out (the graph then unchanged
  * from that chain on). */
 int xnn_fuse_lookups(px_ctx *ctx, xnn_graph *g);
+
+/* The third rewrite (fuse.c): a float32 Sigmoid whose result only a
+ * Multiply by the Sigmoid's own input reads (not external, not fp16 /
+ * bf16) becomes, with that Multiply, one silu node in the Multiply's place
+ * (its output bounds kept). It runs the same two float loops a piece at a
+ * time, the sigmoid's piece in cache, so it gives the same bits.
+ * PYEXEC_FUSE=0 turns it off. Returns 0, or -1 when memory runs out (the
+ * graph then unchanged). */
+int xnn_fuse_silu(xnn_graph *g);
 
 #endif /* PX_XNN_GRAPH_H */
