@@ -6,9 +6,10 @@ process, beside torch eager on the float model.
     python benchmarks/bench_quant.py [--quick] [--only NAME ...]
 
 The files: a static int8 convolution network (PT2E XNNPACKQuantizer,
-per-channel), a dynamic int8 MLP (PT2E, qd8 x qc8w), an 8da4w MLP and an
-8da4w transformer encoder layer (torchao's Int8DynamicActivationIntxWeight,
-int4 weights in groups of 32: qd8 x qb4w) and one 8da4w Linear at batch 1
+per-channel) and bench_xnnpack.py's small CNN in the same static int8, a
+dynamic int8 MLP (PT2E, qd8 x qc8w), an 8da4w MLP and an 8da4w transformer
+encoder layer (torchao's Int8DynamicActivationIntxWeight, int4 weights in
+groups of 32: qd8 x qb4w) and one 8da4w Linear at batch 1
 (decode, 8192 x 8192: its 36 MiB of weights and scales do not stay in a 32 MiB
 cache between calls), for which the file's bytes over the time per call give
 the bandwidth reached, printed beside this machine's measured copy bandwidth.
@@ -120,6 +121,13 @@ def _example(build: Callable[[], tuple[nn.Module, tuple[torch.Tensor, ...]]], dy
     return spec
 
 
+def _small_cnn() -> Spec:
+    from bench_xnnpack import SmallCNN  # the float benchmark's small CNN
+
+    calib = [(torch.randn(1, 3, 32, 32),) for _ in range(4)]
+    return SmallCNN().eval(), (torch.randn(1, 3, 32, 32),), STATIC_PC, calib
+
+
 def _emformer_join() -> Spec:
     source, target = torch.rand(1, 32, 1024), torch.rand(1, 32, 1024)
     return EmformerJoiner(), (source, target), DYNAMIC_PC, None
@@ -127,6 +135,7 @@ def _emformer_join() -> Spec:
 
 MODELS: dict[str, Callable[[], Spec]] = {
     "conv_int8_static": _conv,
+    "small_cnn_int8_static": _small_cnn,
     "mlp_int8_dynamic": lambda: (
         MLP(),
         (torch.randn(8, 512),),

@@ -14,6 +14,10 @@ Every runtime runs at the same thread count (--threads, default 1), printed
 with the table. Ratios are times (pyexec's time / the
 other's): below 1 means pyexec is faster.
 
+efficientnet_b0 is torchvision's (requirements-bench.txt; tv_models.py gives
+it random weights and measured batch-norm statistics); without torchvision
+its row says so.
+
 The last table loads a lowered program in a fresh process per runtime and
 reports the time and resident memory each step adds (as bench_load.py)."""
 
@@ -160,6 +164,17 @@ def _half(make: Callable[[], tuple[nn.Module, tuple[torch.Tensor, ...]]]
     return build
 
 
+def _torchvision(name: str) -> Callable[[], tuple[nn.Module, tuple[torch.Tensor, ...]]]:
+    """torchvision's model `name` (tv_models.py: random weights, measured
+    batch-norm statistics); RuntimeError when torchvision cannot be imported."""
+    def build() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+        import tv_models
+
+        return tv_models.build(name)
+    return build
+
+
+TORCHVISION = ("efficientnet_b0",)
 MODELS: dict[str, Callable[[], tuple[nn.Module, tuple[torch.Tensor, ...]]]] = {
     "small_cnn": lambda: (SmallCNN(), (torch.randn(1, 3, 32, 32),)),
     "small_cnn_fp16": _half(lambda: (SmallCNN(), (torch.randn(1, 3, 32, 32),))),
@@ -169,6 +184,7 @@ MODELS: dict[str, Callable[[], tuple[nn.Module, tuple[torch.Tensor, ...]]]] = {
     "mlp_batch8": lambda: (MLP(), (torch.randn(8, 256),)),
     "mobilenet_v2": lambda: (MobileNetV2(), (torch.randn(1, 3, 224, 224),)),
     "resnet18": lambda: (ResNet18(), (torch.randn(1, 3, 224, 224),)),
+    **{name: _torchvision(name) for name in TORCHVISION},
 }
 LOAD_MODELS = ("mobilenet_v2", "resnet18")  # the load / memory table
 
@@ -186,7 +202,8 @@ def build(name: str) -> tuple[nn.Module, tuple[torch.Tensor, ...], bytes, bytes]
     """(module, inputs, portable .pte, XNNPACK-lowered .pte), exports cached."""
     torch.manual_seed(0)
     module, inputs = MODELS[name]()
-    module = _prepare(module)
+    if name not in TORCHVISION:  # tv_models measured its statistics
+        module = _prepare(module)
     return module, inputs, export_program(module, inputs), export_xnnpack(module, inputs)
 
 
@@ -357,7 +374,14 @@ def main() -> None:
     for name in MODELS:
         if args.only and name not in args.only:
             continue
-        times, wrong = bench_model(name, budget, rounds)
+        try:
+            times, wrong = bench_model(name, budget, rounds)
+        except RuntimeError as e:
+            if name not in TORCHVISION:
+                raise
+            rows.append([name, f"skipped: {str(e).split(':')[0]}", "", "", "", "", "", ""])
+            print(f"{name}: skipped: {e}", file=sys.stderr)
+            continue
         if wrong:
             failures.append(f"{name}: {wrong}")
             rows.append([name, "wrong result, not timed", "", "", "", "", "", ""])
