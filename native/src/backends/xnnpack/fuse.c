@@ -190,10 +190,15 @@ static void drop_gone(xnn_graph *g, fuse_scan *f) {
   scan_free(f);
 }
 
+/* PYEXEC_FUSE=0: the rewrites below are off, as the portable fusions are (A/B runs). */
+static bool fusion_off(void) {
+  const char *env = getenv("PYEXEC_FUSE");
+  return env && !strcmp(env, "0");
+}
+
 int xnn_fuse_lookups(px_ctx *ctx, xnn_graph *g) {
   enum { MAXLEN = 64 };
-  const char *env = getenv("PYEXEC_FUSE"); /* 0: off, as for the portable fusions (A/B runs) */
-  if (env && !strcmp(env, "0")) return 0;
+  if (fusion_off()) return 0;
   fuse_scan f;
   if (scan_readers(g, &f)) return -1;
   const uint32_t *uses = f.uses, *reader = f.reader;
@@ -260,8 +265,7 @@ int xnn_fuse_lookups(px_ctx *ctx, xnn_graph *g) {
 static bool plain_f32(const xnn_value *v) { return v->datatype == XNN_DT_FP32 && !v->half; }
 
 int xnn_fuse_silu(xnn_graph *g) {
-  const char *env = getenv("PYEXEC_FUSE");
-  if (env && !strcmp(env, "0")) return 0;
+  if (fusion_off()) return 0;
   fuse_scan f;
   if (scan_readers(g, &f)) return -1;
   const uint32_t *uses = f.uses, *reader = f.reader;
@@ -271,8 +275,8 @@ int xnn_fuse_silu(xnn_graph *g) {
     if (sg->type != XNN_NODE_sigmoid || !one_in_one_out(sg) || sg->in[0] >= g->nvalues || sg->out[0] >= g->nvalues)
       continue;
     const uint32_t x = sg->in[0], s = sg->out[0];
-    if (!plain_f32(&g->values[x]) || !inner_f32(&g->values[s], uses[s]) || reader[s] <= i ||
-        reader[s] == XNN_INVALID_ID)
+    if (!plain_f32(&g->values[x]) || !inner_f32(&g->values[s], uses[s]) || reader[s] == XNN_INVALID_ID ||
+        reader[s] <= i)
       continue;
     xnn_node *mul = &g->nodes[reader[s]];
     if (mul->type != XNN_NODE_multiply || mul->nin != 2 || mul->nout != 1 || mul->out[0] >= g->nvalues ||

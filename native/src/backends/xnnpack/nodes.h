@@ -13,6 +13,8 @@
 #ifndef PX_XNN_NODES_H
 #define PX_XNN_NODES_H
 
+#include <math.h>
+
 #include "backends/xnnpack/xnn_graph.h"
 
 /* ---- spatial (nodes_conv.c, nodes_pool.c) ------------------------------------ */
@@ -56,6 +58,8 @@ int xnn_exec_prelu(px_ctx *ctx, const xnn_node *node, xnn_value *values);
  * right, then the node's output_min/output_max clamp. */
 int xnn_shape_binary(px_ctx *ctx, const xnn_node *node, xnn_value *values);
 int xnn_exec_binary(px_ctx *ctx, const xnn_node *node, xnn_value *values);
+/* Whether a node's float output bounds [lo, hi] are (-inf, +inf): nothing to clamp. */
+static inline bool xnn_unbounded(float lo, float hi) { return isinf(lo) && lo < 0 && isinf(hi) && hi > 0; }
 /* Every one-input pointwise node (Sigmoid ... Cos, Clamp, ELU, LeakyReLU,
  * Hardswish, Gelu), Copy and Convert: output dims = input dims. */
 int xnn_shape_unary(px_ctx *ctx, const xnn_node *node, xnn_value *values);

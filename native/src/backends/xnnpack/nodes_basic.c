@@ -102,7 +102,7 @@ int xnn_exec_binary(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
   const float *pa = a.data, *pb = b.data;
   float *po = o.data;
   const float lo = node->output_min, hi = node->output_max;
-  const bool clamp = !(isinf(lo) && lo < 0 && isinf(hi) && hi > 0);
+  const bool clamp = !xnn_unbounded(lo, hi);
   const int op = flat_op(node->type);
   /* The iterator merges the dims that allow it; its inner run is the last
    * (contiguous) dim, so [N,H,W,C] x [N,1,1,C] is a unit-stride pair per
@@ -279,7 +279,7 @@ int xnn_exec_silu(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
   xnn_value *ov = &values[node->out[0]];
   const float lo = node->output_min, hi = node->output_max;
   silu_job J = {.x = xv->data, .y = ov->data, .n = xnn_numel(ov), .lo = lo, .hi = hi,
-                .clamp = !(isinf(lo) && lo < 0 && isinf(hi) && hi > 0)};
+                .clamp = !xnn_unbounded(lo, hi)};
   px_parallel_for((J.n + XNN_PIECE - 1) / XNN_PIECE, 1, J.n * 20, silu_pieces, &J);
   return 0;
 }

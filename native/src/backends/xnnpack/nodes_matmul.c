@@ -29,7 +29,7 @@
 #include "kernels/gemm/gemm.h"
 
 static void clamp_all(float *y, int64_t n, float lo, float hi) {
-  if (isinf(lo) && lo < 0 && isinf(hi) && hi > 0) return;
+  if (xnn_unbounded(lo, hi)) return;
   for (int64_t k = 0; k < n; k++) y[k] = y[k] < lo ? lo : y[k] > hi ? hi : y[k];
 }
 

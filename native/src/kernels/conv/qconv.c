@@ -617,7 +617,7 @@ static int qc_run_indirect(px_ctx *ctx, const px_qconv *c, int64_t N, int64_t H,
           }
 #endif
           for (int64_t t = 0; t < taps; t++) {
-            pr[t] = img + (base + toff[t]) * c->cin;
+            pr[t] = img + base * c->cin + poff[t];
             sum += isum[base + toff[t]];
           }
         } else {
