@@ -41,7 +41,7 @@ static inline double gelu_tanh_d(double x) {
       ys[k] = (EXPR);                                                                         \
     }                                                                                         \
   }
-ROW512(sigmoid_row512, 1.0f / (1.0f + vexpf(-x)))
+ROW512(sigmoid_row512, vsigmoidf(x))
 ROW512(silu_row512, x / (1.0f + vexpf(-x)))
 ROW512(gelu_row512, gelu_f(x))
 #define X86_512_ROW(FN)                                                              \
@@ -56,7 +56,7 @@ ROW512(gelu_row512, gelu_f(x))
 UN_F(relu, , x < 0 ? (T)0 : x)
 UN_I(relu, , x < 0 ? (T)0 : x)
 OPS_FI(relu)
-UN_F(sigmoid, PX_NEON_UN_ROW(px_neon_sigmoid_f32) X86_512_ROW(sigmoid_row512), (T)1 / ((T)1 + EXPV(-x)))
+UN_F(sigmoid, PX_NEON_UN_ROW(px_neon_sigmoid_f32) X86_512_ROW(sigmoid_row512), SIGMOIDV(x))
 OPS_F(sigmoid)
 UN_F(silu, PX_NEON_UN_ROW(px_neon_silu_f32) X86_512_ROW(silu_row512), x / ((T)1 + EXPV(-x)))
 OPS_F(silu)
