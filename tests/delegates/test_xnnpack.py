@@ -349,19 +349,23 @@ def test_delegate_reads_an_unplanned_input_in_place(unplanned: bytes) -> None:
 
 
 class SiluConvs(torch.nn.Module):
-    """Convolutions with SiLU between them (EfficientNet's activation, which
-    the exporter lowers as a Sigmoid and a Multiply), and a squeeze-excitation
-    gate (a Sigmoid whose result multiplies another value: not a SiLU)."""
+    """SiLU after a convolution, a depthwise convolution, a Linear and an Add
+    (EfficientNet's activation, which the exporter lowers as a Sigmoid and a
+    Multiply), and a squeeze-excitation gate (a Sigmoid whose result
+    multiplies another value: not a SiLU)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.a = torch.nn.Conv2d(3, 16, 3, padding=1)
+        self.dw = torch.nn.Conv2d(16, 16, 3, padding=1, groups=16)
         self.b = torch.nn.Conv2d(16, 16, 3, padding=1)
+        self.fc = torch.nn.Linear(16, 24)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = F.silu(self.a(x))
+        h = F.silu(self.dw(F.silu(self.a(x))))
         gate = torch.sigmoid(h.mean((2, 3), keepdim=True))
-        return F.silu(self.b(h * gate))
+        h = F.silu(F.silu(self.b(h * gate)) + 1.0)
+        return F.silu(self.fc(h.permute(0, 2, 3, 1)))
 
 
 def _events(pte: bytes, x: torch.Tensor) -> tuple[torch.Tensor, list[str]]:
@@ -371,18 +375,23 @@ def _events(pte: bytes, x: torch.Tensor) -> tuple[torch.Tensor, list[str]]:
     return out, [e.name for e in p.events]
 
 
-def test_silu_runs_as_one_node_with_the_bits_of_its_two(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each x * sigmoid(x) runs as one node (in the profile: "SiLU [Sigmoid,
-    Multiply]"), the gate's Sigmoid and Multiply as they are; the outputs
-    equal those of the graph run node by node (PYEXEC_FUSE=0), bit for bit,
-    at one thread and at three, and ExecuTorch's and torch's within float
-    rounding. Inputs reach the sigmoid's saturation both ways."""
+def test_silu_runs_in_the_node_before_it_or_as_one_node_with_the_bits_of_its_two(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each x * sigmoid(x) whose x a convolution, depthwise convolution or
+    Linear makes runs inside that node ("Conv2d [..., SiLU]",
+    "DepthwiseConv2d [SiLU]", "FullyConnected [SiLU]" in the profile); the one
+    after an Add as one node ("SiLU [Sigmoid, Multiply]"); the gate's Sigmoid
+    and Multiply as they are. The outputs equal those of the graph run node
+    by node (PYEXEC_FUSE=0), bit for bit, at one thread and at three, and
+    ExecuTorch's and torch's within float rounding. Inputs reach the
+    sigmoid's saturation both ways."""
     torch.manual_seed(5)
     m = SiluConvs().eval()
     x = 4 * torch.randn(2, 3, 37, 29)
     pte = export_xnnpack(m, (x,))
     names = [union_names()[t] for t in node_types(pte)]
-    assert names.count("Sigmoid") == 3 and names.count("Multiply") == 3, names
+    assert names.count("Sigmoid") == 6 and names.count("Multiply") == 6, names
     torch.manual_seed(6)
     x2 = 4 * torch.randn_like(x)
     before = pyexec.get_num_threads()
@@ -390,12 +399,17 @@ def test_silu_runs_as_one_node_with_the_bits_of_its_two(monkeypatch: pytest.Monk
         for threads in (1, 3):
             pyexec.set_num_threads(threads)
             fused, events = _events(pte, x2)
-            assert events.count("SiLU [Sigmoid, Multiply]") == 2, events
+            convs = [e for e in events if e.startswith("Conv2d [")]
+            assert len(convs) == 2 and all(e.endswith(", SiLU]") for e in convs), events
+            assert events.count("DepthwiseConv2d [SiLU]") == 1, events
+            assert events.count("FullyConnected [SiLU]") == 1, events
+            assert events.count("SiLU [Sigmoid, Multiply]") == 1, events
             assert events.count("Sigmoid") == 1 and events.count("Multiply") == 1, events
             with monkeypatch.context() as env:
                 env.setenv("PYEXEC_FUSE", "0")
                 plain, plain_events = _events(pte, x2)
-            assert "SiLU [Sigmoid, Multiply]" not in plain_events, plain_events
+            assert not any("SiLU" in e for e in plain_events), plain_events
+            assert plain_events.count("Sigmoid") == 6, plain_events
             assert torch.equal(torch.as_tensor(fused), torch.as_tensor(plain))
     finally:
         pyexec.set_num_threads(before)

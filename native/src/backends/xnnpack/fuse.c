@@ -28,6 +28,10 @@
  * becomes one silu node in the Multiply's place (the exporter's SiLU,
  * EfficientNet's activation): the two nodes' loops run a piece at a time,
  * so s stays in cache, and the bits are the two nodes' (nodes_basic.c).
+ * And a silu node whose input a float32 Conv2d, DepthwiseConv2d or
+ * FullyConnected makes for it alone goes into that node (xnn_node.post):
+ * the node runs the same loops on each block of its output as it finishes
+ * it, so the input is never written out and read back.
  * PYEXEC_FUSE=0 in the environment leaves the chains and pairs as they are.
  */
 #include <math.h>
@@ -290,6 +294,49 @@ int xnn_fuse_silu(xnn_graph *g) {
     mul->flags = 0;
     gone[i] = true;
   }
+  drop_gone(g, &f);
+  return 0;
+}
+
+/* ---- an activation into its producer -------------------------------------------------------------- */
+
+/* Whether nd runs the float32 kernels that honour xnn_node.post. */
+static bool takes_post(const xnn_node *nd, const xnn_value *values) {
+  if (nd->nout != 1 || nd->post != XNN_POST_NONE || nd->nin < 1 || nd->in[0] == XNN_INVALID_ID ||
+      !plain_f32(&values[nd->in[0]]))
+    return false;
+  const xnn_node_ops *ops = xnn_node_ops_for_node(nd, values);
+  return ops && (ops->exec == xnn_exec_conv2d || ops->exec == xnn_exec_depthwise_conv2d ||
+                 ops->exec == xnn_exec_fully_connected);
+}
+
+int xnn_fuse_post_silu(xnn_graph *g) {
+  if (fusion_off()) return 0;
+  fuse_scan f;
+  if (scan_readers(g, &f)) return -1;
+  uint32_t *producer = malloc(sizeof *producer * (g->nvalues + 1));
+  if (!producer) {
+    scan_free(&f);
+    return -1;
+  }
+  for (uint32_t v = 0; v < g->nvalues; v++) producer[v] = XNN_INVALID_ID;
+  for (uint32_t i = 0; i < g->nnodes; i++)
+    if (g->nodes[i].nout == 1 && g->nodes[i].out[0] < g->nvalues) producer[g->nodes[i].out[0]] = i;
+  for (uint32_t i = 0; i < g->nnodes; i++) {
+    const xnn_node *s = &g->nodes[i];
+    if (s->type != XNN_NODE_silu || !one_in_one_out(s) || s->in[0] >= g->nvalues || s->out[0] >= g->nvalues ||
+        !xnn_unbounded(s->output_min, s->output_max))
+      continue;
+    const uint32_t x = s->in[0], y = s->out[0], pi = producer[x];
+    if (pi == XNN_INVALID_ID || pi >= i || !inner_f32(&g->values[x], f.uses[x]) || !plain_f32(&g->values[y]))
+      continue;
+    xnn_node *p = &g->nodes[pi];
+    if (p->out[0] != x || !takes_post(p, g->values)) continue;
+    p->post = XNN_POST_SILU;
+    p->out[0] = y;
+    f.gone[i] = true;
+  }
+  free(producer);
   drop_gone(g, &f);
   return 0;
 }

@@ -28,7 +28,8 @@ int xnn_shape_conv_transpose2d(px_ctx *ctx, const xnn_node *node, xnn_value *val
 int xnn_exec_conv_transpose2d(px_ctx *ctx, const xnn_node *node, xnn_value *values);
 /* The name a float32 Conv2d node's profile event takes: "Conv2d
  * [winograd F(2x2,3x3)]" when it runs through kernels/conv/winograd.h, else
- * "Conv2d [direct]". */
+ * "Conv2d [direct]"; with ", SiLU" inside the brackets when it runs a
+ * fused SiLU (xnn_fuse_post_silu). */
 const char *xnn_conv2d_profile_name(const xnn_node *node);
 /* Weight packing at init (the prepare hooks). */
 int xnn_prepare_conv2d(px_ctx *ctx, xnn_node *node, xnn_value *values);
@@ -65,6 +66,12 @@ static inline bool xnn_unbounded(float lo, float hi) { return isinf(lo) && lo < 
 int xnn_shape_unary(px_ctx *ctx, const xnn_node *node, xnn_value *values);
 int xnn_exec_unary(px_ctx *ctx, const xnn_node *node, xnn_value *values);
 int xnn_exec_silu(px_ctx *ctx, const xnn_node *node, xnn_value *values); /* fuse.c's silu node */
+/* A node's post (XNN_POST_*) as the row function its kernel runs (gemm.h's
+ * and dwconv.h's post), or NULL for none; xnn_post_all runs it over y[0..n)
+ * on the thread pool (kernels without a per-row hook). */
+typedef void (*xnn_post_row_fn)(int64_t n, float *y);
+xnn_post_row_fn xnn_post_fn(const xnn_node *node);
+void xnn_post_all(const xnn_node *node, float *y, int64_t n);
 /* Softmax over the last dim. */
 int xnn_exec_softmax(px_ctx *ctx, const xnn_node *node, xnn_value *values);
 

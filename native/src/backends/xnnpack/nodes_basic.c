@@ -273,6 +273,28 @@ static void silu_pieces(void *arg, int64_t p0, int64_t p1, int tid) {
   }
 }
 
+xnn_post_row_fn xnn_post_fn(const xnn_node *node) {
+  return node->post == XNN_POST_SILU ? px_f32_mul_sigmoid_inplace : NULL;
+}
+
+typedef struct post_job {
+  xnn_post_row_fn fn;
+  float *y;
+  int64_t n;
+} post_job;
+
+static void post_pieces(void *arg, int64_t p0, int64_t p1, int tid) {
+  (void)tid;
+  const post_job *J = arg;
+  for (int64_t b = p0 * XNN_PIECE; b < p1 * XNN_PIECE && b < J->n; b += XNN_PIECE)
+    J->fn(J->n - b < XNN_PIECE ? J->n - b : XNN_PIECE, J->y + b);
+}
+
+void xnn_post_all(const xnn_node *node, float *y, int64_t n) {
+  post_job J = {xnn_post_fn(node), y, n};
+  if (J.fn && n > 0) px_parallel_for((n + XNN_PIECE - 1) / XNN_PIECE, 1, n * 20, post_pieces, &J);
+}
+
 int xnn_exec_silu(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
   (void)ctx;
   const xnn_value *xv = &values[node->in[0]];

@@ -441,6 +441,7 @@ static void im2col_pack(const void *src, int64_t ic, int64_t mc, int64_t pc, int
 
 const char *xnn_conv2d_profile_name(const xnn_node *node) {
   const conv_plan *p = node->packed;
+  if (node->post == XNN_POST_SILU) return p && p->wino ? "Conv2d [winograd F(2x2,3x3), SiLU]" : "Conv2d [direct, SiLU]";
   return p && p->wino ? "Conv2d [winograd F(2x2,3x3)]" : "Conv2d [direct]";
 }
 
@@ -454,7 +455,9 @@ int xnn_exec_conv2d(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
   if (M == 0) return 0;
   if (p->wino) {
     px_wino_geom wg = {yv->dims[0], H, W, p->Cin, Cout, OH, OW, p->pt, p->pl};
-    return px_wino_conv_nhwc(ctx, &wg, x, p->wino, p->bias, node->output_min, node->output_max, y);
+    int rc = px_wino_conv_nhwc(ctx, &wg, x, p->wino, p->bias, node->output_min, node->output_max, y);
+    if (!rc) xnn_post_all(node, y, M * Cout);
+    return rc;
   }
   /* One thread: tiles of rows whose outputs stay in cache. More: every row
    * in one product, which the GEMM cuts into row blocks for the threads
@@ -475,7 +478,7 @@ int xnn_exec_conv2d(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
     float *yt = y + r0 * Cout;
     for (int64_t g = 0; g < p->G; g++) {
       /* bias and clamp on each tile as the engine stores it */
-      px_gemm_epilogue ep = {p->bias + g * Cg, node->output_min, node->output_max, false};
+      px_gemm_epilogue ep = {p->bias + g * Cg, node->output_min, node->output_max, false, xnn_post_fn(node)};
       int rc;
       if (p->direct) {
         rc = px_gemm_f32_prepacked_ep(ctx, work, rows, Cg, p->K, x + r0 * p->Cin + g * p->Cin_g,
@@ -505,7 +508,7 @@ int xnn_exec_depthwise_conv2d(px_ctx *ctx, const xnn_node *node, xnn_value *valu
   const xnn_value *xv = &values[node->in[0]], *yv = &values[node->out[0]];
   px_dwconv d = {xv->dims[0], xv->dims[1], xv->dims[2], p->Cin, p->Cout_g, p->KH, p->KW,
                  p->sh, p->sw, p->dh, p->dw, p->pt, p->pl, yv->dims[1], yv->dims[2],
-                 p->w, p->bias, node->output_min, node->output_max};
+                 p->w, p->bias, node->output_min, node->output_max, xnn_post_fn(node)};
   return px_dwconv_nhwc(ctx, &d, xv->data, yv->data);
 }
 

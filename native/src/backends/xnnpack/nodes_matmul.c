@@ -154,7 +154,7 @@ int xnn_exec_fully_connected(px_ctx *ctx, const xnn_node *node, xnn_value *value
   if (!m || !oc) return 0;
   if (node->packed) {
     px_gemm_epilogue ep = {node->in[2] != XNN_INVALID_ID ? values[node->in[2]].data : NULL,
-                           node->output_min, node->output_max, false};
+                           node->output_min, node->output_max, false, xnn_post_fn(node)};
     if (half_type(w->datatype))
       return px_gemm_h16_prepacked_ep(ctx, NULL, m, oc, ic, x->data, ic, 1, node->packed,
                                       w->datatype == XNN_DT_BF16, 0.0f, y, oc, &ep);
@@ -172,6 +172,7 @@ int xnn_exec_fully_connected(px_ctx *ctx, const xnn_node *node, xnn_value *value
                        oc);
   if (rc) return rc;
   clamp_all(y, m * oc, node->output_min, node->output_max);
+  xnn_post_all(node, y, m * oc);
   return 0;
 }
 

@@ -209,8 +209,14 @@ static inline int xnn_file_datatype(const xnn_value *v) { return v->half ? v->ha
  *   ArgMaxPooling2d: in[0], out[0] = values (fp32), out[1] = indices (int32)
  *   Concatenate2..5: in[0..nin), out[0]
  */
+/* An activation fuse.c folded into the node that makes its input: the
+ * node's kernel runs it on its output in place, after the output bounds,
+ * while each row is in cache. */
+enum { XNN_POST_NONE = 0, XNN_POST_SILU = 1 /* x * sigmoid(x): a silu node's bits */ };
+
 typedef struct xnn_node {
   uint8_t type;        /* XNN_NODE_* */
+  uint8_t post;        /* XNN_POST_*: set on float32 Conv2d, DepthwiseConv2d and FullyConnected only */
   uint32_t debug_handle;
   uint32_t flags;
   float output_min;    /* -INFINITY when the file has no OutputMinMax */
@@ -340,5 +346,13 @@ int xnn_fuse_lookups(px_ctx *ctx, xnn_graph *g);
  * PYEXEC_FUSE=0 turns it off. Returns 0, or -1 when memory runs out (the
  * graph then unchanged). */
 int xnn_fuse_silu(xnn_graph *g);
+
+/* The fourth (fuse.c): an unbounded silu node whose input a float32
+ * Conv2d, DepthwiseConv2d or FullyConnected makes and nothing else reads
+ * becomes that node's post (XNN_POST_SILU), the node writing the silu's
+ * output: the activation runs on each output row while it is in cache, with
+ * the silu node's bits. PYEXEC_FUSE=0 turns it off. Returns 0, or -1 when
+ * memory runs out (the graph then unchanged). */
+int xnn_fuse_post_silu(xnn_graph *g);
 
 #endif /* PX_XNN_GRAPH_H */

@@ -382,7 +382,7 @@ static int conv_f32(px_ctx *ctx, const conv_geom *g, bool transposed, const floa
         if (implicit) {
           /* one output channel per row: the bias and clamp in the epilogue */
           conv_bsrc bs = {g, x, kt, kt + K, kt + 2 * K};
-          px_gemm_epilogue e = {bg, ep->lo, ep->hi, true};
+          px_gemm_epilogue e = {bg, ep->lo, ep->hi, true, NULL};
           rc = px_gemm_f32_packed_ep(ctx, work, g->Cout_g, OHW, K, 1.0f, wg, K, 1, conv_pack_b,
                                      &bs, 0.0f, o, OHW, &e);
         } else {

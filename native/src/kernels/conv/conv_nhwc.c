@@ -79,7 +79,7 @@ int px_conv_nhwc(px_ctx *ctx, const px_conv_nhwc_geom *g, const float *x, const 
     for (int64_t gi = 0; gi < g->G; gi++) {
       px_gemm_conv cv = {xs + gi * Cg, HW * g->Cin, g->H, g->W, g->Cin, Cg, g->KH, g->KW, g->sh, g->sw,
                          g->dh, g->dw, g->ph, g->pw, g->OH, g->OW, r0};
-      px_gemm_epilogue ep = {bias ? bias + gi * Og : NULL, lo, hi, false};
+      px_gemm_epilogue ep = {bias ? bias + gi * Og : NULL, lo, hi, false, NULL};
       int rc = px_gemm_f32_conv(ctx, work, &cv, rows, Og, packed + (size_t)gi * group_floats(g),
                                 ys + r0 * g->Cout + gi * Og, g->Cout, &ep);
       if (rc) return rc;
@@ -114,7 +114,7 @@ int px_conv_nhwc_depthwise(px_ctx *ctx, const px_conv_nhwc_geom *g, const float 
   for (int64_t n = 0; n < g->N; n++)
     px_transpose2d(sizeof(float), xs + n * HW * g->Cin, g->Cin, x + n * g->Cin * HW, HW, g->Cin, HW);
   px_dwconv d = {g->N, g->H, g->W, g->Cin, g->Cout / g->Cin, g->KH, g->KW, g->sh, g->sw, g->dh, g->dw,
-                 g->ph, g->pw, g->OH, g->OW, wt, b, lo, hi};
+                 g->ph, g->pw, g->OH, g->OW, wt, b, lo, hi, NULL};
   int rc = px_dwconv_nhwc(ctx, &d, xs, ys);
   if (rc) return rc;
   for (int64_t n = 0; n < g->N; n++)

@@ -57,7 +57,7 @@ int px_conv_gemm_rows(px_ctx *ctx, void *work, int64_t M, int64_t N, int64_t K, 
   const bool clamp = !(lo == -INFINITY && hi == INFINITY);
   if (M >= PX_GEMM_MR_MAX) {
     rows_bsrc rs = {B, N};
-    px_gemm_epilogue e = {bias, lo, hi, true};
+    px_gemm_epilogue e = {bias, lo, hi, true, NULL};
     return px_gemm_f32_packed_ep(ctx, work, M, N, K, 1.0f, A, K, 1, pack_b_rows, &rs, 0.0f, C, N,
                                  &e);
   }

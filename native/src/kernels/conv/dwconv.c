@@ -163,6 +163,7 @@ static void dw_rows(void *arg, int64_t begin, int64_t end, int tid) {
         }
       clamp_row(o, C, lo, hi);
     }
+    if (p->post) p->post(OW * C, orow);
   }
 }
 

@@ -41,7 +41,18 @@ static inline double gelu_tanh_d(double x) {
       ys[k] = (EXPR);                                                                         \
     }                                                                                         \
   }
-ROW512(sigmoid_row512, vsigmoidf(x))
+/* sigmoid, or x * sigmoid(x) (px_f32_mul_sigmoid_inplace, a convolution's
+ * fused SiLU) when times_x: one loop for both (the wheel's library is
+ * size-bound), the factor 1 leaving the sigmoid's bits. */
+__attribute__((target("avx512f"), noinline)) static void sigmoid_times_row512(int64_t n, const float *xs,
+                                                                              float *ys, bool times_x) {
+  const uint32_t keep = times_x ? 0xffffffffu : 0u, one = f_bits(1.0f) & ~keep;
+  for (int64_t k = 0; k < n; k++) {
+    const float x = xs[k];
+    ys[k] = f_from_bits((f_bits(x) & keep) | one) * vsigmoidf(x);
+  }
+}
+static void sigmoid_row512(int64_t n, const float *xs, float *ys) { sigmoid_times_row512(n, xs, ys, false); }
 ROW512(silu_row512, x / (1.0f + vexpf(-x)))
 ROW512(gelu_row512, gelu_f(x))
 #define X86_512_ROW(FN)                                                              \
@@ -194,3 +205,20 @@ const px_kernel_def px_kernels_activation[] = {
 /* flat.h's entry points over these loops. */
 void px_f32_sigmoid(int64_t n, const float *x, float *y) { ew_run_un_f32(sigmoid_f32, n, x, y); }
 void px_f32_gelu(int64_t n, const float *x, float *y) { ew_run_un_f32(gelu_f32, n, x, y); }
+static void mul_rows(int64_t n, float *restrict y, const float *restrict s) {
+  for (int64_t k = 0; k < n; k++) y[k] *= s[k];
+}
+void px_f32_mul_sigmoid_inplace(int64_t n, float *y) {
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(PX_NO_CPU_DISPATCH)
+  if (px_cpu()->avx512f) {
+    sigmoid_times_row512(n, y, y, true);
+    return;
+  }
+#endif
+  _Alignas(64) float s[512];
+  for (int64_t b = 0; b < n; b += 512) {
+    const int64_t m = n - b < 512 ? n - b : 512;
+    ew_run_un_f32(sigmoid_f32, m, y + b, s);
+    mul_rows(m, y + b, s);
+  }
+}

@@ -21,6 +21,12 @@ void px_f32_tanh(int64_t n, const float *x, float *y);
 void px_f32_exp(int64_t n, const float *x, float *y);
 void px_f32_gelu(int64_t n, const float *x, float *y);
 
+/* y[k] = y[k] * sigmoid(y[k]) for k < n, in place: px_f32_sigmoid's value
+ * times its input, each rounded, so the bits are those of a Sigmoid and the
+ * Multiply of its input by it (the exporter's SiLU), run as one pass. A
+ * product's epilogue (gemm.h's post) while its tile is in cache. */
+void px_f32_mul_sigmoid_inplace(int64_t n, float *y);
+
 /* The binary operations. minimum / maximum propagate NaN. */
 enum { PX_F32_ADD, PX_F32_SUB, PX_F32_MUL, PX_F32_DIV, PX_F32_MIN, PX_F32_MAX };
 

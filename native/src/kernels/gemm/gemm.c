@@ -452,6 +452,7 @@ typedef struct gemm_job {
   bool bias_rows; /* bias[i] per row instead of bias[j] per column */
   bool clamp, epi;
   float lo, hi;
+  void (*post)(int64_t n, float *y); /* px_gemm_epilogue's post, or NULL */
   float *work;
   int64_t pa_floats, pb_floats; /* per thread */
   const px_gemm_conv *cv;       /* A: a convolution's input read through tap pointers */
@@ -526,6 +527,11 @@ static void gemm_block(const gemm_job *j, int64_t ic, int64_t mc, int64_t pc, in
   }
 }
 
+/* The epilogue's post over rows [i0, i0 + m) x columns [c0, c1). */
+static void post_rows(void (*post)(int64_t, float *), float *C, int64_t ldc, int64_t i0, int64_t m,
+                      int64_t c0, int64_t c1) {
+  for (int64_t i = i0; i < i0 + m; i++) post(c1 - c0, C + i * ldc + c0);
+}
 
 /* Task t of a prepacked product: row block t / ncols, column chunk t % ncols. */
 static void gemm_prepacked_task(void *arg, int64_t begin, int64_t end, int tid) {
@@ -551,10 +557,12 @@ static void gemm_prepacked_task(void *arg, int64_t begin, int64_t end, int tid) 
             px_tile_ep ep = {j->bias, j->bias_rows, j->clamp, j->lo, j->hi};
             px_gemm_conv_block_avx512(j->cv, j->zeros, ic, mc, pc, kc, c0, c1, bp, j->C, j->ldc,
                                       pc == 0 ? j->beta : 1.0f, last ? &ep : NULL);
-            continue;
-          }
+          } else
 #endif
-          gemm_block(j, ic, mc, pc, kc, c0, c1, bp, pa);
+          {
+            gemm_block(j, ic, mc, pc, kc, c0, c1, bp, pa);
+          }
+          if (j->post && pc + kc == j->K) post_rows(j->post, j->C, j->ldc, ic, mc, c0, c1);
         }
       }
     }
@@ -576,6 +584,7 @@ static void gemm_packed_task(void *arg, int64_t begin, int64_t end, int tid) {
         for (int64_t ic = 0; ic < j->M; ic += GEMM_MC) {
           int64_t mc = j->M - ic < GEMM_MC ? j->M - ic : GEMM_MC;
           gemm_block(j, ic, mc, pc, kc, jc, jc + nc, pb, pa);
+          if (j->post && pc + kc == j->K) post_rows(j->post, j->C, j->ldc, ic, mc, jc, jc + nc);
         }
       }
     }
@@ -610,6 +619,7 @@ static void epilogue_all(int64_t M, int64_t N, float *C, int64_t ldc, const px_g
         px_gemm_tile_epilogue(C + i * ldc + j, ldc, 1, n, ep->bias ? ep->bias + j : NULL, clamp, ep->lo,
                       ep->hi);
     }
+  if (ep->post) post_rows(ep->post, C, ldc, 0, M, 0, N);
 }
 
 int px_gemm_f32_packed(px_ctx *ctx, void *work, int64_t M, int64_t N, int64_t K, float alpha,
@@ -628,7 +638,7 @@ int px_gemm_f32_packed_ep(px_ctx *ctx, void *work, int64_t M, int64_t N, int64_t
   const bool epi = ep && (ep->bias || clamp);
   if (K <= 0 || alpha == 0.0f) { /* BLAS semantics: A and B are not read */
     scale_rows(M, N, beta, C, ldc);
-    if (epi) epilogue_all(M, N, C, ldc, ep, clamp);
+    if (ep) epilogue_all(M, N, C, ldc, ep, clamp);
     return 0;
   }
   gemm_job j = {0};
@@ -642,6 +652,7 @@ int px_gemm_f32_packed_ep(px_ctx *ctx, void *work, int64_t M, int64_t N, int64_t
     j.bias = ep->bias, j.bias_rows = ep->bias_rows, j.clamp = clamp, j.epi = true;
     j.lo = ep->lo, j.hi = ep->hi;
   }
+  j.post = ep ? ep->post : NULL;
   /* column chunks: one per thread (each packs its own columns of B) */
   const int T = px_parallel_threads();
   const int64_t nr = j.g.nr, panels = (N + nr - 1) / nr;
@@ -800,7 +811,7 @@ int px_gemm_f32_prepacked_ep(px_ctx *ctx, void *work, int64_t M, int64_t N, int6
   const bool epi = bias || clamp;
   if (K <= 0) {
     scale_rows(M, N, beta, C, ldc);
-    if (epi) epilogue_all(M, N, C, ldc, ep, clamp);
+    if (ep) epilogue_all(M, N, C, ldc, ep, clamp);
     return 0;
   }
   gemm_job j = {0};
@@ -813,6 +824,7 @@ int px_gemm_f32_prepacked_ep(px_ctx *ctx, void *work, int64_t M, int64_t N, int6
   j.C = C, j.ldc = ldc;
   j.bias = bias, j.bias_rows = ep && ep->bias_rows, j.clamp = clamp, j.epi = epi;
   j.lo = ep ? ep->lo : 0.0f, j.hi = ep ? ep->hi : 0.0f;
+  j.post = ep ? ep->post : NULL;
   return run_prepacked(&j, M, N, K);
 }
 
@@ -869,5 +881,6 @@ int px_gemm_f32_conv(px_ctx *ctx, void *work, const px_gemm_conv *cv, int64_t M,
   j.bias = ep ? ep->bias : NULL, j.bias_rows = ep && ep->bias_rows;
   j.clamp = clamp, j.epi = j.bias || clamp;
   j.lo = ep ? ep->lo : 0.0f, j.hi = ep ? ep->hi : 0.0f;
+  j.post = ep ? ep->post : NULL;
   return run_prepacked(&j, M, N, K);
 }

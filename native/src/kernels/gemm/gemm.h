@@ -75,11 +75,15 @@ int px_gemm_f32_prepacked(px_ctx *ctx, void *work, int64_t M, int64_t N, int64_t
  * product's columns), or bias[i] when bias_rows (i counts its rows: NCHW
  * convolution, one output channel per row), then C[i, j] clamped to
  * [lo, hi] (no clamp when lo = -inf and hi = +inf). A NaN stays NaN, as
- * XNNPACK's max(lo, x) / min(hi, x) kernels leave it. */
+ * XNNPACK's max(lo, x) / min(hi, x) kernels leave it. Then post (NULL:
+ * none), an elementwise function run in place on each row's columns of a
+ * block of rows once their last depth block is done, while the block is in
+ * cache (a fused activation: the same bits however the product is cut). */
 typedef struct px_gemm_epilogue {
   const float *bias;
   float lo, hi;
   bool bias_rows;
+  void (*post)(int64_t n, float *y);
 } px_gemm_epilogue;
 
 /* px_gemm_f32_packed followed by the epilogue ep (NULL: none). */

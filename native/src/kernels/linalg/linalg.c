@@ -285,7 +285,7 @@ int px_linear_packed(px_ctx *ctx, px_value *const *args) {
   if (!A) return PYEXEC_ERR_EXECUTION;
   float *o = out->contiguous ? out->data : px_scratch(ctx, out->nbytes);
   if (!o) return PYEXEC_ERR_EXECUTION;
-  px_gemm_epilogue ep = {bias ? bias->data : NULL, -INFINITY, INFINITY, false};
+  px_gemm_epilogue ep = {bias ? bias->data : NULL, -INFINITY, INFINITY, false, NULL};
   rc = px_gemm_f32_prepacked_ep(ctx, NULL, M, N, K, A, K, 1, NULL, NULL, pk->data, 0.0f, o, N, &ep);
   if (rc || o == out->data) return rc;
   px_tensor r = *out;
