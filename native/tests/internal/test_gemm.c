@@ -67,6 +67,12 @@ static void pack_cols(const void *src, int64_t pc, int64_t kc, int64_t jc, int64
         pb[p * nr + j] = j0 + j < nc ? s->B[(pc + p) * s->N + jc + j0 + j] : 0.0f;
 }
 
+/* The epilogue's post in the tests: exact on the small integers they use,
+ * and wrong wherever an element is missed or run twice. */
+static void post_twice_plus_one(int64_t n, float *y) {
+  for (int64_t k = 0; k < n; k++) y[k] = 2.0f * y[k] + 1.0f;
+}
+
 static void one_shape(int64_t M, int64_t N, int64_t K) {
   float *A = malloc(sizeof(float) * (size_t)(M * K)), *At = malloc(sizeof(float) * (size_t)(M * K));
   float *B = malloc(sizeof(float) * (size_t)(K * N)), *Bt = malloc(sizeof(float) * (size_t)(K * N));
@@ -91,11 +97,13 @@ static void one_shape(int64_t M, int64_t N, int64_t K) {
   for (int64_t i = 0; i < M; i++)
     for (int64_t j = 0; j < N; j++) R[i * N + j] = ref(i, j, K);
   const int64_t ldc = N + 3; /* a row stride past N: the gap must stay untouched */
-  for (int variant = 0; variant < 12; variant++) {
+  for (int variant = 0; variant < 15; variant++) {
     for (int64_t e = 0; e < M * ldc; e++) C[e] = (e % ldc) >= N ? 1234.0f : (variant == 1 ? 1.0f : NAN);
     int rc = 0;
-    px_gemm_epilogue ep = {bias, -20.0f, 25.0f, false};
-    px_gemm_epilogue rep = {rbias, -20.0f, 25.0f, true}; /* one bias per row (NCHW convolution) */
+    px_gemm_epilogue ep = {bias, -20.0f, 25.0f, false, NULL};
+    px_gemm_epilogue rep = {rbias, -20.0f, 25.0f, true, NULL}; /* one bias per row (NCHW convolution) */
+    px_gemm_epilogue pep = {bias, -20.0f, 25.0f, false, post_twice_plus_one}; /* and a post */
+    px_gemm_epilogue prep = {rbias, -20.0f, 25.0f, true, post_twice_plus_one};
     switch (variant) {
     case 0: rc = px_gemm_f32(&ctx, NULL, M, N, K, 1.0f, A, K, 1, B, N, 1, 0.0f, C, ldc); break;
     case 1: rc = px_gemm_f32(&ctx, NULL, M, N, K, 2.0f, At, 1, M, Bt, 1, K, 1.0f, C, ldc); break;
@@ -141,6 +149,22 @@ static void one_shape(int64_t M, int64_t N, int64_t K) {
       px_gemm_h16_prepack_b(N, K, Bt16, 1, K, pb16);
       rc = px_gemm_h16_prepacked_ep(&ctx, NULL, M, N, K, A, K, 1, pb16, true, 0.0f, C, ldc, NULL);
       break;
+    case 12: /* the post after the last depth block: A in place */
+      px_gemm_f32_prepack_b(N, K, B, N, 1, pb);
+      rc = px_gemm_f32_prepacked_ep(&ctx, NULL, M, N, K, A, K, 1, NULL, NULL, pb, 0.0f, C, ldc, &pep);
+      break;
+    case 13: { /* A packed by the caller's rows */
+      asrc s = {A, K};
+      px_gemm_f32_prepack_b(N, K, B, N, 1, pb);
+      rc = px_gemm_f32_prepacked_ep(&ctx, NULL, M, N, K, NULL, 0, 0, pack_rows, &s, pb, 0.0f, C, ldc,
+                                    &pep);
+      break;
+    }
+    case 14: { /* B packed per call, a bias per row */
+      bsrc s = {B, N};
+      rc = px_gemm_f32_packed_ep(&ctx, NULL, M, N, K, 1.0f, A, K, 1, pack_cols, &s, 0.0f, C, ldc, &prep);
+      break;
+    }
     }
     CHECK(rc == 0, "variant %d: %s", variant, msg);
     int64_t wrong = 0, first = -1;
@@ -153,6 +177,10 @@ static void one_shape(int64_t M, int64_t N, int64_t K) {
           want = 2.0 * R[i * N + j] + 1.0;
         else if (variant == 11)
           want = R[i * N + j];
+        else if (variant == 14)
+          want = 2.0 * fmin(25.0, fmax(-20.0, R[i * N + j] + rbias[i])) + 1.0;
+        else if (variant >= 12)
+          want = 2.0 * fmin(25.0, fmax(-20.0, R[i * N + j] + bias[j])) + 1.0;
         else if (variant == 8 || variant == 9)
           want = fmin(25.0, fmax(-20.0, R[i * N + j] + rbias[i]));
         else if (variant >= 6)
@@ -199,7 +227,7 @@ static void threads_invariance(void) {
     for (int64_t k = 0; k < K; k++)
       for (int64_t j = 0; j < N; j++) Bt[j * K + k] = B[k * N + j];
     px_gemm_f32_prepack_b(N, K, B, N, 1, pb);
-    px_gemm_epilogue ep = {bias, -0.5f, 0.5f, false};
+    px_gemm_epilogue ep = {bias, -0.5f, 0.5f, false, NULL};
     for (int t = 0; t < 3; t++) {
       CHECK(px_parallel_set_num_threads(t + 1) == 0, "set %d threads", t + 1);
       for (int v = 0; v < 3; v++) {
@@ -227,8 +255,8 @@ static void threads_invariance(void) {
 /* Indirect-GEMM convolution (px_gemm_f32_conv, AVX-512 machines): NHWC
  * input of small integers against a direct sum over the taps, with the
  * padding, strides, dilations, groups (the group's channels a slice of each
- * pixel), images, row offsets (row0), bias per column, and the clamp, at 1,
- * 2 and 3 threads; every result exact. */
+ * pixel), images, row offsets (row0), bias per column, the clamp and a
+ * post, at 1, 2 and 3 threads; every result exact. */
 static void one_conv(int64_t NI, int64_t H, int64_t W, int64_t Cin, int64_t Cg, int64_t N, int64_t KH,
                      int64_t KW, int64_t sh, int64_t sw, int64_t dh, int64_t dw, int64_t pt, int64_t pl,
                      int64_t pb_, int64_t pr, int64_t row0) {
@@ -248,7 +276,7 @@ static void one_conv(int64_t NI, int64_t H, int64_t W, int64_t Cin, int64_t Cg, 
   for (int64_t j = 0; j < N; j++) bias[j] = (float)(j % 5) - 2.0f;
   px_gemm_f32_prepack_b(N, K, B, N, 1, pbk);
   px_gemm_conv cv = {x + c0, H * W * Cin, H, W, Cin, Cg, KH, KW, sh, sw, dh, dw, pt, pl, OH, OW, row0};
-  px_gemm_epilogue ep = {bias, -60.0f, 70.0f, false};
+  px_gemm_epilogue ep = {bias, -60.0f, 70.0f, false, post_twice_plus_one};
   for (int t = 1; t <= 3; t++) {
     CHECK(px_parallel_set_num_threads(t) == 0, "set %d threads", t);
     C[M * N] = 1234.0f;
@@ -266,7 +294,7 @@ static void one_conv(int64_t NI, int64_t H, int64_t W, int64_t Cin, int64_t Cg, 
             for (int64_t c = 0; c < Cg; c++)
               sum += (double)x[((n * H + ih) * W + iw) * Cin + c0 + c] * B[((ki * KW + kj) * Cg + c) * N + j];
           }
-        wrong += (double)C[r * N + j] != fmin(70.0, fmax(-60.0, sum));
+        wrong += (double)C[r * N + j] != 2.0 * fmin(70.0, fmax(-60.0, sum)) + 1.0;
       }
     }
     CHECK(wrong == 0 && C[M * N] == 1234.0f,

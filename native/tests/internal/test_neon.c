@@ -220,7 +220,7 @@ static void prepacked_case(int64_t M, int64_t N, int64_t K, float beta, bool bia
       E[i * N + j] += 1.2e-7 * fabs(v);
     }
   px_gemm_f32_prepack_b(N, K, B, 1, K, pb);
-  px_gemm_epilogue ep = {bias_on ? bias : NULL, lo, hi, false};
+  px_gemm_epilogue ep = {bias_on ? bias : NULL, lo, hi, false, NULL};
   int rc = px_gemm_f32_prepacked_ep(&ctx, NULL, M, N, K, A, K, 1, NULL, NULL, pb, beta, C, N, &ep);
   char what[160];
   snprintf(what, sizeof what, "prepacked M=%lld N=%lld K=%lld beta=%g bias=%d clamp=[%g, %g]",
