@@ -218,14 +218,13 @@ static FORCE_INLINE uint32_t f_bits(float f) {
   return u;
 }
 
-static FORCE_INLINE float vexpf(float x) {
-  float xc = x > -103.0f ? x : -103.0f; /* NaN -> -103 (fixed at the end) */
-  xc = xc < 88.8f ? xc : 88.8f;
-  /* n = round(x / ln 2) by the 1.5 * 2^23 trick (ties to even) */
-  float t = xc * 1.44269504088896341f + 12582912.0f;
-  int32_t n = (int32_t)(f_bits(t) - 0x4b400000u);
-  float nf = t - 12582912.0f;
-  float r = xc - nf * 0.693359375f;
+/* e^w = 2^n * e^r for w inside [-104, 89]: n = round(w / ln 2) by the
+ * 1.5 * 2^23 trick (ties to even; *t keeps n in its low bits), r = w - n ln 2
+ * in two steps, and e^r's polynomial (Cephes), which this returns. */
+static FORCE_INLINE float exp_reduced(float w, float *t) {
+  *t = w * 1.44269504088896341f + 12582912.0f;
+  const float nf = *t - 12582912.0f;
+  float r = w - nf * 0.693359375f;
   r = r - nf * -2.12194440e-4f;
   float p = 1.9875691500e-4f;
   p = p * r + 1.3981999507e-3f;
@@ -233,7 +232,15 @@ static FORCE_INLINE float vexpf(float x) {
   p = p * r + 4.1665795894e-2f;
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
-  p = p * (r * r) + r + 1.0f;
+  return p * (r * r) + r + 1.0f;
+}
+
+static FORCE_INLINE float vexpf(float x) {
+  float xc = x > -103.0f ? x : -103.0f; /* NaN -> -103 (fixed at the end) */
+  xc = xc < 88.8f ? xc : 88.8f;
+  float t;
+  const float p = exp_reduced(xc, &t);
+  int32_t n = (int32_t)(f_bits(t) - 0x4b400000u);
   /* 2^n as two factors so that n in [-149, 128] stays representable */
   int32_t n1 = n >> 1, n2 = n - n1;
   float res = p * f_from_bits((uint32_t)(n1 + 127) << 23) * f_from_bits((uint32_t)(n2 + 127) << 23);
@@ -252,17 +259,8 @@ static FORCE_INLINE float vexpf(float x) {
 static FORCE_INLINE float vsigmoidf(float x) {
   float w = -x > -86.6f ? -x : -86.6f; /* NaN -> -86.6, fixed at the end */
   w = w < 89.0f ? w : 89.0f;
-  const float t = w * 1.44269504088896341f + 12582912.0f;
-  const float nf = t - 12582912.0f;
-  float r = w - nf * 0.693359375f;
-  r = r - nf * -2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * (r * r) + r + 1.0f;
+  float t;
+  const float p = exp_reduced(w, &t);
   /* t's low bits hold n: 2^(n-1)'s exponent field is n + 126 */
   float e = p * f_from_bits((f_bits(t) - 0x4b400000u + 126u) << 23);
   e = e + e;
