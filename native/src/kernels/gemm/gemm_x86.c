@@ -281,15 +281,28 @@ void px_gemm_conv_block_avx512(const px_gemm_conv *cv, const float *zeros, int64
   const int nr = 32;
   const int64_t Cg = cv->Cg, OHW = cv->OH * cv->OW;
   conv_seg seg[PX_GEMM_KC_MAX + 2]; /* kc is at most the engine's deepest block */
+  float edge[8][PX_GEMM_KC_MAX];     /* border rows' kernel-row runs, at their depth in the block */
+  /* the output pixel (image n, row oh, column ow) of the block's first row,
+   * then stepped row by row: no division per row (a tile's setup cost as
+   * much as its product when the depth is short, as in a 3-channel stem) */
+  const int64_t r0 = cv->row0 + ic;
+  int64_t n = r0 / OHW, oh = r0 % OHW / cv->OW, ow = r0 % cv->OW;
   for (int64_t ir = 0; ir < mc; ir += 8) {
     const int m = (int)(mc - ir < 8 ? mc - ir : 8);
     const float *img[8];
     int64_t ih0[8], iw0[8];
-    for (int i = 0; i < 8; i++) { /* rows past m repeat the first (computed, not stored) */
-      int64_t r = cv->row0 + ic + ir + (i < m ? i : 0), rem = r % OHW;
-      img[i] = cv->x + r / OHW * cv->img_stride;
-      ih0[i] = rem / cv->OW * cv->sh - cv->pt;
-      iw0[i] = rem % cv->OW * cv->sw - cv->pl;
+    for (int i = 0; i < 8; i++) {
+      if (i >= m) { /* rows past m repeat the first (computed, not stored) */
+        img[i] = img[0], ih0[i] = ih0[0], iw0[i] = iw0[0];
+        continue;
+      }
+      img[i] = cv->x + n * cv->img_stride;
+      ih0[i] = oh * cv->sh - cv->pt;
+      iw0[i] = ow * cv->sw - cv->pl;
+      if (++ow == cv->OW) {
+        ow = 0;
+        if (++oh == cv->OH) oh = 0, n++;
+      }
     }
     /* A kernel row's taps are one contiguous run of the input when the
      * group is the whole pixel and taps are adjacent (no column dilation):
@@ -302,21 +315,42 @@ void px_gemm_conv_block_avx512(const px_gemm_conv *cv, const float *zeros, int64
       if (rows_contig && cv->KW - kj > 1) {
         const int64_t run = (cv->KW - kj) * Cg - c, L = run < kc - q ? run : kc - q;
         const int64_t klast = kj + (c + L - 1) / Cg; /* the last tap's column */
-        bool inside = true;
-        for (int i = 0; i < 8 && inside; i++) {
+        bool inside[8], any = false;
+        for (int i = 0; i < 8; i++) {
           const int64_t ih = ih0[i] + dh;
-          inside = ih >= 0 && ih < cv->H && iw0[i] + kj >= 0 && iw0[i] + klast < cv->W;
+          const bool row_in = ih >= 0 && ih < cv->H;
+          inside[i] = row_in && iw0[i] + kj >= 0 && iw0[i] + klast < cv->W;
+          any |= row_in && iw0[i] + klast >= 0 && iw0[i] + kj < cv->W;
         }
-        if (inside) {
-          for (int i = 0; i < 8; i++)
-            seg[nseg].p[i] = img[i] + ((ih0[i] + dh) * cv->W + iw0[i] + kj) * cv->cs + c;
+        /* a row whose span crosses the border reads a copy with zeros for
+         * the taps in the padding (they add nothing, as the per-tap path's
+         * zero source does), so the kernel row stays one segment; a span in
+         * the padding for every row adds nothing and has none */
+        if (any) {
+          for (int i = 0; i < 8; i++) {
+            const int64_t ih = ih0[i] + dh;
+            if (inside[i]) {
+              seg[nseg].p[i] = img[i] + (ih * cv->W + iw0[i] + kj) * cv->cs + c;
+              continue;
+            }
+            float *cp = edge[i] + q;
+            const bool row_in = ih >= 0 && ih < cv->H;
+            for (int64_t e = 0, ch = c, iw = iw0[i] + kj; e < L; ch = 0, iw++) { /* tap by tap */
+              const int64_t take = Cg - ch < L - e ? Cg - ch : L - e;
+              const float *src = img[i] + (ih * cv->W + iw) * cv->cs + ch;
+              const bool in = row_in && iw >= 0 && iw < cv->W;
+              for (int64_t u = 0; u < take; u++) cp[e + u] = in ? src[u] : 0.0f;
+              e += take;
+            }
+            seg[nseg].p[i] = cp;
+          }
           seg[nseg].k = q;
           seg[nseg++].len = L;
-          q += L;
-          t += (c + L) / Cg;
-          c = (c + L) % Cg;
-          continue;
         }
+        q += L;
+        t += (c + L) / Cg;
+        c = (c + L) % Cg;
+        continue;
       }
       const int64_t len = Cg - c < kc - q ? Cg - c : kc - q;
       const int64_t dw = kj * cv->dw;
