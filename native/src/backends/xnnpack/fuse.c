@@ -331,7 +331,9 @@ int xnn_fuse_post_silu(xnn_graph *g) {
     if (pi == XNN_INVALID_ID || pi >= i || !inner_f32(&g->values[x], f.uses[x]) || !plain_f32(&g->values[y]))
       continue;
     xnn_node *p = &g->nodes[pi];
-    if (p->out[0] != x || !takes_post(p, g->values)) continue;
+    bool reads_y = false; /* a malformed graph's cycle: the producer would write what it reads */
+    for (uint32_t k = 0; k < p->nin; k++) reads_y |= p->in[k] == y;
+    if (p->out[0] != x || producer[y] != i || reads_y || !takes_post(p, g->values)) continue;
     p->post = XNN_POST_SILU;
     p->out[0] = y;
     f.gone[i] = true;
