@@ -307,6 +307,20 @@ void px_convert(void *dst, int dst_dtype, const void *src, int src_dtype, int64_
   if (dst_dtype == PX_F32 && src_dtype == PX_BF16) { px_bf16_to_f32(dst, src, n); return; }
   if (dst_dtype == PX_F16 && src_dtype == PX_F32) { px_f32_to_f16(dst, src, n); return; }
   if (dst_dtype == PX_BF16 && src_dtype == PX_F32) { px_f32_to_bf16(dst, src, n); return; }
+  /* float16 / bfloat16 -> float64 (a reduction's accumulator type) through
+   * float32, both steps exact */
+  if (dst_dtype == PX_F64 && (src_dtype == PX_F16 || src_dtype == PX_BF16)) {
+    float tmp[256];
+    for (int64_t b = 0; b < n; b += 256) {
+      const int64_t m = n - b < 256 ? n - b : 256;
+      if (src_dtype == PX_F16)
+        px_f16_to_f32(tmp, (const uint16_t *)src + b, m);
+      else
+        px_bf16_to_f32(tmp, (const uint16_t *)src + b, m);
+      for (int64_t k = 0; k < m; k++) ((double *)dst)[b + k] = tmp[k];
+    }
+    return;
+  }
   bool via_int = px_is_integral(dst_dtype, true) && px_is_integral(src_dtype, true);
   for (int64_t k = 0; k < n; k++) {
     if (via_int)
