@@ -273,26 +273,19 @@ static void silu_pieces(void *arg, int64_t p0, int64_t p1, int tid) {
   }
 }
 
+static void silu_run(silu_job *J) {
+  if (J->n > 0) px_parallel_for((J->n + XNN_PIECE - 1) / XNN_PIECE, 1, J->n * 20, silu_pieces, J);
+}
+
 xnn_post_row_fn xnn_post_fn(const xnn_node *node) {
   return node->post == XNN_POST_SILU ? px_f32_mul_sigmoid_inplace : NULL;
 }
 
-typedef struct post_job {
-  xnn_post_row_fn fn;
-  float *y;
-  int64_t n;
-} post_job;
-
-static void post_pieces(void *arg, int64_t p0, int64_t p1, int tid) {
-  (void)tid;
-  const post_job *J = arg;
-  for (int64_t b = p0 * XNN_PIECE; b < p1 * XNN_PIECE && b < J->n; b += XNN_PIECE)
-    J->fn(J->n - b < XNN_PIECE ? J->n - b : XNN_PIECE, J->y + b);
-}
-
+/* The silu node's pieces in place, unclamped: the bits of the row function. */
 void xnn_post_all(const xnn_node *node, float *y, int64_t n) {
-  post_job J = {xnn_post_fn(node), y, n};
-  if (J.fn && n > 0) px_parallel_for((n + XNN_PIECE - 1) / XNN_PIECE, 1, n * 20, post_pieces, &J);
+  if (node->post != XNN_POST_SILU) return;
+  silu_job J = {.x = y, .y = y, .n = n};
+  silu_run(&J);
 }
 
 int xnn_exec_silu(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
@@ -302,7 +295,7 @@ int xnn_exec_silu(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
   const float lo = node->output_min, hi = node->output_max;
   silu_job J = {.x = xv->data, .y = ov->data, .n = xnn_numel(ov), .lo = lo, .hi = hi,
                 .clamp = !xnn_unbounded(lo, hi)};
-  px_parallel_for((J.n + XNN_PIECE - 1) / XNN_PIECE, 1, J.n * 20, silu_pieces, &J);
+  silu_run(&J);
   return 0;
 }
 
