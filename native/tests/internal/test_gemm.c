@@ -332,6 +332,7 @@ int main(int argc, char **argv) {
     one_conv(1, 12, 40, 4, 4, 33, 3, 9, 1, 1, 1, 1, 1, 4, 1, 4, 3);   /* runs across depth blocks */
     one_conv(1, 14, 14, 40, 40, 24, 3, 3, 1, 1, 12, 12, 12, 12, 12, 12, 0); /* taps in the padding skipped */
     one_conv(1, 9, 10, 16, 16, 8, 3, 3, 1, 1, 24, 24, 24, 24, 24, 24, 0);   /* only the centre tap inside */
+    one_conv(1, 6, 9, 4, 4, 20, 3, 3, 1, 1, 1, 1, 3, 3, 3, 2, 0);         /* padding past the kernel: a run outside for some rows of a tile */
   }
   px_scratch_release(&ctx);
   const char *isa = getenv("PYEXEC_GEMM_ISA");

@@ -456,7 +456,7 @@ typedef struct gemm_job {
   float *work;
   int64_t pa_floats, pb_floats; /* per thread */
   const px_gemm_conv *cv;       /* A: a convolution's input read through tap pointers */
-  const float *zeros;           /* cv->Cg zeros, the padding's source */
+  const float *zeros;           /* cv->Cg * cv->KW zeros, the padding's source */
   int64_t rows, cols;           /* rows and columns per task (multiples of MR and NR) */
   int64_t ncols;                /* column chunks */
 } gemm_job;
@@ -870,9 +870,12 @@ int px_gemm_f32_conv(px_ctx *ctx, void *work, const px_gemm_conv *cv, int64_t M,
   gemm_job j = {0};
   int rc = job_init(&j, ctx, work, M, N, K);
   if (rc) return rc;
-  float *zeros = px_scratch(ctx, sizeof(float) * (size_t)cv->Cg);
+  /* the padding's source: a tap's channels, or a kernel row's run of taps
+   * for a row of a tile that reads none of it inside the input */
+  const size_t nz = (size_t)(cv->Cg * cv->KW);
+  float *zeros = px_scratch(ctx, sizeof(float) * nz);
   if (!zeros) return PYEXEC_ERR_EXECUTION;
-  memset(zeros, 0, sizeof(float) * (size_t)cv->Cg);
+  memset(zeros, 0, sizeof(float) * nz);
   const bool clamp = ep && !(ep->lo == -INFINITY && ep->hi == INFINITY);
   j.alpha = 1.0f, j.beta = 0.0f;
   j.cv = cv, j.zeros = zeros;

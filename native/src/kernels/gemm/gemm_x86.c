@@ -272,16 +272,68 @@ __attribute__((target("avx512f"))) static void ukr_8x32_avx512_conv(int nseg, co
   tile_store_8x32(c, ldc, 1.0f, beta, mr, nr, ep, AVX512_ACC_LIST);
 }
 
+/* One run of a depth block's indirect A, the same for every tile of the
+ * block: from channel c of kernel row dh (in input rows) on, at the block's
+ * depth k, len deep, over the window's columns cfirst..clast (in pixels; one
+ * column unless contig: a kernel row's adjacent taps read as one run); off:
+ * its first float's offset from the window's corner pixel. */
+typedef struct conv_run {
+  int64_t dh, cfirst, clast, c, off, k, len;
+  bool contig;
+} conv_run;
+
+/* The runs of depth pc .. pc + kc (at most kc of them): the tap arithmetic,
+ * with its divisions, once per block instead of once per tile. A kernel
+ * row's taps are one contiguous run of the input when the group is the
+ * whole pixel and taps are adjacent (no column dilation): a 7x7 filter over
+ * 3 channels reads runs of 21, not 3. */
+static int conv_runs(const px_gemm_conv *cv, int64_t pc, int64_t kc, conv_run *run) {
+  const int64_t Cg = cv->Cg;
+  const bool rows_contig = cv->cs == Cg && cv->dw == 1;
+  int n = 0;
+  for (int64_t t = pc / Cg, c = pc % Cg, q = 0; q < kc; n++) {
+    const int64_t kj = t % cv->KW;
+    conv_run *r = &run[n];
+    r->dh = t / cv->KW * cv->dh, r->c = c, r->k = q;
+    r->contig = rows_contig && cv->KW - kj > 1;
+    const int64_t span = r->contig ? (cv->KW - kj) * Cg - c : Cg - c;
+    r->len = span < kc - q ? span : kc - q;
+    r->cfirst = r->contig ? kj : kj * cv->dw;
+    r->clast = r->contig ? kj + (c + r->len - 1) / Cg : r->cfirst;
+    r->off = (r->dh * cv->W + r->cfirst) * cv->cs + c;
+    q += r->len;
+    t += (c + r->len) / Cg;
+    c = (c + r->len) % Cg;
+  }
+  return n;
+}
+
+/* n floats from s, or zeros where s is NULL, to d. */
+__attribute__((target("avx512f"))) static void copy_or_zero(float *d, const float *s, int64_t n) {
+  for (int64_t k = 0; k < n; k += 16) {
+    const __mmask16 m = n - k >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - k)) - 1);
+    _mm512_mask_storeu_ps(d + k, m, s ? _mm512_maskz_loadu_ps(m, s + k) : _mm512_setzero_ps());
+  }
+}
+
 /* Row r of A is output pixel r, its depth k = tap * Cg + channel read
  * straight from the input pixel under that tap (zeros in the padding) by
- * the indirect kernel: nothing is packed. */
-void px_gemm_conv_block_avx512(const px_gemm_conv *cv, const float *zeros, int64_t ic, int64_t mc,
-                               int64_t pc, int64_t kc, int64_t j0, int64_t j1, const float *bp,
-                               float *C, int64_t ldc, float beta, const px_tile_ep *ep) {
+ * the indirect kernel: nothing is packed. Per tile of 8 rows, each run's 8
+ * pointers and its inside / border tests are one vector operation each. */
+__attribute__((target("avx512f"))) void px_gemm_conv_block_avx512(const px_gemm_conv *cv, const float *zeros,
+                                                                  int64_t ic, int64_t mc, int64_t pc,
+                                                                  int64_t kc, int64_t j0, int64_t j1,
+                                                                  const float *bp, float *C, int64_t ldc,
+                                                                  float beta, const px_tile_ep *ep) {
   const int nr = 32;
   const int64_t Cg = cv->Cg, OHW = cv->OH * cv->OW;
   conv_seg seg[PX_GEMM_KC_MAX + 2]; /* kc is at most the engine's deepest block */
-  float edge[8][PX_GEMM_KC_MAX];     /* border rows' kernel-row runs, at their depth in the block */
+  conv_run run[PX_GEMM_KC_MAX + 2];
+  float edge[8][PX_GEMM_KC_MAX]; /* border rows' kernel-row runs, at their depth in the block */
+  const int nrun = conv_runs(cv, pc, kc, run);
+  const __m512i vzero = _mm512_setzero_si512(), vH = _mm512_set1_epi64(cv->H), vW = _mm512_set1_epi64(cv->W);
+  const __m512i vx = _mm512_set1_epi64((long long)(uintptr_t)cv->x);
+  const __m512i vz = _mm512_set1_epi64((long long)(uintptr_t)zeros);
   /* the output pixel (image n, row oh, column ow) of the block's first row,
    * then stepped row by row: no division per row (a tile's setup cost as
    * much as its product when the depth is short, as in a 3-channel stem) */
@@ -289,95 +341,66 @@ void px_gemm_conv_block_avx512(const px_gemm_conv *cv, const float *zeros, int64
   int64_t n = r0 / OHW, oh = r0 % OHW / cv->OW, ow = r0 % cv->OW;
   for (int64_t ir = 0; ir < mc; ir += 8) {
     const int m = (int)(mc - ir < 8 ? mc - ir : 8);
-    const float *img[8];
-    int64_t ih0[8], iw0[8];
+    int64_t ih0[8], iw0[8], img[8], corner[8]; /* corner: the window's (ih0, iw0) pixel, in floats from x */
     for (int i = 0; i < 8; i++) {
       if (i >= m) { /* rows past m repeat the first (computed, not stored) */
-        img[i] = img[0], ih0[i] = ih0[0], iw0[i] = iw0[0];
+        img[i] = img[0], ih0[i] = ih0[0], iw0[i] = iw0[0], corner[i] = corner[0];
         continue;
       }
-      img[i] = cv->x + n * cv->img_stride;
+      img[i] = n * cv->img_stride;
       ih0[i] = oh * cv->sh - cv->pt;
       iw0[i] = ow * cv->sw - cv->pl;
+      corner[i] = img[i] + (ih0[i] * cv->W + iw0[i]) * cv->cs;
       if (++ow == cv->OW) {
         ow = 0;
         if (++oh == cv->OH) oh = 0, n++;
       }
     }
-    /* A kernel row's taps are one contiguous run of the input when the
-     * group is the whole pixel and taps are adjacent (no column dilation):
-     * where every row's span of it is inside the input, it is one segment
-     * (a 7x7 filter over 3 channels: runs of 21, not 3). */
-    const bool rows_contig = cv->cs == Cg && cv->dw == 1;
+    const __m512i vih = _mm512_loadu_si512((const void *)ih0), viw = _mm512_loadu_si512((const void *)iw0);
+    const __m512i vcorner = _mm512_loadu_si512((const void *)corner);
     int nseg = 0;
-    for (int64_t t = pc / Cg, c = pc % Cg, q = 0; q < kc;) {
-      const int64_t ki = t / cv->KW, kj = t % cv->KW, dh = ki * cv->dh;
-      if (rows_contig && cv->KW - kj > 1) {
-        const int64_t run = (cv->KW - kj) * Cg - c, L = run < kc - q ? run : kc - q;
-        const int64_t klast = kj + (c + L - 1) / Cg; /* the last tap's column */
-        bool inside[8], any = false;
-        for (int i = 0; i < 8; i++) {
-          const int64_t ih = ih0[i] + dh;
-          const bool row_in = ih >= 0 && ih < cv->H;
-          inside[i] = row_in && iw0[i] + kj >= 0 && iw0[i] + klast < cv->W;
-          any |= row_in && iw0[i] + klast >= 0 && iw0[i] + kj < cv->W;
+    for (int u = 0; u < nrun; u++) {
+      const conv_run *r = &run[u];
+      const __m512i ih = _mm512_add_epi64(vih, _mm512_set1_epi64(r->dh));
+      const __m512i first = _mm512_add_epi64(viw, _mm512_set1_epi64(r->cfirst));
+      const __m512i last = _mm512_add_epi64(viw, _mm512_set1_epi64(r->clast));
+      const __mmask8 row_in = _mm512_cmpge_epi64_mask(ih, vzero) & _mm512_cmplt_epi64_mask(ih, vH);
+      const __mmask8 inside = row_in & _mm512_cmpge_epi64_mask(first, vzero) & _mm512_cmplt_epi64_mask(last, vW);
+      /* the rows that read some of the run inside the input; a run in the
+       * padding for every row adds nothing and has no segment */
+      const __mmask8 touch = row_in & _mm512_cmpge_epi64_mask(last, vzero) & _mm512_cmplt_epi64_mask(first, vW);
+      if (!touch) continue;
+      /* x + corner + off for the rows inside (integer arithmetic: a row
+       * outside would point outside the input), zeros for the others */
+      const __m512i at = _mm512_slli_epi64(_mm512_add_epi64(vcorner, _mm512_set1_epi64(r->off)), 2);
+      _mm512_storeu_si512((void *)seg[nseg].p, _mm512_mask_add_epi64(vz, inside, vx, at));
+      /* a row whose span crosses the border reads a copy with zeros for
+       * the taps in the padding (they add nothing, as the zero source
+       * does), so the kernel row stays one segment */
+      for (unsigned cross = r->contig ? (unsigned)(touch & ~inside) : 0u; cross; cross &= cross - 1) {
+        const int i = __builtin_ctz(cross);
+        float *cp = edge[i] + r->k;
+        const int64_t ih_i = ih0[i] + r->dh;
+        for (int64_t e = 0, ch = r->c, iw = iw0[i] + r->cfirst; e < r->len; ch = 0, iw++) { /* tap by tap */
+          const int64_t take = Cg - ch < r->len - e ? Cg - ch : r->len - e;
+          const bool in = iw >= 0 && iw < cv->W;
+          copy_or_zero(cp + e, in ? cv->x + img[i] + (ih_i * cv->W + iw) * cv->cs + ch : NULL, take);
+          e += take;
         }
-        /* a row whose span crosses the border reads a copy with zeros for
-         * the taps in the padding (they add nothing, as the per-tap path's
-         * zero source does), so the kernel row stays one segment; a span in
-         * the padding for every row adds nothing and has none */
-        if (any) {
-          for (int i = 0; i < 8; i++) {
-            const int64_t ih = ih0[i] + dh;
-            if (inside[i]) {
-              seg[nseg].p[i] = img[i] + (ih * cv->W + iw0[i] + kj) * cv->cs + c;
-              continue;
-            }
-            float *cp = edge[i] + q;
-            const bool row_in = ih >= 0 && ih < cv->H;
-            for (int64_t e = 0, ch = c, iw = iw0[i] + kj; e < L; ch = 0, iw++) { /* tap by tap */
-              const int64_t take = Cg - ch < L - e ? Cg - ch : L - e;
-              const float *src = img[i] + (ih * cv->W + iw) * cv->cs + ch;
-              const bool in = row_in && iw >= 0 && iw < cv->W;
-              for (int64_t u = 0; u < take; u++) cp[e + u] = in ? src[u] : 0.0f;
-              e += take;
-            }
-            seg[nseg].p[i] = cp;
-          }
-          seg[nseg].k = q;
-          seg[nseg++].len = L;
-        }
-        q += L;
-        t += (c + L) / Cg;
-        c = (c + L) % Cg;
-        continue;
+        seg[nseg].p[i] = cp;
       }
-      const int64_t len = Cg - c < kc - q ? Cg - c : kc - q;
-      const int64_t dw = kj * cv->dw;
-      bool any = false; /* a tap in the padding for all eight rows adds nothing */
-      for (int i = 0; i < 8; i++) {
-        const int64_t ih = ih0[i] + dh, iw = iw0[i] + dw;
-        const bool in = ih >= 0 && ih < cv->H && iw >= 0 && iw < cv->W;
-        seg[nseg].p[i] = in ? img[i] + (ih * cv->W + iw) * cv->cs + c : zeros;
-        any |= in;
-      }
-      if (any) {
-        seg[nseg].k = q;
-        seg[nseg++].len = len;
-      }
-      q += len;
-      c += len;
-      if (c == Cg) t++, c = 0;
+      seg[nseg].k = r->k;
+      seg[nseg++].len = r->len;
     }
     const float *b = bp;
     for (int64_t jr = j0; jr < j1; jr += nr, b += (int64_t)nr * kc) {
-      const int n = (int)(j1 - jr < nr ? j1 - jr : nr);
+      const int nc = (int)(j1 - jr < nr ? j1 - jr : nr);
       px_tile_ep te = {0};
       if (ep) {
         te = *ep;
         if (te.bias) te.bias += te.rows ? ic + ir : jr;
       }
-      ukr_8x32_avx512_conv(nseg, seg, b, C + (ic + ir) * ldc + jr, ldc, beta, m, n, ep ? &te : NULL);
+      ukr_8x32_avx512_conv(nseg, seg, b, C + (ic + ir) * ldc + jr, ldc, beta, m, nc, ep ? &te : NULL);
     }
   }
 }
