@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import torch
 import torch.nn.functional as F
-from support.export import assert_close, run_with_executorch
+from support.export import assert_close, export_program, run_with_executorch
 from support.xnnpack import export_xnnpack, node_types, payloads, union_names
 from torch.export import Dim
 
@@ -435,3 +435,63 @@ def test_a_sigmoid_read_twice_is_not_fused() -> None:
     (et,) = run_with_executorch(pte, [x])
     assert_close(got, et, rtol=1e-5, atol=1e-6)
     assert_close(got, x * torch.sigmoid(x) + torch.sigmoid(x), rtol=1e-5, atol=1e-6)
+
+
+def _hardswish(x: torch.Tensor) -> torch.Tensor:
+    return F.hardswish(x)
+
+
+def _mul(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return x * y
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    return t.contiguous().view(torch.int32)
+
+
+def test_delegate_runs_with_denormals_off_as_executorch_and_only_there() -> None:
+    """XNNPACK runs its operators with denormals off (a result below the
+    smallest normal float is zero, and so is such an input): ExecuTorch's
+    x * y of 1e-38 * 4 and of 2e-38 / 4 is 0 from the lowered program, and
+    pyexec's must be too, on the pool's threads as well. Outside the delegate
+    nothing changes: the portable program's products stay nonzero, as in
+    ExecuTorch, after the lowered one ran at the same thread count, and so
+    does a product this thread computes afterwards."""
+    n = 1 << 20  # enough work for the multiply to split over three threads
+    x, y = torch.full((n,), 1e-38), torch.full((n,), 4.0)
+    x[1::2], y[1::2] = 2e-38, 0.25
+    lowered, portable = export_xnnpack(Lambda(_mul), (x, y)), export_program(Lambda(_mul), (x, y))
+    (et_lowered,) = run_with_executorch(lowered, [x, y])
+    (et_portable,) = run_with_executorch(portable, [x, y])
+    assert bool((et_lowered == 0).all()) and bool((et_portable != 0).all())
+    before = pyexec.get_num_threads()
+    try:
+        for threads in (1, 3):
+            pyexec.set_num_threads(threads)
+            got = pyexec.load(lowered).load_method("forward").execute([x, y])[0]
+            assert torch.equal(_bits(got), _bits(et_lowered)), f"{threads} threads"
+            plain = pyexec.load(portable).load_method("forward").execute([x, y])[0]
+            assert torch.equal(_bits(plain), _bits(et_portable)), f"{threads} threads"
+    finally:
+        pyexec.set_num_threads(before)
+    assert float(torch.tensor(1e-38) * 4.0) != 0.0
+
+
+def test_hardswish_gives_executorchs_bits_on_every_kind_of_float() -> None:
+    """XNNPACK's Hardswish, x * clamp(x / 6 + 1/2, 0, 1), against ExecuTorch's
+    runtime bit for bit: a float of every 65537th bit pattern (every sign and
+    exponent, subnormals and NaNs among them), the values around the clamp's
+    corners at -3 and 3, zeros, infinities and NaNs, in a length that leaves
+    a tail past the last whole vector."""
+    step = torch.arange(0, 1 << 32, 65537, dtype=torch.int64)
+    grid = (step - (1 << 32) * (step >= (1 << 31))).to(torch.int32).view(torch.float32)
+    corners = torch.tensor([-3.0, 3.0, 0.0, -0.0, float("inf"), -float("inf"), float("nan"), -float("nan")])
+    near = torch.cat([torch.nextafter(corners[:2], torch.tensor(v)) for v in (-1e9, 1e9)])
+    x = torch.cat([grid, corners, near, torch.linspace(-4, 4, 1001)])
+    assert x.numel() % 8 != 0
+    pte = export_xnnpack(Lambda(_hardswish), (x,))
+    assert union_names()[node_types(pte)[0]] == "Hardswish"
+    got = pyexec.load(pte).load_method("forward").execute([x])[0]
+    (et,) = run_with_executorch(pte, [x])
+    same = got.view(torch.int32) == et.view(torch.int32)
+    assert bool(same.all()), f"{int((~same).sum())} of {x.numel()} differ, e.g. x = {x[~same][:4].tolist()}"

@@ -9,6 +9,7 @@
 
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
 #include <cpuid.h>
+#include <xmmintrin.h>
 #endif
 
 #if defined(__aarch64__) && defined(__linux__)
@@ -77,3 +78,29 @@ const px_cpu_features *px_cpu(void) {
   if (!__atomic_load_n(&features_ready, __ATOMIC_ACQUIRE)) pthread_once(&features_once, detect);
   return &features;
 }
+
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+uint64_t px_fp_mode(void) { return _mm_getcsr(); }
+void px_fp_set_mode(uint64_t mode) { _mm_setcsr((unsigned)mode); }
+uint64_t px_fp_flush_denormals(void) {
+  const uint64_t old = px_fp_mode();
+  px_fp_set_mode(old | 0x8000u /* FTZ */ | 0x0040u /* DAZ */);
+  return old;
+}
+#elif defined(__aarch64__)
+uint64_t px_fp_mode(void) {
+  uint64_t v;
+  __asm__ __volatile__("mrs %0, fpcr" : "=r"(v));
+  return v;
+}
+void px_fp_set_mode(uint64_t mode) { __asm__ __volatile__("msr fpcr, %0" : : "r"(mode)); }
+uint64_t px_fp_flush_denormals(void) {
+  const uint64_t old = px_fp_mode();
+  px_fp_set_mode(old | (UINT64_C(1) << 24) /* FZ */);
+  return old;
+}
+#else
+uint64_t px_fp_mode(void) { return 0; }
+void px_fp_set_mode(uint64_t mode) { (void)mode; }
+uint64_t px_fp_flush_denormals(void) { return 0; }
+#endif

@@ -7,6 +7,7 @@
 #define PX_CPU_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 typedef struct px_cpu_features {
   /* x86-64 (__builtin_cpu_supports: CPUID plus the OS's saved register state) */
@@ -26,5 +27,16 @@ typedef struct px_cpu_features {
 /* This machine's features, computed on the first call (thread-safe) and
  * constant afterwards. Every flag is false on other architectures. */
 const px_cpu_features *px_cpu(void);
+
+/* The calling thread's floating-point control word (x86 MXCSR, AArch64
+ * FPCR; 0 elsewhere), and setting it: the thread pool runs a job's chunks
+ * under the control word of the thread that started it. */
+uint64_t px_fp_mode(void);
+void px_fp_set_mode(uint64_t mode);
+/* Denormals off on this thread, as XNNPACK runs its operators: results
+ * below the smallest normal float are flushed to zero, and such inputs read
+ * as zero (x86 FTZ and DAZ; AArch64 FZ). Returns the previous word, for
+ * px_fp_set_mode. */
+uint64_t px_fp_flush_denormals(void);
 
 #endif /* PX_CPU_H */

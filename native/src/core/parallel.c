@@ -51,6 +51,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/cpu.h"
 #include "core/error.h"
 
 /* Below this cost (parallel.h's units: about one multiply-add or one byte)
@@ -85,6 +86,7 @@ typedef struct job {
   void *arg;
   int64_t n, grain, units;
   int nchunks;
+  uint64_t fp; /* the owner's floating-point control word (px_fp_mode) */
 } job;
 
 typedef struct worker {
@@ -330,13 +332,18 @@ static int claim_chunk(pool *pl, int index, uint64_t *gen) {
   }
 }
 
-/* Runs chunks of the current job as thread `index` until none is left for it. */
+/* Runs chunks of the current job as thread `index` until none is left for
+ * it; a worker runs each under the floating-point control word of the
+ * thread that started its job (denormals off inside an XNNPACK delegate
+ * call, as there, and back on for the next job from outside one). */
 static void work_chunks(pool *pl, int index, uint64_t *gen) {
   int c;
+  uint64_t mode = index ? px_fp_mode() : 0;
   while ((c = claim_chunk(pl, index, gen)) >= 0) {
     /* the job cannot change before this chunk is counted done */
     const job *j = &pl->cur;
     int nchunks = j->nchunks;
+    if (index && j->fp != mode) px_fp_set_mode(mode = j->fp);
     run_chunk(j, c, index);
     if (atomic_fetch_add_explicit(&pl->done_chunks, 1, memory_order_acq_rel) + 1 == nchunks) {
       pthread_mutex_lock(&pl->mu);
@@ -501,7 +508,8 @@ void px_parallel_for(int64_t n, int64_t grain, int64_t cost, px_parallel_fn fn, 
    * chunks depend only on (n, grain, t). */
   int64_t nchunks = units < (int64_t)t * CHUNKS_PER_THREAD ? units : (int64_t)t * CHUNKS_PER_THREAD;
   if (nchunks > PX_MAX_CHUNKS) nchunks = PX_MAX_CHUNKS;
-  pl->cur = (job){.fn = fn, .arg = arg, .n = n, .grain = grain, .units = units, .nchunks = (int)nchunks};
+  pl->cur = (job){.fn = fn, .arg = arg, .n = n, .grain = grain, .units = units, .nchunks = (int)nchunks,
+                  .fp = px_fp_mode()};
   atomic_store_explicit(&pl->done_chunks, 0, memory_order_relaxed);
   pl->gen = (pl->gen + 1) & ((UINT64_C(1) << (64 - CW_GEN_SHIFT)) - 1);
   uint64_t word = pl->gen << CW_GEN_SHIFT | (uint64_t)t << CW_THREADS_SHIFT | (uint64_t)nchunks << CW_CHUNKS_SHIFT;

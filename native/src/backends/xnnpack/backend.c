@@ -21,6 +21,7 @@
 #include "backends/xnnpack/nodes.h"
 #include "backends/xnnpack/payload.h"
 #include "core/alloc.h"
+#include "core/cpu.h"
 #include "core/error.h"
 #include "core/events.h"
 #include "core/limits.h"
@@ -427,13 +428,20 @@ static int xnn_execute(px_ctx *ctx, void *handle, px_value *const *args, size_t 
   }
   ctx->op = op;
   if (!rc) rc = resize_outputs(ctx, d, args);
-  if (!rc && ctx->prof) {
-    rc = exec_profiled(ctx, d);
-  } else {
-    for (uint32_t i = 0; i < d->g.nnodes && !rc; i++) {
-      ctx->op = xnn_node_type_name(d->g.nodes[i].type);
-      rc = run_node(ctx, d, i);
+  /* The nodes run with denormals off, as XNNPACK runs its operators (on the
+   * pool too: its jobs take this thread's mode), so results below the
+   * smallest normal float are ExecuTorch's: zero. */
+  if (!rc) {
+    const uint64_t fp = px_fp_flush_denormals();
+    if (ctx->prof) {
+      rc = exec_profiled(ctx, d);
+    } else {
+      for (uint32_t i = 0; i < d->g.nnodes && !rc; i++) {
+        ctx->op = xnn_node_type_name(d->g.nodes[i].type);
+        rc = run_node(ctx, d, i);
+      }
     }
+    px_fp_set_mode(fp);
   }
   ctx->op = op;
   if (!rc) widen_outputs(d, args);
