@@ -1,6 +1,6 @@
 /*
  * cpu.c - px_cpu(): the CPU features behind every run-time kernel choice,
- * read once per process.
+ * read once per process; px_fp_*: the thread's floating-point mode.
  */
 #include "core/cpu.h"
 

@@ -2,6 +2,7 @@
  * cpu.h - the CPU features the kernels choose their SIMD paths by, read once
  * per process (private). One place for every run-time choice: a kernel asks
  * px_cpu()->avx2 (or ->dotprod ...) instead of querying the CPU itself.
+ * And the thread's floating-point mode (denormal handling), read and set.
  */
 #ifndef PX_CPU_H
 #define PX_CPU_H
