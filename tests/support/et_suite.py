@@ -15,9 +15,11 @@ tests reach a runtime:
   tests import, replaced before any test module is imported.
 
 Export, partitioning, quantization, the eager references and the tolerances
-are ExecuTorch's, untouched (the one other change is for speed: torch.export's
+are ExecuTorch's, untouched (the other changes are for speed only: torch.export's
 walk over the operators it may keep whole runs once per state of the
-dispatcher, support/cia_memo.py, giving the answer torch computes). The run fails when tests ran but no program went
+dispatcher, support/cia_memo.py, giving the answer torch computes, and the
+Callable aliases torch's py_impl builds are made once per argument tuple,
+support/alias_memo.py). The run fails when tests ran but no program went
 through pyexec, so a harness that stopped swapping cannot pass unnoticed."""
 
 from __future__ import annotations
@@ -129,10 +131,13 @@ def pytest_configure(config: pytest.Config) -> None:
     serialize.Serialize.run_artifact = _run_artifact  # type: ignore[method-assign]
     executorch.runtime.Runtime = _Runtime  # type: ignore[misc,assignment]
     # Speed only: torch.export's operator walk once per dispatcher state (the
-    # same answer torch computes; support/cia_memo.py).
-    from support import cia_memo
+    # same answer torch computes; support/cia_memo.py), and the Callable
+    # aliases torch's py_impl builds, once per argument tuple
+    # (support/alias_memo.py).
+    from support import alias_memo, cia_memo
 
     cia_memo.install()
+    alias_memo.install()
 
 
 def pytest_runtest_call(item: pytest.Item) -> None:

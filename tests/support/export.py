@@ -17,9 +17,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from support import cia_memo
+from support import alias_memo, cia_memo
 
-cia_memo.install()  # every export in a test process: torch's operator walk once per dispatcher state
+# Speed only, for every export in a test process: torch's operator walk once
+# per dispatcher state, and the Callable aliases torch's py_impl builds once.
+cia_memo.install()
+alias_memo.install()
 
 _HERE = Path(__file__).resolve().parent
 _CACHE = _HERE.parent / "_artifacts" / "exports"
