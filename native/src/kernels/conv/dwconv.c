@@ -16,6 +16,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "core/cpu.h"
 #include "core/parallel.h"
 
 typedef float v8f __attribute__((vector_size(32)));
@@ -82,13 +83,116 @@ DEFINE_DW_PIXEL(dw_pixel_avx2, __attribute__((target("avx2,fma"))), v8f, v8i, v8
 #include "kernels/conv/dwconv_x86.h"
 #endif
 
+/* A workspace of the row-by-row interface (dwconv.h): the path this CPU
+ * takes, the interior columns the row kernels cover, the tap pointers of
+ * one pixel, and (for the row kernels) a zero input row standing in for
+ * padding rows. */
+typedef struct dw_ws {
+  int isa;            /* 0 portable, 1 AVX2, 2 AVX-512 row kernels */
+  int64_t owA, owB;   /* interior output columns [owA, owB): every tap's input column in [0, W) */
+  const float *zeros; /* W * C zeros (isa 2), or NULL */
+  const float **xs, **ws; /* 2 * KH * KW */
+  const float **rows;     /* KH: the input rows of px_dwconv_nhwc's row */
+} dw_ws;
+
+static int64_t dw_ws_floats(const px_dwconv *p) { return p->W * p->C * p->Mul + 16; }
+
+size_t px_dwconv_row_bytes(const px_dwconv *p) {
+  const int64_t KK = p->KH * p->KW;
+  return (sizeof(dw_ws) + 63) / 64 * 64 + ((2 * (size_t)KK + (size_t)p->KH) * sizeof(float *) + 63) / 64 * 64 +
+         sizeof(float) * (size_t)dw_ws_floats(p);
+}
+
+void px_dwconv_row_init(const px_dwconv *p, void *mem) {
+  const int64_t KK = p->KH * p->KW;
+  dw_ws *s = mem;
+  char *after = (char *)mem + (sizeof(dw_ws) + 63) / 64 * 64;
+  s->xs = (const float **)after;
+  s->ws = s->xs + KK;
+  s->rows = s->ws + KK;
+  s->isa = 0;
+  s->zeros = NULL;
+#if DW_X86
+  s->isa = px_cpu()->avx2 && px_cpu()->fma;
+  if (s->isa && px_cpu()->avx512f && p->Mul == 1 && p->KH == p->KW && (p->KH == 3 || p->KH == 5 || p->KH == 7)) {
+    float *z = (float *)(after + ((2 * (size_t)KK + (size_t)p->KH) * sizeof(float *) + 63) / 64 * 64);
+    memset(z, 0, sizeof(float) * (size_t)dw_ws_floats(p));
+    s->zeros = z;
+    s->isa = 2;
+  }
+#endif
+  s->owA = (p->pl + p->sw - 1) / p->sw;
+  int64_t owB = p->W - 1 + p->pl - (p->KW - 1) * p->dw;
+  owB = owB < 0 ? 0 : owB / p->sw + 1;
+  s->owB = owB > p->OW ? p->OW : owB;
+  if (s->owA > s->owB) s->owA = s->owB;
+}
+
+void px_dwconv_row(const px_dwconv *p, void *mem, const float *const *rows, float *orow) {
+  const dw_ws *s = mem;
+  const int64_t W = p->W, OW = p->OW, Cin = p->C, C = p->C * p->Mul, Mul = p->Mul;
+  const float lo = p->lo, hi = p->hi;
+  const float **xs = s->xs, **ws = s->ws;
+  int64_t skip0 = 0, skip1 = 0; /* columns the row kernel did */
+#if DW_X86
+  if (s->isa == 2 && s->owA < s->owB) {
+    const float *rk[7];
+    for (int64_t ki = 0; ki < p->KH; ki++) rk[ki] = rows[ki] ? rows[ki] : s->zeros;
+    if (p->KH == 3)
+      px_dw_row_3x3_avx512(rk, C, p->sw, p->dw, p->pl, s->owA, s->owB, p->w, p->bias, lo, hi, orow);
+    else if (p->KH == 5)
+      px_dw_row_5x5_avx512(rk, C, p->sw, p->dw, p->pl, s->owA, s->owB, p->w, p->bias, lo, hi, orow);
+    else
+      px_dw_row_7x7_avx512(rk, C, p->sw, p->dw, p->pl, s->owA, s->owB, p->w, p->bias, lo, hi, orow);
+    skip0 = s->owA, skip1 = s->owB;
+  }
+#endif
+  for (int64_t ow = 0; ow < OW; ow++) {
+    if (ow == skip0 && skip1 > skip0) {
+      ow = skip1 - 1;
+      continue;
+    }
+    int nt = 0;
+    const int64_t iw0 = ow * p->sw - p->pl;
+    for (int64_t ki = 0; ki < p->KH; ki++) {
+      if (!rows[ki]) continue;
+      for (int64_t kj = 0; kj < p->KW; kj++) {
+        int64_t iw = iw0 + kj * p->dw;
+        if (iw < 0 || iw >= W) continue;
+        xs[nt] = rows[ki] + iw * Cin;
+        ws[nt] = p->w + (ki * p->KW + kj) * C;
+        nt++;
+      }
+    }
+    float *o = orow + ow * C;
+    if (Mul == 1) {
+#if DW_X86
+      if (s->isa >= 1) {
+        dw_pixel_avx2(C, nt, xs, ws, p->bias, lo, hi, o);
+        continue;
+      }
+#endif
+      dw_pixel(C, nt, xs, ws, p->bias, lo, hi, o);
+      continue;
+    }
+    /* multiplier > 1: output channel c reads input channel c / Mul */
+    memcpy(o, p->bias, sizeof(float) * (size_t)C);
+    for (int t = 0; t < nt; t++)
+      for (int64_t ci = 0, c = 0; ci < Cin; ci++) {
+        float xv1 = xs[t][ci];
+        for (int64_t m = 0; m < Mul; m++, c++) o[c] += xv1 * ws[t][c];
+      }
+    clamp_row(o, C, lo, hi);
+  }
+  if (p->post) p->post(OW * C, orow);
+}
+
 typedef struct dw_job {
   const px_dwconv *p;
   const float *x;
   float *y;
-  const float **ptrs;  /* per thread: 2 * KK tap pointers */
-  const float *zeros;  /* a zero input row (W * C floats) for the row kernels, or NULL */
-  int isa;             /* 0 portable, 1 AVX2, 2 AVX-512 */
+  char *ws;        /* one workspace per thread */
+  size_t ws_bytes;
 } dw_job;
 
 /* Output rows [begin, end) (row = n * OH + oh) of a depthwise convolution;
@@ -96,96 +200,25 @@ typedef struct dw_job {
 static void dw_rows(void *arg, int64_t begin, int64_t end, int tid) {
   const dw_job *j = arg;
   const px_dwconv *p = j->p;
-  const int64_t H = p->H, W = p->W, OH = p->OH, OW = p->OW, Cin = p->C, C = p->C * p->Mul;
-  const int64_t Mul = p->Mul, KK = p->KH * p->KW;
-  const float lo = p->lo, hi = p->hi;
-  const float **xs = j->ptrs + (int64_t)tid * 2 * KK, **ws = xs + KK;
-  /* interior output columns [owA, owB): every tap's input column in [0, W) */
-  int64_t owA = (p->pl + p->sw - 1) / p->sw, owB = W - 1 + p->pl - (p->KW - 1) * p->dw;
-  owB = owB < 0 ? 0 : owB / p->sw + 1;
-  if (owB > OW) owB = OW;
-  if (owA > owB) owA = owB;
+  dw_ws *ws = (dw_ws *)(j->ws + (size_t)tid * j->ws_bytes);
+  const float **rows = ws->rows;
   for (int64_t row = begin; row < end; row++) {
-    const int64_t n = row / OH, oh = row % OH, ih0 = oh * p->sh - p->pt;
-    float *orow = j->y + row * OW * C;
-    int64_t skip0 = 0, skip1 = 0; /* columns the row kernel did */
-#if DW_X86
-    if (j->zeros && owA < owB) {
-      const float *rows[7];
-      for (int64_t ki = 0; ki < p->KH; ki++) {
-        int64_t ih = ih0 + ki * p->dh;
-        rows[ki] = ih >= 0 && ih < H ? j->x + (n * H + ih) * W * Cin : j->zeros;
-      }
-      if (p->KH == 3)
-        px_dw_row_3x3_avx512(rows, C, p->sw, p->dw, p->pl, owA, owB, p->w, p->bias, lo, hi, orow);
-      else if (p->KH == 5)
-        px_dw_row_5x5_avx512(rows, C, p->sw, p->dw, p->pl, owA, owB, p->w, p->bias, lo, hi, orow);
-      else
-        px_dw_row_7x7_avx512(rows, C, p->sw, p->dw, p->pl, owA, owB, p->w, p->bias, lo, hi, orow);
-      skip0 = owA, skip1 = owB;
+    const int64_t n = row / p->OH, ih0 = row % p->OH * p->sh - p->pt;
+    for (int64_t ki = 0; ki < p->KH; ki++) {
+      int64_t ih = ih0 + ki * p->dh;
+      rows[ki] = ih >= 0 && ih < p->H ? j->x + (n * p->H + ih) * p->W * p->C : NULL;
     }
-#endif
-    for (int64_t ow = 0; ow < OW; ow++) {
-      if (ow == skip0 && skip1 > skip0) {
-        ow = skip1 - 1;
-        continue;
-      }
-      int nt = 0;
-      const int64_t iw0 = ow * p->sw - p->pl;
-      for (int64_t ki = 0; ki < p->KH; ki++) {
-        int64_t ih = ih0 + ki * p->dh;
-        if (ih < 0 || ih >= H) continue;
-        for (int64_t kj = 0; kj < p->KW; kj++) {
-          int64_t iw = iw0 + kj * p->dw;
-          if (iw < 0 || iw >= W) continue;
-          xs[nt] = j->x + ((n * H + ih) * W + iw) * Cin;
-          ws[nt] = p->w + (ki * p->KW + kj) * C;
-          nt++;
-        }
-      }
-      float *o = orow + ow * C;
-      if (Mul == 1) {
-#if DW_X86
-        if (j->isa >= 1) {
-          dw_pixel_avx2(C, nt, xs, ws, p->bias, lo, hi, o);
-          continue;
-        }
-#endif
-        dw_pixel(C, nt, xs, ws, p->bias, lo, hi, o);
-        continue;
-      }
-      /* multiplier > 1: output channel c reads input channel c / Mul */
-      memcpy(o, p->bias, sizeof(float) * (size_t)C);
-      for (int t = 0; t < nt; t++)
-        for (int64_t ci = 0, c = 0; ci < Cin; ci++) {
-          float xv1 = xs[t][ci];
-          for (int64_t m = 0; m < Mul; m++, c++) o[c] += xv1 * ws[t][c];
-        }
-      clamp_row(o, C, lo, hi);
-    }
-    if (p->post) p->post(OW * C, orow);
+    px_dwconv_row(p, ws, rows, j->y + row * p->OW * p->C * p->Mul);
   }
 }
 
 int px_dwconv_nhwc(px_ctx *ctx, const px_dwconv *p, const float *x, float *y) {
-  dw_job j = {p, x, y, NULL, NULL, 0};
-  const int64_t KK = p->KH * p->KW, C = p->C * p->Mul;
   const int T = px_parallel_threads();
-  j.ptrs = px_scratch(ctx, sizeof(float *) * 2 * (size_t)KK * (size_t)T);
-  if (!j.ptrs) return PYEXEC_ERR_EXECUTION;
-#if DW_X86
-  __builtin_cpu_init();
-  j.isa = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  if (j.isa && __builtin_cpu_supports("avx512f") && p->Mul == 1 &&
-      p->KH == p->KW && (p->KH == 3 || p->KH == 5 || p->KH == 7)) {
-    j.isa = 2;
-    float *z = px_scratch(ctx, sizeof(float) * (size_t)(p->W * C + 16));
-    if (!z) return PYEXEC_ERR_EXECUTION;
-    memset(z, 0, sizeof(float) * (size_t)(p->W * C + 16));
-    j.zeros = z;
-  }
-#endif
-  const int64_t rows = p->N * p->OH;
-  px_parallel_for(rows, 1, rows * p->OW * C * KK, dw_rows, &j);
+  dw_job j = {p, x, y, NULL, (px_dwconv_row_bytes(p) + 63) / 64 * 64};
+  j.ws = px_scratch(ctx, j.ws_bytes * (size_t)T);
+  if (!j.ws) return PYEXEC_ERR_EXECUTION;
+  for (int t = 0; t < T; t++) px_dwconv_row_init(p, j.ws + (size_t)t * j.ws_bytes);
+  const int64_t rows = p->N * p->OH, KK = p->KH * p->KW;
+  px_parallel_for(rows, 1, rows * p->OW * p->C * p->Mul * KK, dw_rows, &j);
   return 0;
 }
