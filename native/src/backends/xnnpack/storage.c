@@ -84,10 +84,12 @@ pyexec_status xnn_plan_storage(const xnn_graph *g, uint64_t *offsets, uint64_t *
       if (lives[v].last < i) lives[v].last = i;
     }
   }
-  /* each group's life and size at its root */
+  /* each group's life and size at its root; a value no node reads or writes
+   * (one a load-time rewrite took out of the graph) needs no bytes */
   for (uint32_t v = 0; v < nv; v++) {
-    if (lives[v].first == UINT32_MAX) lives[v].first = lives[v].last = nn;
-    lives[v].size = xnn_stored_here(&g->values[v]) ? round64(g->values[v].capacity) : 0;
+    const bool untouched = lives[v].first == UINT32_MAX;
+    if (untouched) lives[v].first = lives[v].last = nn;
+    lives[v].size = xnn_stored_here(&g->values[v]) && !untouched ? round64(g->values[v].capacity) : 0;
   }
   for (uint32_t v = 0; v < nv; v++) {
     uint32_t r = root_of(root, v);
