@@ -167,7 +167,8 @@ static pyexec_status xnn_init(px_ctx *ctx, const uint8_t *payload, size_t size, 
   if (!st && xnn_fuse_clamps(&d->g)) st = px_no_memory("XNNPACK delegate");
   if (!st && xnn_fuse_lookups(ctx, &d->g)) st = px_no_memory("XNNPACK delegate");
   if (!st && xnn_fuse_silu(&d->g)) st = px_no_memory("XNNPACK delegate");
-  if (!st && xnn_fuse_post_silu(&d->g)) st = px_no_memory("XNNPACK delegate");
+  if (!st && xnn_fuse_post(&d->g)) st = px_no_memory("XNNPACK delegate");
+  if (!st && xnn_fuse_blocks(&d->g)) st = px_no_memory("XNNPACK delegate");
   if (!st) st = give_storage(d);
   if (!st && (!(d->ops = calloc(d->g.nnodes + 1, sizeof *d->ops)) ||
               !(d->rounds = calloc(d->g.nnodes + 1, sizeof *d->rounds))))
@@ -388,9 +389,12 @@ static void widen_outputs(xnn_delegate *d, px_value *const *args) {
   }
 }
 
-/* The profile name of a DepthwiseConv2d or FullyConnected running a fused SiLU. */
-static const char *post_silu_name(int type) {
-  return type == XNN_NODE_depthwise_conv2d ? "DepthwiseConv2d [SiLU]" : "FullyConnected [SiLU]";
+/* The profile name of a DepthwiseConv2d or FullyConnected running a fused activation. */
+static const char *post_name(const xnn_node *nd) {
+  static const char *const dw[] = {"DepthwiseConv2d", "DepthwiseConv2d [SiLU]", "DepthwiseConv2d [Hardswish]"};
+  static const char *const fc[] = {"FullyConnected", "FullyConnected [SiLU]", "FullyConnected [Hardswish]"};
+  const int k = nd->post <= XNN_POST_HARDSWISH ? nd->post : 0;
+  return nd->type == XNN_NODE_depthwise_conv2d ? dw[k] : fc[k];
 }
 
 /* The node loop of a profiled method: one event per node (its type and
@@ -403,7 +407,8 @@ static int exec_profiled(px_ctx *ctx, xnn_delegate *d) {
     /* a float32 convolution's event names the path it takes, a Lookup8 the nodes it stands for */
     const char *name = d->ops[i]->exec == xnn_exec_conv2d ? xnn_conv2d_profile_name(nd)
                        : nd->type == XNN_NODE_lookup8 ? ((const xnn_lookup8 *)nd->packed)->name
-                       : nd->post == XNN_POST_SILU    ? post_silu_name(nd->type)
+                       : nd->type == XNN_NODE_block   ? ((const xnn_block *)nd->packed)->name
+                       : nd->post != XNN_POST_NONE    ? post_name(nd)
                                                       : ctx->op;
     long ev = px_profile_begin(ctx->prof, "", name, 1, (int)i);
     for (uint32_t k = 0; k < nd->nin; k++) {

@@ -2,7 +2,8 @@
  * nodes.h - the functions each XNNPACK node type provides (private), and
  * the table backend.c looks them up in.
  *
- * Spatial nodes (NHWC) live in nodes_conv.c (the three convolutions) and
+ * Spatial nodes (NHWC) live in nodes_conv.c (the three convolutions),
+ * nodes_block.c (fuse.c's inverted-residual chains of them) and
  * nodes_pool.c (pooling, bilinear resize, PReLU); the others in
  * nodes_basic.c (elementwise), nodes_matmul.c (FullyConnected,
  * BatchMatrixMultiply) and nodes_shape.c (transpose, reshape, slice, pad,
@@ -28,13 +29,21 @@ int xnn_shape_conv_transpose2d(px_ctx *ctx, const xnn_node *node, xnn_value *val
 int xnn_exec_conv_transpose2d(px_ctx *ctx, const xnn_node *node, xnn_value *values);
 /* The name a float32 Conv2d node's profile event takes: "Conv2d
  * [winograd F(2x2,3x3)]" when it runs through kernels/conv/winograd.h, else
- * "Conv2d [direct]"; with ", SiLU" inside the brackets when it runs a
- * fused SiLU (xnn_fuse_post_silu). */
+ * "Conv2d [direct]"; with ", SiLU" or ", Hardswish" inside the brackets
+ * when it runs a fused activation (xnn_fuse_post). */
 const char *xnn_conv2d_profile_name(const xnn_node *node);
 /* Weight packing at init (the prepare hooks). */
 int xnn_prepare_conv2d(px_ctx *ctx, xnn_node *node, xnn_value *values);
 int xnn_prepare_depthwise_conv2d(px_ctx *ctx, xnn_node *node, xnn_value *values);
 int xnn_prepare_conv_transpose2d(px_ctx *ctx, xnn_node *node, xnn_value *values);
+
+/* fuse.c's block node (nodes_block.c): its prepare hook packs the weights
+ * of its convolutions (their own prepare hooks), its shape function runs
+ * theirs, xnn_release_block frees it with their packed weights. */
+int xnn_prepare_block(px_ctx *ctx, xnn_node *node, xnn_value *values);
+int xnn_shape_block(px_ctx *ctx, const xnn_node *node, xnn_value *values);
+int xnn_exec_block(px_ctx *ctx, const xnn_node *node, xnn_value *values);
+void xnn_release_block(void *packed);
 
 /* AvgPooling2d (11), MaxPooling2d (14), GlobalAvgPooling2d (19),
  * ArgMaxPooling2d (21). */
@@ -71,6 +80,9 @@ int xnn_exec_silu(px_ctx *ctx, const xnn_node *node, xnn_value *values); /* fuse
  * on the thread pool (kernels without a per-row hook). */
 typedef void (*xnn_post_row_fn)(int64_t n, float *y);
 xnn_post_row_fn xnn_post_fn(const xnn_node *node);
+/* The activation a post stands for, as profile names show it ("SiLU",
+ * "Hardswish"); "" for none. */
+const char *xnn_post_name(int post);
 void xnn_post_all(const xnn_node *node, float *y, int64_t n);
 /* Softmax over the last dim. */
 int xnn_exec_softmax(px_ctx *ctx, const xnn_node *node, xnn_value *values);

@@ -295,15 +295,47 @@ static void silu_run(silu_job *J) {
   if (J->n > 0) px_parallel_for((J->n + XNN_PIECE - 1) / XNN_PIECE, 1, J->n * 20, silu_pieces, J);
 }
 
+/* A Hardswish node's loop in place (elementwise: the same bits on a row
+ * as on the node's pieces). */
+static void hardswish_inplace(int64_t n, float *y) { hardswish_f32(n, y, y); }
+
 xnn_post_row_fn xnn_post_fn(const xnn_node *node) {
-  return node->post == XNN_POST_SILU ? px_f32_mul_sigmoid_inplace : NULL;
+  switch (node->post) {
+    case XNN_POST_SILU: return px_f32_mul_sigmoid_inplace;
+    case XNN_POST_HARDSWISH: return hardswish_inplace;
+    default: return NULL;
+  }
 }
 
-/* The silu node's pieces in place, unclamped: the bits of the row function. */
+const char *xnn_post_name(int post) {
+  return post == XNN_POST_SILU ? "SiLU" : post == XNN_POST_HARDSWISH ? "Hardswish" : "";
+}
+
+typedef struct post_job {
+  xnn_post_row_fn fn;
+  float *y;
+  int64_t n;
+} post_job;
+
+static void post_pieces(void *arg, int64_t p0, int64_t p1, int tid) {
+  (void)tid;
+  const post_job *J = arg;
+  for (int64_t p = p0; p < p1; p++) {
+    const int64_t b = p * XNN_PIECE;
+    J->fn(J->n - b < XNN_PIECE ? J->n - b : XNN_PIECE, J->y + b);
+  }
+}
+
+/* The silu node's pieces in place, unclamped (the bits of the row
+ * function); another post's row function over pieces. */
 void xnn_post_all(const xnn_node *node, float *y, int64_t n) {
-  if (node->post != XNN_POST_SILU) return;
-  silu_job J = {.x = y, .y = y, .n = n};
-  silu_run(&J);
+  if (node->post == XNN_POST_SILU) {
+    silu_job J = {.x = y, .y = y, .n = n};
+    silu_run(&J);
+    return;
+  }
+  post_job J = {xnn_post_fn(node), y, n};
+  if (J.fn && n > 0) px_parallel_for((n + XNN_PIECE - 1) / XNN_PIECE, 1, n * 16, post_pieces, &J);
 }
 
 int xnn_exec_silu(px_ctx *ctx, const xnn_node *node, xnn_value *values) {

@@ -32,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/xnnpack/conv_plan.h"
 #include "backends/xnnpack/nodes.h"
 #include "backends/xnnpack/qnodes.h"
 #include "core/parallel.h"
@@ -40,22 +41,9 @@
 #include "kernels/conv/winograd.h"
 #include "kernels/gemm/gemm.h"
 
-enum { CONV_PLAIN, CONV_DEPTHWISE, CONV_TRANSPOSED };
-
 /* Largest stride, dilation, kernel or padding accepted: keeps every size
  * computed from them far inside int64. */
 #define CONV_PARAM_MAX (1u << 24)
-
-typedef struct conv_plan {
-  int kind;
-  int64_t KH, KW, sh, sw, dh, dw, pt, pl, pb, pr, ah, aw;
-  int64_t G, Cin_g, Cout_g, Cin, Cout, K; /* K: GEMM depth (plain: KH*KW*Cin_g) */
-  bool direct;                           /* plain 1x1, stride 1, no padding */
-  float *bias;                           /* [Cout] */
-  float *w;                              /* packed weights, group after group */
-  size_t wg;                             /* floats between groups in w */
-  float *wino;                           /* Winograd F(4x4, 3x3) filter, or NULL */
-} conv_plan;
 
 /* ---- checks and plan ---------------------------------------------------- */
 
@@ -440,9 +428,12 @@ static void im2col_pack(const void *src, int64_t ic, int64_t mc, int64_t pc, int
 }
 
 const char *xnn_conv2d_profile_name(const xnn_node *node) {
+  static const char *const names[2][3] = {
+      {"Conv2d [direct]", "Conv2d [direct, SiLU]", "Conv2d [direct, Hardswish]"},
+      {"Conv2d [winograd F(2x2,3x3)]", "Conv2d [winograd F(2x2,3x3), SiLU]",
+       "Conv2d [winograd F(2x2,3x3), Hardswish]"}};
   const conv_plan *p = node->packed;
-  if (node->post == XNN_POST_SILU) return p && p->wino ? "Conv2d [winograd F(2x2,3x3), SiLU]" : "Conv2d [direct, SiLU]";
-  return p && p->wino ? "Conv2d [winograd F(2x2,3x3)]" : "Conv2d [direct]";
+  return names[p && p->wino][node->post <= XNN_POST_HARDSWISH ? node->post : 0];
 }
 
 int xnn_exec_conv2d(px_ctx *ctx, const xnn_node *node, xnn_value *values) {

@@ -47,9 +47,11 @@ static const xnn_node_ops ops[XNN_NODE_MAX + 1] = {
 #undef CAT
 
 static const xnn_node_ops silu_ops = {xnn_shape_unary, xnn_exec_silu, NULL};
+static const xnn_node_ops block_ops = {xnn_shape_block, xnn_exec_block, xnn_prepare_block};
 
 const xnn_node_ops *xnn_node_ops_for(int type) {
   if (type == XNN_NODE_silu) return &silu_ops;
+  if (type == XNN_NODE_block) return &block_ops;
   if (type < 1 || type > XNN_NODE_MAX || !ops[type].shape || !ops[type].exec) return NULL;
   return &ops[type];
 }

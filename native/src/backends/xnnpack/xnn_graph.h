@@ -134,8 +134,11 @@ enum { XNN_NODE_TYPES(XNN_NODE_ENUM_) XNN_NODE_MAX = 47 };
  *            Convert to fp32 -> fp32 pointwise nodes -> Convert to 8 bits;
  *   silu:    in[0] (fp32) -> out[0] (fp32), x * sigmoid(x) clamped to the
  *            node's output bounds: the fused form of a Sigmoid and the
- *            Multiply of its input by its result (the exporter's SiLU). */
-enum { XNN_NODE_lookup8 = XNN_NODE_MAX + 1, XNN_NODE_silu = XNN_NODE_MAX + 2 };
+ *            Multiply of its input by its result (the exporter's SiLU);
+ *   block:   in[0] (fp32) -> out[0] (fp32), with in[1] the residual operand
+ *            or XNN_INVALID_ID: an inverted-residual chain (an xnn_block in
+ *            packed) run a band of rows at a time (nodes_block.c). */
+enum { XNN_NODE_lookup8 = XNN_NODE_MAX + 1, XNN_NODE_silu = XNN_NODE_MAX + 2, XNN_NODE_block = XNN_NODE_MAX + 3 };
 
 typedef struct xnn_lookup8 {
   uint8_t table[256]; /* the output byte for each input byte */
@@ -212,7 +215,11 @@ static inline int xnn_file_datatype(const xnn_value *v) { return v->half ? v->ha
 /* An activation fuse.c folded into the node that makes its input: the
  * node's kernel runs it on its output in place, after the output bounds,
  * while each row is in cache. */
-enum { XNN_POST_NONE = 0, XNN_POST_SILU = 1 /* x * sigmoid(x): a silu node's bits */ };
+enum {
+  XNN_POST_NONE = 0,
+  XNN_POST_SILU = 1,     /* x * sigmoid(x): a silu node's bits */
+  XNN_POST_HARDSWISH = 2 /* x * clamp(x / 6 + 1/2, 0, 1): a Hardswish node's bits */
+};
 
 typedef struct xnn_node {
   uint8_t type;        /* XNN_NODE_* */
@@ -274,6 +281,21 @@ typedef struct xnn_node {
   size_t packed_size;
   void (*release)(void *packed); /* when set, frees packed instead of free() */
 } xnn_node;
+
+/* What a block node (fuse.c's xnn_fuse_blocks) stands for: the nodes of
+ *   [Conv2d 1x1 (expand)] -> DepthwiseConv2d -> Conv2d 1x1 (project) [-> Add]
+ * (float32, the bracketed ones optional), each a copy of the node as fused
+ * (its output bounds and post) that owns its packed weights. The values
+ * between them (e, d, p; e is XNN_INVALID_ID without an expansion) are
+ * never stored: the chain runs a band of output rows at a time, its
+ * intermediate rows in per-thread buffers the cache holds. add_first: the
+ * projection's output is the Add's first operand. */
+typedef struct xnn_block {
+  xnn_node expand, dw, project, add; /* expand and add: type 0 when absent */
+  uint32_t e, d, p;                  /* the intermediate values */
+  bool add_first;
+  char name[112]; /* "InvertedResidual [Conv2d, DepthwiseConv2d, ...]": the profile's row */
+} xnn_block;
 
 typedef struct xnn_graph {
   xnn_value *values;
@@ -347,12 +369,26 @@ int xnn_fuse_lookups(px_ctx *ctx, xnn_graph *g);
  * graph then unchanged). */
 int xnn_fuse_silu(xnn_graph *g);
 
-/* The fourth (fuse.c): an unbounded silu node whose input a float32
- * Conv2d, DepthwiseConv2d or FullyConnected makes and nothing else reads
- * becomes that node's post (XNN_POST_SILU), the node writing the silu's
+/* The fourth (fuse.c): an unbounded silu node, or an unbounded float32
+ * Hardswish, whose input a float32 Conv2d, DepthwiseConv2d or
+ * FullyConnected makes and nothing else reads becomes that node's post
+ * (XNN_POST_SILU, XNN_POST_HARDSWISH), the node writing the activation's
  * output: the activation runs on each output row while it is in cache, with
- * the silu node's bits. PYEXEC_FUSE=0 turns it off. Returns 0, or -1 when
- * memory runs out (the graph then unchanged). */
-int xnn_fuse_post_silu(xnn_graph *g);
+ * the activation node's bits. PYEXEC_FUSE=0 turns it off. Returns 0, or -1
+ * when memory runs out (the graph then unchanged). */
+int xnn_fuse_post(xnn_graph *g);
+
+/* The fifth (fuse.c), after the activations are in their producers: a
+ * float32 chain
+ *   [Conv2d 1x1] -> DepthwiseConv2d -> Conv2d 1x1 [-> Add]
+ * (the 1x1 layers stride 1, unpadded, one group; each value between two of
+ * them read by the next alone and not external; the Add's other operand of
+ * the projection's dims) whose largest intermediate value is big enough
+ * not to stay in cache becomes one block node
+ * (xnn_block) in the last node's place, the others' places dropped; its
+ * nodes are prepared by the block's prepare hook. The block gives the bits
+ * of its nodes (nodes_block.c). PYEXEC_FUSE=0 turns it off. Returns 0, or -1
+ * when memory runs out (the graph then unchanged from that chain on). */
+int xnn_fuse_blocks(xnn_graph *g);
 
 #endif /* PX_XNN_GRAPH_H */

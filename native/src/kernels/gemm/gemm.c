@@ -422,10 +422,14 @@ static void thread_floats(int64_t M, int64_t N, int64_t K, int64_t *pa, int64_t 
 }
 
 size_t px_gemm_f32_work_size(int64_t M, int64_t N, int64_t K) {
-  if (M <= 0 || N <= 0 || K <= 0) return 64;
+  return (px_gemm_f32_thread_work_size(M, N, K) - 128) * (size_t)px_parallel_threads() + 128;
+}
+
+size_t px_gemm_f32_thread_work_size(int64_t M, int64_t N, int64_t K) {
+  if (M <= 0 || N <= 0 || K <= 0) return 192;
   int64_t pa, pb;
   thread_floats(M, N, K, &pa, &pb);
-  return (size_t)(pa + pb) * sizeof(float) * (size_t)px_parallel_threads() + 128;
+  return (size_t)(pa + pb) * sizeof(float) + 128;
 }
 
 int px_gemm_f32_panel_width(void) { return gemm_select().nr; }

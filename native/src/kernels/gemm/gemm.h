@@ -18,6 +18,9 @@
  * one set of buffers per thread px_parallel_threads() allows (products are
  * split over the thread pool; take it just before the call). */
 size_t px_gemm_f32_work_size(int64_t M, int64_t N, int64_t K);
+/* One thread's share of it: enough for a product called from inside a
+ * px_parallel_for chunk, which runs on that chunk's thread alone. */
+size_t px_gemm_f32_thread_work_size(int64_t M, int64_t N, int64_t K);
 
 /* C = alpha * A @ B + beta * C for float32 matrices.
  *
