@@ -18,10 +18,10 @@ OPS_FIB(minimum)
 
 #define TER_ALL(OP, CTY, EF, EI, EB)                            \
   TER(OP##_f32, CTY, float, uint32_t, float, EF)                \
-  TER64(OP##_f64, CTY, double, uint64_t, double, EF)            \
-  TER(OP##_i32, CTY, int32_t, uint32_t, int32_t, EI)            \
-  TER(OP##_i64, CTY, int64_t, uint64_t, int64_t, EI)            \
-  TER(OP##_b, CTY, uint8_t, uint8_t, uint8_t, EB)
+  TER1(OP##_f64, CTY, double, uint64_t, double, EF)            \
+  TER1(OP##_i32, CTY, int32_t, uint32_t, int32_t, EI)          \
+  TER1(OP##_i64, CTY, int64_t, uint64_t, int64_t, EI)          \
+  TER1(OP##_b, CTY, uint8_t, uint8_t, uint8_t, EB)
 
 /* where(cond, self, other): the condition is read as bool. */
 TER_ALL(where, uint8_t, x ? y : z, x ? y : z, x ? y : z)
