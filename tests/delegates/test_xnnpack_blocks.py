@@ -88,6 +88,11 @@ BLOCKS = {
         (1, 32, 66, 64),
         "InvertedResidual [DepthwiseConv2d, Conv2d]",
     ),
+    "a 10 x 10 map, one band a thread": (
+        lambda: Block(64, 768, 64, residual="x+y"),
+        (1, 64, 10, 10),
+        "InvertedResidual [Conv2d, DepthwiseConv2d, Conv2d, Add]",
+    ),
     "multiplier 2, dilation 2, silu, y + x": (
         lambda: Block(24, 72, 24, dilation=2, multiplier=2, act="silu", residual="y+x"),
         (1, 24, 41, 40),

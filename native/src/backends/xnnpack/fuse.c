@@ -351,9 +351,11 @@ int xnn_fuse_post(xnn_graph *g) {
 /* ---- inverted-residual chains into block nodes ---------------------------------------------------- */
 
 /* Below this many bytes the chain's widest intermediate value stays in the
- * cache between nodes anyway (a 14 x 14 map of 384 channels is 301 KB), and
- * the chain's bands would only cut its products into shorter ones. */
-#define BLOCK_MIN_BYTES ((size_t)1 << 19)
+ * cache between nodes anyway (a 7 x 7 map of 960 channels is 188 KB), and
+ * the chain's bands would only cut its products into shorter ones; a
+ * 14 x 14 map of 384 channels (301 KB) is fused: alone on one core it
+ * gains nothing, but on several each thread keeps its rows (nodes_block.c). */
+#define BLOCK_MIN_BYTES ((size_t)1 << 18)
 
 /* A float32 Conv2d with a 1x1 kernel, stride 1, no padding and one group,
  * reading a float32 value: a product over each pixel's channels. */
