@@ -240,11 +240,39 @@ def test_conv_with_dynamic_batch_runs_each_batch_below_the_bound():
         (torch.nn.MaxPool2d(3, 2, padding=1, dilation=2), (1, 3, 11, 11)),
         (torch.nn.MaxPool2d((2, 3), (2, 1), ceil_mode=True), (1, 4, 9, 8)),
         (torch.nn.MaxPool2d(3, 2, padding=1, ceil_mode=True), (1, 3, 10, 10)),
+        (torch.nn.MaxPool2d(3, 2, padding=1), (2, 37, 13, 11)),
+        (torch.nn.MaxPool2d(2, 2), (1, 64, 8, 6)),
     ],
-    ids=["3x3-pad", "dilated-pad", "ceil", "ceil-pad"],
+    ids=["3x3-pad", "dilated-pad", "ceil", "ceil-pad", "37-channels", "64-channels"],
 )
 def test_max_pooling2d(pool, shape):
     check(pool, (randn(*shape),), (MAX_POOL,), vs_executorch=EXACT, vs_eager=EXACT)
+
+
+class MaxPoolClamped(torch.nn.Module):
+    """A max pool whose output the partitioner clamps (the hardtanh goes into
+    the node's output bounds)."""
+
+    def forward(self, x):
+        return torch.nn.functional.hardtanh(torch.nn.functional.max_pool2d(x, 3, 2, padding=1), -0.5, 1.5)
+
+
+@pytest.mark.parametrize("channels", [5, 24, 37])
+def test_max_pooling2d_propagates_nan_and_clamps_like_torch(channels):
+    """NaNs, infinities and values beyond the clamp in every lane of the
+    vector loops (16 and 8 channels at a time) and the tail: a window
+    holding a NaN gives NaN, as torch's max pooling, and the output bounds
+    clamp the rest."""
+    x = 3 * randn(1, channels, 9, 10, seed=4)
+    x[0, ::3, 1, 2] = float("nan")
+    x[0, 1::4, 4, 4] = float("inf")
+    x[0, 2::5, 6, 7] = -float("inf")
+    pte = export_xnnpack(MaxPoolClamped().eval(), (randn(1, channels, 9, 10),))
+    assert MAX_POOL in node_types(pte)
+    (got,) = pyexec.load(pte).load_method("forward").execute([x.clone()])
+    want = MaxPoolClamped()(x)
+    assert torch.equal(torch.isnan(got), torch.isnan(want))
+    assert_close(got, want, rtol=0.0, atol=0.0)
 
 
 class MaxOverDim(torch.nn.Module):

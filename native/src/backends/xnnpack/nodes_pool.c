@@ -58,16 +58,6 @@ static void add_row(float *o, const float *x, int64_t n) {
   for (; c < n; c++) o[c] += x[c];
 }
 
-/* o[0..n) = max(o, x), a NaN in x propagating (as torch's max pooling) */
-static void max_row(float *o, const float *x, int64_t n) {
-  int64_t c = 0;
-  for (; c + 4 <= n; c += 4) {
-    v4f a = V4(o + c), b = V4(x + c);
-    V4(o + c) = vsel((b > a) | (b != b), a, b);
-  }
-  for (; c < n; c++) o[c] = (x[c] > o[c] || x[c] != x[c]) ? x[c] : o[c];
-}
-
 static float clampf(float v, float lo, float hi) {
   v = v < lo ? lo : v;
   return v > hi ? hi : v;
@@ -160,30 +150,95 @@ static void window(const pool_geom *g, int64_t oh, int64_t ow, int64_t *ki0, int
   *ki0 = a, *ki1 = b, *kj0 = c, *kj1 = d;
 }
 
+/* One output pixel of a max pool: o[c] = the max over the taps xs[0..nt)
+ * (in window order) of channel c, from -inf (the padding), a tap replacing
+ * it when greater or NaN (a NaN propagates, as in torch's max pooling; the
+ * last NaN met wins), then clamped to [lo, hi] (a NaN stays); channels VL
+ * at a time in registers. */
+#define DEFINE_MAX_PIXEL(NAME, ATTR, VT, VI, VTU, VL)                                              \
+  ATTR static void NAME(int64_t C, int nt, const float *const *xs, float lo, float hi, float *o) {  \
+    const VT vlo = (VT){0} + lo, vhi = (VT){0} + hi;                                               \
+    int64_t c = 0;                                                                                 \
+    for (; c + VL <= C; c += VL) {                                                                 \
+      VT a = (VT){0} - INFINITY;                                                                   \
+      for (int t = 0; t < nt; t++) {                                                               \
+        const VT b = *(const VTU *)(xs[t] + c);                                                    \
+        const VI m = (b > a) | (b != b);                                                           \
+        a = (VT)(((VI)a & ~m) | ((VI)b & m));                                                      \
+      }                                                                                            \
+      const VI under = a < vlo, over = a > vhi;                                                    \
+      a = (VT)(((VI)a & ~under) | ((VI)vlo & under));                                              \
+      *(VTU *)(o + c) = (VT)(((VI)a & ~over) | ((VI)vhi & over));                                  \
+    }                                                                                              \
+    for (; c < C; c++) {                                                                           \
+      float a = -INFINITY;                                                                         \
+      for (int t = 0; t < nt; t++) a = (xs[t][c] > a || xs[t][c] != xs[t][c]) ? xs[t][c] : a;      \
+      o[c] = clampf(a, lo, hi);                                                                    \
+    }                                                                                              \
+  }
+typedef float v8f __attribute__((vector_size(32)));
+typedef float v8f_u __attribute__((vector_size(32), aligned(4), may_alias));
+typedef int32_t v8i __attribute__((vector_size(32)));
+DEFINE_MAX_PIXEL(max_pixel, , v4f, v4i, v4f_u, 4)
+#if POOL_X86
+typedef float v16f __attribute__((vector_size(64)));
+typedef float v16f_u __attribute__((vector_size(64), aligned(4), may_alias));
+typedef int32_t v16i __attribute__((vector_size(64)));
+DEFINE_MAX_PIXEL(max_pixel_avx2, __attribute__((target("avx2"))), v8f, v8i, v8f_u, 8)
+DEFINE_MAX_PIXEL(max_pixel_avx512, __attribute__((target("avx512f"))), v16f, v16i, v16f_u, 16)
+#endif
+
+typedef struct max_job {
+  const pool_geom *g;
+  const float *x;
+  float *y;
+  const float **taps; /* per thread: ph * pw tap pointers */
+  float lo, hi;
+  int isa; /* 0 baseline, 1 AVX2, 2 AVX-512 */
+} max_job;
+
+/* Output rows [r0, r1) (row = n * OH + oh); each pixel computed the same
+ * way whichever thread holds it. */
+static void max_rows(void *arg, int64_t r0, int64_t r1, int tid) {
+  const max_job *j = arg;
+  const pool_geom *g = j->g;
+  const float **xs = j->taps + (int64_t)tid * g->ph * g->pw;
+  for (int64_t r = r0; r < r1; r++) {
+    const int64_t n = r / g->OH, oh = r % g->OH;
+    for (int64_t ow = 0; ow < g->OW; ow++) {
+      int64_t ki0, ki1, kj0, kj1;
+      window(g, oh, ow, &ki0, &ki1, &kj0, &kj1);
+      int nt = 0;
+      for (int64_t ki = ki0; ki < ki1; ki++)
+        for (int64_t kj = kj0; kj < kj1; kj++)
+          xs[nt++] = j->x + ((n * g->H + oh * g->sh - g->pt + ki * g->dh) * g->W + ow * g->sw - g->pl +
+                             kj * g->dw) * g->C;
+      float *o = j->y + (r * g->OW + ow) * g->C;
+#if POOL_X86
+      if (j->isa == 2) {
+        max_pixel_avx512(g->C, nt, xs, j->lo, j->hi, o);
+        continue;
+      }
+      if (j->isa == 1) {
+        max_pixel_avx2(g->C, nt, xs, j->lo, j->hi, o);
+        continue;
+      }
+#endif
+      max_pixel(g->C, nt, xs, j->lo, j->hi, o);
+    }
+  }
+}
+
 int xnn_exec_max_pooling2d(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
   pool_geom g;
   int rc = pool_geometry(ctx, node, values, &g);
   if (rc) return rc;
-  const float *x = values[node->in[0]].data;
-  float *y = values[node->out[0]].data;
-  const int64_t C = g.C;
-  const float lo = node->output_min, hi = node->output_max;
-  for (int64_t n = 0; n < g.N; n++)
-    for (int64_t oh = 0; oh < g.OH; oh++)
-      for (int64_t ow = 0; ow < g.OW; ow++) {
-        float *o = y + ((n * g.OH + oh) * g.OW + ow) * C;
-        int64_t ki0, ki1, kj0, kj1;
-        window(&g, oh, ow, &ki0, &ki1, &kj0, &kj1);
-        for (int64_t c = 0; c < C; c++) o[c] = -INFINITY; /* padding acts as -inf */
-        for (int64_t ki = ki0; ki < ki1; ki++)
-          for (int64_t kj = kj0; kj < kj1; kj++) {
-            const float *xp = x + ((n * g.H + oh * g.sh - g.pt + ki * g.dh) * g.W + ow * g.sw -
-                                   g.pl + kj * g.dw) * C;
-            max_row(o, xp, C);
-          }
-        if (lo != -INFINITY || hi != INFINITY)
-          for (int64_t c = 0; c < C; c++) o[c] = clampf(o[c], lo, hi);
-      }
+  const int64_t rows = g.N * g.OH, T = px_parallel_threads();
+  max_job j = {&g, values[node->in[0]].data, values[node->out[0]].data, NULL, node->output_min, node->output_max,
+               !POOL_X86 ? 0 : px_cpu()->avx512f ? 2 : px_cpu()->avx2};
+  j.taps = px_scratch(ctx, sizeof(float *) * (size_t)(g.ph * g.pw * T));
+  if (!j.taps) return PYEXEC_ERR_EXECUTION;
+  px_parallel_for(rows, 1, rows * g.OW * g.C * g.ph * g.pw, max_rows, &j);
   return 0;
 }
 
