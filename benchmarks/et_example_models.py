@@ -120,6 +120,8 @@ def w2l() -> Built:
 
 
 def mobilebert() -> Built:
+    # transformers imports torchvision where it is installed: its workaround first
+    tv_models.available()
     try:
         from transformers import MobileBertConfig, MobileBertModel
     except ImportError as e:
