@@ -34,6 +34,7 @@
 #define QG_NR 16
 #define QG_KU 8
 #define QG_MR 4
+#define QG_MR8 8 /* rows of the x86 kernels that load a tile's weights once for up to 8 rows */
 
 #if defined(__x86_64__) || defined(__i386__)
 #define QG_BIAS8 128
@@ -124,14 +125,14 @@ typedef void (*qg_gemv_fn)(const uint8_t *w, int64_t tile_bytes, int nt, const i
 typedef void (*qg_gemm_fn)(const uint8_t *w, int64_t tile_bytes, int nt, const int8_t *a, int64_t lda, int mr,
                            int64_t nu, const qg_blocks *b, float *out);
 
-/* Up to QG_MR rows times nt <= QG_GV tiles of per-channel 8-bit weights,
+/* Up to QG_MR8 rows times nt <= QG_GV tiles of per-channel 8-bit weights,
  * dynamic activations, float out: the raw int32 sums (as qg_ukr_fn with b
  * NULL), then qg_f32_out_fn's per-channel step on them in registers, the
- * same integers and floats. Like qg_gemm_fn, the rows' activations are
- * broadcast once for all the tiles. p's arrays start at row 0 and at
- * channel 0 of tile 0; nn channels are left from there (the last tile's
- * are masked). pf: 0, or how far on (in bytes) the weights of the next
- * unit of work lie, asked for while this one runs. */
+ * same integers and floats. The rows' activations are read once for
+ * several tiles and each tile's weights once for several rows. p's arrays
+ * start at row 0 and at channel 0 of tile 0; nn channels are left from
+ * there (the last tile's are masked). pf: 0, or how far on (in bytes) the
+ * weights of the next unit of work lie, asked for while this one runs. */
 typedef struct {
   const int32_t *rowc, *azp, *ws;
   const float *as, *sc, *bias;

@@ -782,6 +782,112 @@ QG_VNNI_T void qg_gemv4_vnni(const uint8_t *w, int64_t tile_bytes, int nt, const
   }
 }
 
+/* ---- AVX-512 VNNI, up to eight rows a weight load ------------------------------- */
+
+/* The kernels above broadcast QG_MR rows once for up to QG_GV tiles; those
+ * below load two tiles' weights once for up to QG_MR8 rows, for products
+ * whose weights come from L2 or memory rather than L1: 8 rows x 2 tiles is
+ * 16 accumulators, one zmm load of weights per 8 vpdpbusd (per 4 at 4 x 4).
+ * A tile group is done in passes of two tiles; a pass of one tile (the last of an
+ * odd group) reads it as both (tb 0), the second one's sums unused. full:
+ * mr is QG_MR8; otherwise the rows past mr are skipped, a branch per row
+ * and step, and no row is read or computed twice. */
+#define QG_UNROLL8 _Pragma("GCC unroll 8")
+
+/* c[i][t] += the 8-bit sums of rows i < mr (a + i * lda) and tiles w, w + tb;
+ * pf as qg_sums8_vnni's. */
+QG_VNNI void qg_sums8w_vnni(const int full, int mr, const uint8_t *w, int64_t tb, const int8_t *a, int64_t lda,
+                            int64_t nu, int64_t pf, __m512i c[QG_MR8][2]) {
+  for (int64_t u = 0; u < nu; u++, w += 128, a += 8) {
+    _Pragma("GCC unroll 2") for (int q = 0; q < 2; q++) {
+      const __m512i w0 = _mm512_loadu_si512((const void *)(w + q * 64)),
+                    w1 = _mm512_loadu_si512((const void *)(w + tb + q * 64));
+      if (pf) {
+        _mm_prefetch((const char *)(w + pf + q * 64), _MM_HINT_T0);
+        _mm_prefetch((const char *)(w + pf + tb + q * 64), _MM_HINT_T0);
+      }
+      QG_UNROLL8 for (int i = 0; i < QG_MR8; i++) {
+        if (!full && i >= mr) break;
+        const __m512i x = _mm512_set1_epi32(qg_load4(a + i * lda + q * 4));
+        QG_DPBUSD(c[i][0], w0, x);
+        QG_DPBUSD(c[i][1], w1, x);
+      }
+    }
+  }
+}
+
+/* One pass of qg_f32pc8_vnni over nt <= 2 tiles: qg_sums8w_vnni's sums, then
+ * qg_f32pc8_vnni_n's step. */
+QG_VNNI void qg_f32pc8w_vnni_n(const int full, int mr, int nt, const uint8_t *w, int64_t tb, const int8_t *a,
+                               int64_t lda, int64_t nu, const qg_pc_out *p, float *out, int64_t ldc) {
+  __m512i c[QG_MR8][2];
+  QG_UNROLL8 for (int i = 0; i < QG_MR8; i++) c[i][0] = c[i][1] = _mm512_setzero_si512();
+  qg_sums8w_vnni(full, mr, w, nt > 1 ? tb : 0, a, lda, nu, p->pf, c);
+  const __m512 vlo = _mm512_set1_ps(p->lo), vhi = _mm512_set1_ps(p->hi);
+  _Pragma("GCC unroll 2") for (int t = 0; t < 2; t++) {
+    if (t >= nt) break;
+    const int64_t left = p->nn - t * QG_NR;
+    const __mmask16 keep = left >= QG_NR ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1);
+    const __m512i ws = _mm512_loadu_si512((const void *)(p->ws + t * QG_NR));
+    const __m512 sc = _mm512_loadu_ps(p->sc + t * QG_NR);
+    QG_UNROLL8 for (int i = 0; i < QG_MR8; i++) {
+      if (!full && i >= mr) break;
+      __m512i v = _mm512_sub_epi32(c[i][t], _mm512_set1_epi32(p->rowc[i]));
+      v = _mm512_sub_epi32(v, _mm512_mullo_epi32(_mm512_set1_epi32(p->azp[i]), ws));
+      __m512 y = _mm512_mul_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(v), _mm512_set1_ps(p->as[i])), sc);
+      if (p->bias) y = _mm512_add_ps(y, _mm512_loadu_ps(p->bias + t * QG_NR));
+      y = _mm512_min_ps(vhi, _mm512_max_ps(vlo, y));
+      _mm512_mask_storeu_ps(out + i * ldc + t * QG_NR, keep, y);
+    }
+  }
+}
+
+/* mr rows times nt tiles of per-channel 8-bit weights, float out
+ * (qg_f32pc8_fn): qg_sums8_vnni's sums, then qg_f32_out_avx2's step, 16 channels at a time: max(lo, y) is
+ * y < lo ? lo : y with a NaN y kept, and min(hi, y) the same. */
+QG_VNNI void qg_f32pc8_vnni_n(const int mr, const int nt, const uint8_t *w, int64_t tb, const int8_t *a, int64_t lda,
+                              int64_t nu, const qg_pc_out *p, float *out, int64_t ldc) {
+  __m512i c[QG_MR][QG_GV];
+  QG_UNROLL for (int i = 0; i < mr; i++) QG_UNROLL for (int t = 0; t < nt; t++) c[i][t] = _mm512_setzero_si512();
+  qg_sums8_vnni(mr, nt, w, tb, a, lda, nu, p->pf, c);
+  const __m512 vlo = _mm512_set1_ps(p->lo), vhi = _mm512_set1_ps(p->hi);
+  QG_UNROLL for (int t = 0; t < nt; t++) {
+    const int64_t left = p->nn - t * QG_NR;
+    const __mmask16 keep = left >= QG_NR ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1);
+    const __m512i ws = _mm512_loadu_si512((const void *)(p->ws + t * QG_NR));
+    const __m512 sc = _mm512_loadu_ps(p->sc + t * QG_NR);
+    QG_UNROLL for (int i = 0; i < mr; i++) {
+      __m512i v = _mm512_sub_epi32(c[i][t], _mm512_set1_epi32(p->rowc[i]));
+      v = _mm512_sub_epi32(v, _mm512_mullo_epi32(_mm512_set1_epi32(p->azp[i]), ws));
+      __m512 y = _mm512_mul_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(v), _mm512_set1_ps(p->as[i])), sc);
+      if (p->bias) y = _mm512_add_ps(y, _mm512_loadu_ps(p->bias + t * QG_NR));
+      y = _mm512_min_ps(vhi, _mm512_max_ps(vlo, y));
+      _mm512_mask_storeu_ps(out + i * ldc + t * QG_NR, keep, y);
+    }
+  }
+}
+
+/* Four rows of a whole group: 4 x 4, a broadcast for every tile (the
+ * better shape while the group's weights stay in L1; see qgemm.c). Eight
+ * rows: 8 x 2 in passes, as any other count (1-3 and 5-7 rows skipped,
+ * and 4 rows of the last, narrower group). */
+QG_VNNI_T void qg_f32pc8_vnni(const uint8_t *w, int64_t tile_bytes, int nt, const int8_t *a, int64_t lda, int mr,
+                              int64_t nu, const qg_pc_out *p, float *out, int64_t ldc) {
+  if (mr == QG_MR && nt == QG_GV) {
+    qg_f32pc8_vnni_n(QG_MR, QG_GV, w, tile_bytes, a, lda, nu, p, out, ldc);
+    return;
+  }
+  for (int t0 = 0; t0 < nt; t0 += 2) {
+    qg_pc_out q = *p;
+    q.ws += t0 * QG_NR, q.sc += t0 * QG_NR, q.bias = p->bias ? p->bias + t0 * QG_NR : NULL, q.nn -= t0 * QG_NR;
+    const int n2 = nt - t0 < 2 ? nt - t0 : 2;
+    if (mr == QG_MR8)
+      qg_f32pc8w_vnni_n(1, QG_MR8, n2, w + t0 * tile_bytes, tile_bytes, a, lda, nu, &q, out + t0 * QG_NR, ldc);
+    else
+      qg_f32pc8w_vnni_n(0, mr, n2, w + t0 * tile_bytes, tile_bytes, a, lda, nu, &q, out + t0 * QG_NR, ldc);
+  }
+}
+
 /* mr rows times nt tiles of blockwise 4-bit weights (qg_gemm_fn). Per unit:
  * the rows' broadcasts loaded once, then tile by tile one load, the two
  * nibble masks and 2 * mr vpdpbusd into that (row, tile)'s accumulator (two
@@ -858,73 +964,6 @@ QG_VNNI_T void qg_gemm4_vnni(const uint8_t *w, int64_t tile_bytes, int nt, const
     break;
   default:
     QG_GEMM_NT(4)
-    break;
-  }
-}
-
-/* mr rows times nt tiles of per-channel 8-bit weights, float out
- * (qg_f32pc8_fn): qg_sums8_vnni's sums, then qg_f32_out_avx2's step, 16 channels at a time: max(lo, y) is
- * y < lo ? lo : y with a NaN y kept, and min(hi, y) the same. */
-QG_VNNI void qg_f32pc8_vnni_n(const int mr, const int nt, const uint8_t *w, int64_t tb, const int8_t *a, int64_t lda,
-                              int64_t nu, const qg_pc_out *p, float *out, int64_t ldc) {
-  __m512i c[QG_MR][QG_GV];
-  QG_UNROLL for (int i = 0; i < mr; i++) QG_UNROLL for (int t = 0; t < nt; t++) c[i][t] = _mm512_setzero_si512();
-  qg_sums8_vnni(mr, nt, w, tb, a, lda, nu, p->pf, c);
-  const __m512 vlo = _mm512_set1_ps(p->lo), vhi = _mm512_set1_ps(p->hi);
-  QG_UNROLL for (int t = 0; t < nt; t++) {
-    const int64_t left = p->nn - t * QG_NR;
-    const __mmask16 keep = left >= QG_NR ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1);
-    const __m512i ws = _mm512_loadu_si512((const void *)(p->ws + t * QG_NR));
-    const __m512 sc = _mm512_loadu_ps(p->sc + t * QG_NR);
-    QG_UNROLL for (int i = 0; i < mr; i++) {
-      __m512i v = _mm512_sub_epi32(c[i][t], _mm512_set1_epi32(p->rowc[i]));
-      v = _mm512_sub_epi32(v, _mm512_mullo_epi32(_mm512_set1_epi32(p->azp[i]), ws));
-      __m512 y = _mm512_mul_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(v), _mm512_set1_ps(p->as[i])), sc);
-      if (p->bias) y = _mm512_add_ps(y, _mm512_loadu_ps(p->bias + t * QG_NR));
-      y = _mm512_min_ps(vhi, _mm512_max_ps(vlo, y));
-      _mm512_mask_storeu_ps(out + i * ldc + t * QG_NR, keep, y);
-    }
-  }
-}
-
-#define QG_PC8_NT(R)                                                  \
-  switch (nt) {                                                       \
-  case 1:                                                             \
-    qg_f32pc8_vnni_n(R, 1, w, tile_bytes, a, lda, nu, p, out, ldc);   \
-    break;                                                            \
-  case 2:                                                             \
-    qg_f32pc8_vnni_n(R, 2, w, tile_bytes, a, lda, nu, p, out, ldc);   \
-    break;                                                            \
-  case 3:                                                             \
-    qg_f32pc8_vnni_n(R, 3, w, tile_bytes, a, lda, nu, p, out, ldc);   \
-    break;                                                            \
-  default:                                                            \
-    qg_f32pc8_vnni_n(R, 4, w, tile_bytes, a, lda, nu, p, out, ldc);   \
-    break;                                                            \
-  }
-
-/* Fewer than QG_MR rows: tile by tile, one kernel per row count. */
-#define QG_PC8_TAIL(R)                                                                                   \
-  for (int t = 0; t < nt; t++) {                                                                         \
-    qg_pc_out q = *p;                                                                                    \
-    q.ws += t * QG_NR, q.sc += t * QG_NR, q.bias = p->bias ? p->bias + t * QG_NR : NULL, q.nn -= t * QG_NR; \
-    qg_f32pc8_vnni_n(R, 1, w + t * tile_bytes, tile_bytes, a, lda, nu, &q, out + t * QG_NR, ldc);        \
-  }
-
-QG_VNNI_T void qg_f32pc8_vnni(const uint8_t *w, int64_t tile_bytes, int nt, const int8_t *a, int64_t lda, int mr,
-                              int64_t nu, const qg_pc_out *p, float *out, int64_t ldc) {
-  switch (mr) {
-  case 1:
-    QG_PC8_TAIL(1)
-    break;
-  case 2:
-    QG_PC8_TAIL(2)
-    break;
-  case 3:
-    QG_PC8_TAIL(3)
-    break;
-  default:
-    QG_PC8_NT(4)
     break;
   }
 }
