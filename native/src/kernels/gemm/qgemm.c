@@ -514,6 +514,7 @@ typedef struct {
   qg_f32pc8_fn f32pc8;
   bool prefetch; /* f32pc8: each unit asks for the next unit's weights as it runs */
   int rows;      /* f32pc8: rows per kernel call */
+  const int32_t *nrc; /* gemm: -sbias * sa (qg_blocks) */
   int64_t ldc;
 } qg_job;
 
@@ -610,23 +611,22 @@ static void qg_run_gemv(void *arg, int64_t i0, int64_t i1, int tid) {
 }
 
 /* Rows of blockwise 4-bit weights: work item it is tile group it / nmb
- * (QG_GV tiles), row block it % nmb; each output element's floats are
- * those of qg_run_f32. */
+ * (QG_GV tiles), row block it % nmb, QG_MR8 rows a kernel call, finished
+ * there; each output element's floats are those of qg_run_f32. */
 static void qg_run_gemm(void *arg, int64_t i0, int64_t i1, int tid) {
   (void)tid;
   const qg_job *J = arg;
   const px_qweights *w = J->w;
-  float facc[QG_MR * QG_GV * QG_NR];
   for (int64_t it = i0; it < i1; it++) {
-    int64_t t0 = it / J->nmb * QG_GV, mb = it % J->nmb;
+    int64_t t0 = it / J->nmb * QG_GV, mb = it % J->nmb, n0 = t0 * QG_NR;
     int nt = (int)(w->ntiles - t0 < QG_GV ? w->ntiles - t0 : QG_GV);
     int64_t mend = (mb + 1) * QG_MB < J->M ? (mb + 1) * QG_MB : J->M;
     const uint8_t *wt = w->packed + t0 * w->tile_bytes;
-    for (int64_t m0 = mb * QG_MB; m0 < mend; m0 += QG_MR) {
-      int mr = (int)(mend - m0 < QG_MR ? mend - m0 : QG_MR);
+    for (int64_t m0 = mb * QG_MB; m0 < mend; m0 += QG_MR8) {
+      int mr = (int)(mend - m0 < QG_MR8 ? mend - m0 : QG_MR8);
       qg_blocks B = {.nb = w->nb,
                      .sbias = w->sbias,
-                     .sa = J->sa + m0 * w->nb,
+                     .nrc = J->nrc + m0 * w->nb,
                      .azp = J->a_zp + m0,
                      .wsum = wt + w->nu * w->unit_bytes,
                      .scales = wt + w->nu * w->unit_bytes + QG_NR * (w->ws16 ? 2 : 4),
@@ -634,14 +634,10 @@ static void qg_run_gemm(void *arg, int64_t i0, int64_t i1, int tid) {
                      .sbf16 = w->sbf16,
                      .wstride = w->blk_bytes,
                      .astride = w->bkp};
-      J->gemm(wt, w->tile_bytes, nt, J->ap + m0 * J->lda, J->lda, mr, w->nu, &B, facc);
-      for (int t = 0; t < nt; t++) {
-        int64_t n0 = (t0 + t) * QG_NR;
-        int nn = (int)(w->N - n0 < QG_NR ? w->N - n0 : QG_NR);
-        for (int i = 0; i < mr; i++) /* f32_out's rows are QG_NR apart */
-          J->f32_out(NULL, facc + i * QG_GV * QG_NR + t * QG_NR, 1, nn, NULL, NULL, NULL, J->a_scale + m0 + i, NULL,
-                     w->bias ? w->bias + n0 : NULL, J->lo, J->hi, J->out + (m0 + i) * J->ldc + n0, J->ldc);
-      }
+      qg_pc_out p = {.as = J->a_scale + m0, .bias = w->bias ? w->bias + n0 : NULL, .lo = J->lo, .hi = J->hi,
+                     .nn = w->N - n0};
+      J->gemm(wt, w->tile_bytes, nt, J->ap + m0 * J->lda, J->lda, mr, w->nu, &B, &p, J->out + m0 * J->ldc + n0,
+              J->ldc);
     }
   }
 }
@@ -825,8 +821,16 @@ static int qg_qd8_f32(px_ctx *ctx, const px_qweights *w, int64_t M, const int8_t
     px_parallel_for((w->ntiles + QG_GV - 1) / QG_GV, 1, w->K * w->N, qg_run_gemv, &J);
     return 0;
   }
-  J.gemm = w->blockwise && w->bits == 4 ? qg_gemm_kernel() : NULL;
+  /* Several rows of blockwise 4-bit weights: where the path's kernel is
+   * exact (qg_gemm_fn), with the activation sums times -sbias once. */
+  J.gemm = w->blockwise && w->bits == 4 && w->bk <= QG_EXACT_BK ? qg_gemm_kernel() : NULL;
+  for (int64_t m = 0; J.gemm && m < M; m++)
+    if (a_zp[m] < -QG_EXACT_AZP || a_zp[m] > QG_EXACT_AZP) J.gemm = NULL;
   if (J.gemm) {
+    int32_t *nrc = px_scratch(ctx, (size_t)(M * w->nb) * sizeof(int32_t));
+    if (!nrc) return PYEXEC_ERR_OUT_OF_MEMORY;
+    for (int64_t i = 0; i < M * w->nb; i++) nrc[i] = qg_wrap_mul(-w->sbias, J.sa[i]);
+    J.nrc = nrc;
     px_parallel_for((w->ntiles + QG_GV - 1) / QG_GV * J.nmb, 1, M * w->K * w->N, qg_run_gemm, &J);
     return 0;
   }

@@ -55,6 +55,7 @@ typedef struct qg_blocks {
   int64_t nb;          /* blocks */
   int32_t sbias;       /* see above */
   const int32_t *sa;   /* activation sums of the call's rows */
+  const int32_t *nrc;  /* qg_gemm_fn only, instead of sa: -sbias * sa[i * nb + g] (wrapping) */
   const int32_t *azp;  /* activation zero points of the call's rows */
   const void *wsum;    /* block 0's QG_NR weight sums: int16 if ws16, else int32 */
   const void *scales;  /* block 0's QG_NR scales: bfloat16 if sbf16, else float */
@@ -117,14 +118,6 @@ static inline int32_t qg_wrap_mul(int32_t x, int32_t y) {
 typedef void (*qg_gemv_fn)(const uint8_t *w, int64_t tile_bytes, int nt, const int8_t *a, int64_t nu,
                            const qg_blocks *b, float *out);
 
-/* Up to QG_MR rows times nt <= QG_GV tiles of blockwise 4-bit weights (a
- * prompt's product), finished as qg_ukr_fn finishes blockwise tiles: row i,
- * channel j of tile t at out[i * QG_GV * QG_NR + t * QG_NR + j]. The rows'
- * activations are loaded once for all the tiles, and each tile's unpacked
- * weights serve every row. */
-typedef void (*qg_gemm_fn)(const uint8_t *w, int64_t tile_bytes, int nt, const int8_t *a, int64_t lda, int mr,
-                           int64_t nu, const qg_blocks *b, float *out);
-
 /* Up to QG_MR8 rows times nt <= QG_GV tiles of per-channel 8-bit weights,
  * dynamic activations, float out: the raw int32 sums (as qg_ukr_fn with b
  * NULL), then qg_f32_out_fn's per-channel step on them in registers, the
@@ -141,6 +134,20 @@ typedef struct {
 } qg_pc_out;
 typedef void (*qg_f32pc8_fn)(const uint8_t *w, int64_t tile_bytes, int nt, const int8_t *a, int64_t lda, int mr,
                              int64_t nu, const qg_pc_out *p, float *out, int64_t ldc);
+
+/* Up to QG_MR8 rows times nt <= QG_GV tiles of blockwise 4-bit weights (a
+ * prompt's product), each block's sums turned into floats and added up as
+ * qg_blocks says (with b->nrc for the activation sums), then finished as
+ * qg_f32_out_fn's blockwise step with p's as, bias, lo, hi and nn (p's
+ * arrays as qg_f32pc8_fn's; its other fields unused): row i, channel j of
+ * tile t at out[i * ldc + t * QG_NR + j]. Each tile's unpacked weights
+ * serve every row. Only for blocks of at most QG_EXACT_BK values and
+ * activation zero points within +-QG_EXACT_AZP, where the x86 kernel's
+ * shorter step is exact (qgemm_x86.c); other products go tile by tile. */
+#define QG_EXACT_BK 8192
+#define QG_EXACT_AZP 16384
+typedef void (*qg_gemm_fn)(const uint8_t *w, int64_t tile_bytes, int nt, const int8_t *a, int64_t lda, int mr,
+                           int64_t nu, const qg_blocks *b, const qg_pc_out *p, float *out, int64_t ldc);
 
 /* The kernels each path provides (8-bit and 4-bit weights). */
 void qg_ukr8_c(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t nu, const qg_blocks *b,
@@ -207,7 +214,7 @@ void qg_qs8_ind_tile_vnni(const uint8_t *w, int64_t tile_bytes, int nt, const in
 void qg_gemv4_vnni(const uint8_t *w, int64_t tile_bytes, int nt, const int8_t *a, int64_t nu, const qg_blocks *b,
                    float *out);
 void qg_gemm4_vnni(const uint8_t *w, int64_t tile_bytes, int nt, const int8_t *a, int64_t lda, int mr, int64_t nu,
-                   const qg_blocks *b, float *out);
+                   const qg_blocks *b, const qg_pc_out *p, float *out, int64_t ldc);
 void qg_f32pc8_vnni(const uint8_t *w, int64_t tile_bytes, int nt, const int8_t *a, int64_t lda, int mr, int64_t nu,
                     const qg_pc_out *p, float *out, int64_t ldc);
 #else

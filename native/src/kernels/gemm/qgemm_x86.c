@@ -787,8 +787,9 @@ QG_VNNI_T void qg_gemv4_vnni(const uint8_t *w, int64_t tile_bytes, int nt, const
 /* The kernels above broadcast QG_MR rows once for up to QG_GV tiles; those
  * below load two tiles' weights once for up to QG_MR8 rows, for products
  * whose weights come from L2 or memory rather than L1: 8 rows x 2 tiles is
- * 16 accumulators, one zmm load of weights per 8 vpdpbusd (per 4 at 4 x 4).
- * A tile group is done in passes of two tiles; a pass of one tile (the last of an
+ * 16 accumulators, one zmm load of weights per 8 vpdpbusd (per 4 at 4 x 4),
+ * and a 4-bit unit is unpacked once for 8 rows rather than for 4. A tile
+ * group is done in passes of two tiles; a pass of one tile (the last of an
  * odd group) reads it as both (tb 0), the second one's sums unused. full:
  * mr is QG_MR8; otherwise the rows past mr are skipped, a branch per row
  * and step, and no row is read or computed twice. */
@@ -888,83 +889,98 @@ QG_VNNI_T void qg_f32pc8_vnni(const uint8_t *w, int64_t tile_bytes, int nt, cons
   }
 }
 
-/* mr rows times nt tiles of blockwise 4-bit weights (qg_gemm_fn). Per unit:
- * the rows' broadcasts loaded once, then tile by tile one load, the two
- * nibble masks and 2 * mr vpdpbusd into that (row, tile)'s accumulator (two
- * in a chain per unit; 16 chains in flight at 4 x 4). The blocks' float
- * sums live in out (L1) between blocks; each block ends as qg_rows_vnni's. */
-QG_VNNI void qg_gemm4_vnni_n(const int mr, const int nt, const uint8_t *w, int64_t tb, const int8_t *a,
-                             int64_t lda, int64_t nu, const qg_blocks *b, float *out) {
+/* One pass of qg_gemm4_vnni: mr rows times nt <= 2 tiles of blockwise 4-bit
+ * weights. Per unit, each tile's 64 bytes are loaded and unpacked once
+ * (mask; shift and mask) for all the rows, then per row two broadcasts and
+ * four vpdpbusd. Each block's accumulators start at b->nrc (-sbias * sa),
+ * so that they end as x = sum_k a * (w - zp); the block's step is then,
+ * per row and tile, a conversion, one fused negative multiply-add and
+ * qgemm_impl.h's separate multiply and add:
+ *   float(x - azp * wsum) = fnmadd(float(azp), float(wsum), float(x))
+ * exactly, as the driver sends only blocks of at most 8192 values and
+ * |azp| <= 16384 (QG_EXACT_*): |x| <= 128 * 15 * 8192 < 2^24, so float(x)
+ * is x, float(azp) and float(wsum) are exact, and the fused operation
+ * rounds x - azp * wsum once, an integer below 2^31, as the conversion of
+ * the wrapping int32 difference rounds it. (The integer step, sub, set1,
+ * vpmulld and sub, took 10 uops a row and tile where this takes 4, against
+ * 8 vpdpbusd at blocks of 32.) The float sums live in fo (L1), QG_MR8 x 2
+ * vectors; after the last block they get qg_f32_out_fn's blockwise step
+ * (times as, plus bias, clamp) and are stored. */
+QG_VNNI void qg_gemm4_vnni_n(const int full, int mr, int nt, const uint8_t *w, int64_t tb, const int8_t *a,
+                             int64_t lda, int64_t nu, const qg_blocks *b, const qg_pc_out *p, float *fo, float *out,
+                             int64_t ldc) {
   const __m512i mask = _mm512_set1_epi8(15);
-  const int64_t ldo = QG_GV * QG_NR;
-  QG_UNROLL for (int i = 0; i < mr; i++) QG_UNROLL for (int t = 0; t < nt; t++)
-    _mm512_storeu_ps(out + i * ldo + t * QG_NR, _mm512_setzero_ps());
+  if (nt < 2) tb = 0;
+  float azf[QG_MR8]; /* every row set, so that the compiler sees them set; rows past mr unused */
+  QG_UNROLL8 for (int i = 0; i < QG_MR8; i++) {
+    azf[i] = full || i < mr ? (float)b->azp[i] : 0.0f;
+    _mm512_storeu_ps(fo + (2 * i) * QG_NR, _mm512_setzero_ps());
+    _mm512_storeu_ps(fo + (2 * i + 1) * QG_NR, _mm512_setzero_ps());
+  }
   for (int64_t g = 0; g < b->nb; g++, w += b->wstride, a += b->astride) {
-    __m512i c[QG_MR][QG_GV];
-    QG_UNROLL for (int i = 0; i < mr; i++) QG_UNROLL for (int t = 0; t < nt; t++) c[i][t] = _mm512_setzero_si512();
+    __m512i c[QG_MR8][2];
+    QG_UNROLL8 for (int i = 0; i < QG_MR8; i++)
+      c[i][0] = c[i][1] = full || i < mr ? _mm512_set1_epi32(b->nrc[i * b->nb + g]) : _mm512_setzero_si512();
     for (int64_t u = 0; u < nu; u++) {
-      __m512i x0[QG_MR], x1[QG_MR];
-      QG_UNROLL for (int i = 0; i < mr; i++) {
-        x0[i] = _mm512_set1_epi32(qg_load4(a + i * lda + u * 8));
-        x1[i] = _mm512_set1_epi32(qg_load4(a + i * lda + u * 8 + 4));
-      }
-      QG_UNROLL for (int t = 0; t < nt; t++) {
-        const __m512i v = _mm512_loadu_si512((const void *)(w + t * tb + u * 64));
-        const __m512i lo = _mm512_and_si512(v, mask), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), mask);
-        QG_UNROLL for (int i = 0; i < mr; i++) {
-          QG_DPBUSD(c[i][t], lo, x0[i]);
-          QG_DPBUSD(c[i][t], hi, x1[i]);
-        }
+      const __m512i v0 = _mm512_loadu_si512((const void *)(w + u * 64)),
+                    v1 = _mm512_loadu_si512((const void *)(w + tb + u * 64));
+      const __m512i lo0 = _mm512_and_si512(v0, mask), hi0 = _mm512_and_si512(_mm512_srli_epi16(v0, 4), mask);
+      const __m512i lo1 = _mm512_and_si512(v1, mask), hi1 = _mm512_and_si512(_mm512_srli_epi16(v1, 4), mask);
+      QG_UNROLL8 for (int i = 0; i < QG_MR8; i++) {
+        if (!full && i >= mr) break;
+        const __m512i x0 = _mm512_set1_epi32(qg_load4(a + i * lda + u * 8)),
+                      x1 = _mm512_set1_epi32(qg_load4(a + i * lda + u * 8 + 4));
+        QG_DPBUSD(c[i][0], lo0, x0);
+        QG_DPBUSD(c[i][1], lo1, x0);
+        QG_DPBUSD(c[i][0], hi0, x1);
+        QG_DPBUSD(c[i][1], hi1, x1);
       }
     }
-    QG_UNROLL for (int t = 0; t < nt; t++) {
+    _Pragma("GCC unroll 2") for (int t = 0; t < 2; t++) {
       const uint8_t *ws = (const uint8_t *)qg_blk_ws(b, g) + t * tb, *sp = (const uint8_t *)qg_blk_sc(b, g) + t * tb;
-      const __m512i wsum = b->ws16 ? _mm512_cvtepi16_epi32(_mm256_loadu_si256((const __m256i *)ws))
-                                   : _mm512_loadu_si512((const void *)ws);
+      const __m512 wsum = _mm512_cvtepi32_ps(b->ws16 ? _mm512_cvtepi16_epi32(_mm256_loadu_si256((const __m256i *)ws))
+                                                     : _mm512_loadu_si512((const void *)ws));
       const __m512 sc = b->sbf16 ? _mm512_castsi512_ps(_mm512_slli_epi32(
                                        _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)sp)), 16))
                                  : _mm512_loadu_ps((const float *)sp);
-      QG_UNROLL for (int i = 0; i < mr; i++) {
-        __m512i v = _mm512_sub_epi32(c[i][t], _mm512_set1_epi32(qg_wrap_mul(b->sbias, b->sa[i * b->nb + g])));
-        v = _mm512_sub_epi32(v, _mm512_mullo_epi32(_mm512_set1_epi32(b->azp[i]), wsum));
-        float *fo = out + i * ldo + t * QG_NR;
-        _mm512_storeu_ps(fo, _mm512_add_ps(_mm512_loadu_ps(fo), _mm512_mul_ps(_mm512_cvtepi32_ps(v), sc)));
+      QG_UNROLL8 for (int i = 0; i < QG_MR8; i++) {
+        if (!full && i >= mr) break;
+        const __m512 v = _mm512_fnmadd_ps(_mm512_set1_ps(azf[i]), wsum, _mm512_cvtepi32_ps(c[i][t]));
+        float *f = fo + (2 * i + t) * QG_NR;
+        _mm512_storeu_ps(f, _mm512_add_ps(_mm512_loadu_ps(f), _mm512_mul_ps(v, sc)));
       }
+    }
+  }
+  const __m512 vlo = _mm512_set1_ps(p->lo), vhi = _mm512_set1_ps(p->hi);
+  _Pragma("GCC unroll 2") for (int t = 0; t < 2; t++) {
+    if (t >= nt) break;
+    const int64_t left = p->nn - t * QG_NR;
+    const __mmask16 keep = left >= QG_NR ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1);
+    QG_UNROLL8 for (int i = 0; i < QG_MR8; i++) {
+      if (!full && i >= mr) break;
+      __m512 y = _mm512_mul_ps(_mm512_loadu_ps(fo + (2 * i + t) * QG_NR), _mm512_set1_ps(p->as[i]));
+      if (p->bias) y = _mm512_add_ps(y, _mm512_loadu_ps(p->bias + t * QG_NR));
+      y = _mm512_min_ps(vhi, _mm512_max_ps(vlo, y));
+      _mm512_mask_storeu_ps(out + i * ldc + t * QG_NR, keep, y);
     }
   }
 }
 
-#define QG_GEMM_NT(R)                                                   \
-  switch (nt) {                                                         \
-  case 1:                                                               \
-    qg_gemm4_vnni_n(R, 1, w, tile_bytes, a, lda, nu, b, out);           \
-    break;                                                              \
-  case 2:                                                               \
-    qg_gemm4_vnni_n(R, 2, w, tile_bytes, a, lda, nu, b, out);           \
-    break;                                                              \
-  case 3:                                                               \
-    qg_gemm4_vnni_n(R, 3, w, tile_bytes, a, lda, nu, b, out);           \
-    break;                                                              \
-  default:                                                              \
-    qg_gemm4_vnni_n(R, 4, w, tile_bytes, a, lda, nu, b, out);           \
-    break;                                                              \
-  }
-
+/* qg_gemm_fn: the tile group in passes of two tiles, 8 rows compiled on
+ * their own and any other count with rows skipped. */
 QG_VNNI_T void qg_gemm4_vnni(const uint8_t *w, int64_t tile_bytes, int nt, const int8_t *a, int64_t lda, int mr,
-                             int64_t nu, const qg_blocks *b, float *out) {
-  switch (mr) {
-  case 1:
-    QG_GEMM_NT(1)
-    break;
-  case 2:
-    QG_GEMM_NT(2)
-    break;
-  case 3:
-    QG_GEMM_NT(3)
-    break;
-  default:
-    QG_GEMM_NT(4)
-    break;
+                             int64_t nu, const qg_blocks *b, const qg_pc_out *p, float *out, int64_t ldc) {
+  float fo[QG_MR8 * 2 * QG_NR];
+  for (int t0 = 0; t0 < nt; t0 += 2) {
+    qg_blocks bt = *b;
+    bt.wsum = (const uint8_t *)b->wsum + t0 * tile_bytes, bt.scales = (const uint8_t *)b->scales + t0 * tile_bytes;
+    qg_pc_out q = *p;
+    q.bias = p->bias ? p->bias + t0 * QG_NR : NULL, q.nn -= t0 * QG_NR;
+    const int n2 = nt - t0 < 2 ? nt - t0 : 2;
+    if (mr == QG_MR8)
+      qg_gemm4_vnni_n(1, QG_MR8, n2, w + t0 * tile_bytes, tile_bytes, a, lda, nu, &bt, &q, fo, out + t0 * QG_NR, ldc);
+    else
+      qg_gemm4_vnni_n(0, mr, n2, w + t0 * tile_bytes, tile_bytes, a, lda, nu, &bt, &q, fo, out + t0 * QG_NR, ldc);
   }
 }
 
