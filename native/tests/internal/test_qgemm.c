@@ -8,7 +8,9 @@
  * one row, depths that are not multiples of 4, 8, 16 or 32, channel counts
  * that are not multiples of the 16-wide tile, both nibble orders, zero
  * points and values at the int8 extremes, block sizes 32, 64, 128 (and odd
- * ones), no bias, clamps. Also XNNPACK's dynamic row quantization (qd8) with
+ * ones), no bias, clamps; every row count to 16 for the kernels that take
+ * up to 8 rows a call, and the limits of the blockwise kernel's float step.
+ * Also XNNPACK's dynamic row quantization (qd8) with
  * round-half-even cases worked out by hand, and the packing errors.
  */
 #include <math.h>
@@ -37,6 +39,9 @@ typedef struct {
   int bf16;    /* scales that are exactly bfloat16 (XNNPACK's qb4w), packed as such */
   int wconst;  /* every weight at its lowest value (block sums past int16) */
   int nanbias; /* bias NaN, +inf and -inf on the first channels (NaN is kept, infinities clamped) */
+  int aneg;    /* activations in [-128, -100]: with wconst and wzp 15, products near the largest, 1920 */
+  int32_t azp; /* nonzero: the rows' activation zero points azp, -azp, azp, ... */
+  int wraps;   /* the int32 sums wrap (as every path's do): no comparison with the double reference */
   int64_t M, N, K, block;
   int32_t wzp;
 } qcase;
@@ -100,7 +105,7 @@ static void run_case(const qcase *c) {
     ibias[n] = rnd_int(-5000, 5000);
     requant[n] = rnd_float(0.0001f, 0.01f);
   }
-  for (int64_t i = 0; i < M * lda; i++) a[i] = (int8_t)rnd_int(-128, 127);
+  for (int64_t i = 0; i < M * lda; i++) a[i] = (int8_t)rnd_int(-128, c->aneg ? -100 : 127);
   if (c->nanbias) {
     bias[0] = NAN;
     if (N > 1) bias[1] = INFINITY;
@@ -108,6 +113,7 @@ static void run_case(const qcase *c) {
   }
   for (int64_t m = 0; m < M; m++) {
     azp[m] = rnd_int(-128, 127);
+    if (c->azp) azp[m] = m & 1 ? -c->azp : c->azp;
     as[m] = rnd_float(0.001f, 0.1f);
   }
   float lo = c->clamp ? -1.0f : -INFINITY, hi = c->clamp ? 1.5f : INFINITY;
@@ -168,7 +174,7 @@ static void run_case(const qcase *c) {
       if (dref > hi) dref = hi;
       float got = out[m * ldc + n];
       int same = got == y || (isnan(got) && isnan(y));
-      if (!same || fabs(got - dref) > 1e-5 * (1.0 + fabs(dref))) {
+      if (!same || (!c->wraps && fabs(got - dref) > 1e-5 * (1.0 + fabs(dref)))) {
         if (bad++ < 3)
           fprintf(stderr, "[%s] qd8 bits %d M %lld N %lld K %lld block %lld: out[%lld,%lld] = %.9g, expected %.9g (double %.9g)\n",
                   check_label, c->bits, (long long)M, (long long)N, (long long)K, (long long)c->block,
@@ -316,6 +322,54 @@ static void test_products(void) {
   run_case(&big4c);
 }
 
+/* The AVX-512 VNNI kernels that take up to 8 rows a call (8 x 2 tiles,
+ * rows skipped below 8, 4 x 4 for four rows of a whole tile group): every
+ * row count to 16, so that each chunk size and remainder is met, over
+ * channel counts whose last tile group has 1 to 4 tiles (passes of two
+ * tiles and of one) with a partial last tile, depths below and above the
+ * one where 8-row calls take over at any row count (K > 768), not
+ * multiples of 8, with and without prefetching (M <= 8, K <= 512); and
+ * blockwise 4-bit weights with several blocks, padded blocks and bfloat16
+ * or float scales. Then the limits of the blockwise kernel's float step
+ * (blocks of 8192, |azp| 16384, the largest products) and past them, where
+ * the product goes tile by tile instead: every output still equal. */
+static void test_rows(void) {
+  static const int64_t Ns[] = {17, 50, 70, 100};
+  for (int64_t M = 1; M <= 16; M++)
+    for (size_t in = 0; in < sizeof Ns / sizeof *Ns; in++) {
+      qcase c8 = {.bits = 8, .M = M, .N = Ns[in], .K = in & 1 ? 1000 : 37};
+      c8.with_bias = (int)(rnd() % 3 != 0);
+      c8.clamp = (int)(rnd() % 3 == 0);
+      c8.wzp = (int32_t)rnd_int(-3, 3);
+      run_case(&c8);
+      if (in == 0) {
+        qcase c8m = {.bits = 8, .M = M, .N = 33, .K = 784, .with_bias = 1};
+        run_case(&c8m);
+      }
+      static const int64_t blocks[][2] = {{32, 96}, {20, 100}, {128, 512}, {64, 64}};
+      qcase c4 = {.bits = 4, .M = M, .N = Ns[in], .K = blocks[in][1], .block = blocks[in][0], .wzp = 8};
+      c4.high_first = (int)(rnd() & 1);
+      c4.with_bias = (int)(rnd() % 3 != 0);
+      c4.clamp = (int)(rnd() % 3 == 0);
+      c4.bf16 = (int)(in != 1);
+      run_case(&c4);
+    }
+  /* at the float step's limits: |x| up to 1920 * 8192, |azp * wsum| up to
+   * 16384 * 15 * 8192, both with low bits set */
+  qcase big = {.bits = 4, .M = 9, .N = 17, .K = 16384, .block = 8192, .wconst = 1, .wzp = 15, .aneg = 1,
+               .azp = 16384, .bf16 = 1};
+  run_case(&big);
+  qcase rnd4 = {.bits = 4, .M = 6, .N = 40, .K = 16384, .block = 8192, .azp = -16384, .with_bias = 1};
+  run_case(&rnd4);
+  /* past them: azp * wsum beyond int32 (the sums wrap, on every path
+   * alike), and |x| past 2^24 in a block of 16384 */
+  qcase wrap = {.bits = 4, .M = 9, .N = 17, .K = 16384, .block = 8192, .wconst = 1, .wzp = 15, .aneg = 1,
+                .azp = 20000, .wraps = 1};
+  run_case(&wrap);
+  qcase past = {.bits = 4, .M = 3, .N = 17, .K = 16384, .block = 16384, .wconst = 1, .wzp = 15, .aneg = 1, .azp = 100};
+  run_case(&past);
+}
+
 /* ---- dynamic row quantization ------------------------------------------------- */
 
 /* A10's table, typed again here. */
@@ -437,6 +491,7 @@ int main(void) {
     int before = failures;
     rng_state = 0x9E3779B97F4A7C15ull; /* the same cases for every path */
     test_products();
+    test_rows();
     test_qd8(); /* its passes are vectorised on some paths too */
     printf("qgemm: %s: %s\n", check_label, failures == before ? "ok" : "FAILED");
   }
@@ -449,6 +504,7 @@ int main(void) {
     int before = failures;
     rng_state = 0x9E3779B97F4A7C15ull;
     test_products();
+    test_rows();
     printf("qgemm: %s, 3 threads: %s\n", px_qgemm_path_name(best), failures == before ? "ok" : "FAILED");
     px_parallel_set_num_threads(threads);
   }
