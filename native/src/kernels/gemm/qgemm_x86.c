@@ -550,176 +550,6 @@ QG_VNNI void qg_sums8_vnni(const int mr, const int nt, const uint8_t *w, int64_t
   }
 }
 
-/* The accumulators' start: kb - rowc, so that raw - rowc + kb wraps as the step's. */
-QG_VNNI void qg_qs8_init_vnni(const int mr, const int nt, const int32_t *rowc, const int32_t *kb,
-                              __m512i c[QG_MR][QG_GV]) {
-  QG_UNROLL for (int t = 0; t < nt; t++) {
-    const __m512i vkb = _mm512_loadu_si512((const void *)(kb + t * QG_NR));
-    QG_UNROLL for (int i = 0; i < mr; i++) c[i][t] = _mm512_sub_epi32(vkb, _mm512_set1_epi32(rowc[i]));
-  }
-}
-
-/* mr rows times nt tiles of a static int8 product (qg_qs8_tile_fn): the
- * sums of qg_sums8_vnni (the accumulators starting at kb - rowc), then
- * qg_qs8_store_vnni: qg_qs8_out_avx2's step in 512-bit registers: times the
- * requantization scales, max with qlo, min with qhi, rounded to nearest
- * even, plus zp.
- *
- * Four rows (the whole-tile case) clamp in two halves: min with qhi in
- * float (so that the rounding cannot overflow), then after the rounding
- * the rows packed to int16 and to int8 two at a time with signed
- * saturation (VPACKSSDW, VPADDSW zp, VPACKSSWB) and max with qmin. Equal to
- * the float clamp: qlo and qhi are integers and rounding is monotonic, so
- * max(round(v), qlo) = round(max(v, qlo)), and a value the int16 step
- * saturates lies below qlo either way. Each 128-bit lane then holds 4
- * channels of each row; one VPERMD gathers every row's 16 bytes into one
- * lane. */
-QG_VNNI void qg_qs8_store_vnni(const int mr, const int nt, __m512i c[QG_MR][QG_GV], int64_t nn, const float *rq,
-                               float qlo, float qhi, int32_t zp, int8_t *out, int64_t ldc) {
-  const __m512 vhi = _mm512_set1_ps(qhi);
-  QG_UNROLL for (int t = 0; t < nt; t++) {
-    const int64_t left = nn - t * QG_NR;
-    const __mmask16 keep = left >= QG_NR ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1);
-    const __m512 vrq = _mm512_loadu_ps(rq + t * QG_NR);
-    int8_t *o = out + t * QG_NR;
-    if (mr == QG_MR) {
-      __m512i q[QG_MR];
-      QG_UNROLL for (int i = 0; i < QG_MR; i++)
-        q[i] = _mm512_cvtps_epi32(_mm512_min_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(c[i][t]), vrq), vhi));
-      const __m512i vzp = _mm512_set1_epi16((short)zp);
-      const __m512i p01 = _mm512_adds_epi16(_mm512_packs_epi32(q[0], q[1]), vzp);
-      const __m512i p23 = _mm512_adds_epi16(_mm512_packs_epi32(q[2], q[3]), vzp);
-      __m512i b = _mm512_max_epi8(_mm512_packs_epi16(p01, p23), _mm512_set1_epi8((char)(int)(qlo + (float)zp)));
-      /* lane k: rows 0-3, channels 4k..4k+3 each -> lane i: row i's 16 channels */
-      b = _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), b);
-      _mm_mask_storeu_epi8(o, keep, _mm512_castsi512_si128(b));
-      _mm_mask_storeu_epi8(o + ldc, keep, _mm512_extracti32x4_epi32(b, 1));
-      _mm_mask_storeu_epi8(o + 2 * ldc, keep, _mm512_extracti32x4_epi32(b, 2));
-      _mm_mask_storeu_epi8(o + 3 * ldc, keep, _mm512_extracti32x4_epi32(b, 3));
-      continue;
-    }
-    const __m512i vzp = _mm512_set1_epi32(zp);
-    const __m512 vlo = _mm512_set1_ps(qlo);
-    QG_UNROLL for (int i = 0; i < mr; i++) {
-      __m512 f = _mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(c[i][t]), vrq), vlo), vhi);
-      _mm512_mask_cvtepi32_storeu_epi8(o + i * ldc, keep, _mm512_add_epi32(_mm512_cvtps_epi32(f), vzp));
-    }
-  }
-}
-
-QG_VNNI void qg_qs8_rows_vnni(const int mr, const int nt, const uint8_t *w, int64_t tb, const int8_t *a, int64_t lda,
-                              int64_t nu, int64_t nn, const int32_t *rowc, const int32_t *kb, const float *rq,
-                              float qlo, float qhi, int32_t zp, int8_t *out, int64_t ldc) {
-  __m512i c[QG_MR][QG_GV];
-  qg_qs8_init_vnni(mr, nt, rowc, kb, c);
-  qg_sums8_vnni(mr, nt, w, tb, a, lda, nu, 0, c);
-  qg_qs8_store_vnni(mr, nt, c, nn, rq, qlo, qhi, zp, out, ldc);
-}
-
-/* The same product over indirect rows (an implicit convolution): row i's
- * depth is `taps` runs of tu units, run t at ind[i * taps + t] (an input
- * pixel's channels, or a run of the zero point for a tap outside the
- * input); the weights' units follow in the same order. Tile by tile as
- * qg_sums8_vnni, the rows' pointers reloaded at each run. */
-QG_VNNI void qg_sums8_ind_vnni(const int mr, const int nt, const uint8_t *w0, int64_t tb, const int8_t *const *ind,
-                               int64_t taps, const int32_t *wtap, int64_t tu, __m512i c[QG_MR][QG_GV]) {
-  for (int64_t t = 0; t < taps; t++) {
-    const int8_t *p[QG_MR];
-    QG_UNROLL for (int i = 0; i < mr; i++) p[i] = ind[i * taps + t];
-    const uint8_t *w = w0 + (wtap ? wtap[t] : t) * tu * 128;
-    for (int64_t u = 0; u < tu; u++, w += 128) {
-      __m512i x0[QG_MR], x1[QG_MR];
-      QG_UNROLL for (int i = 0; i < mr; i++) {
-        x0[i] = _mm512_set1_epi32(qg_load4(p[i] + u * 8));
-        x1[i] = _mm512_set1_epi32(qg_load4(p[i] + u * 8 + 4));
-      }
-      QG_UNROLL for (int j = 0; j < nt; j++) {
-        const __m512i lo = _mm512_loadu_si512((const void *)(w + j * tb)),
-                      hi = _mm512_loadu_si512((const void *)(w + j * tb + 64));
-        QG_UNROLL for (int i = 0; i < mr; i++) {
-          QG_DPBUSD(c[i][j], lo, x0[i]);
-          QG_DPBUSD(c[i][j], hi, x1[i]);
-        }
-      }
-    }
-  }
-}
-
-QG_VNNI void qg_qs8_ind_rows_vnni(const int mr, const int nt, const uint8_t *w, int64_t tb, const int8_t *const *ind,
-                                  int64_t taps, const int32_t *wtap, int64_t tu, int64_t nn, const int32_t *rowc,
-                                  const int32_t *kb, const float *rq, float qlo, float qhi, int32_t zp, int8_t *out,
-                                  int64_t ldc) {
-  __m512i c[QG_MR][QG_GV];
-  qg_qs8_init_vnni(mr, nt, rowc, kb, c);
-  qg_sums8_ind_vnni(mr, nt, w, tb, ind, taps, wtap, tu, c);
-  qg_qs8_store_vnni(mr, nt, c, nn, rq, qlo, qhi, zp, out, ldc);
-}
-
-/* CALL(nt) with nt a constant 1..QG_GV, so that each tile count gets its
- * own unrolled kernel. */
-#define QG_BY_NT(CALL) \
-  switch (nt) {        \
-  case 1:              \
-    CALL(1);           \
-    break;             \
-  case 2:              \
-    CALL(2);           \
-    break;             \
-  case 3:              \
-    CALL(3);           \
-    break;             \
-  default:             \
-    CALL(4);           \
-    break;             \
-  }
-
-#define QG_IND_ROWS(NT)                                                                                          \
-  qg_qs8_ind_rows_vnni(QG_MR, NT, w, tile_bytes, ind + m * taps, taps, wtap, tu, nn, rowc + m, kb, rq, qlo, qhi, \
-                       zp, out + m * ldc, ldc)
-
-QG_VNNI_T void qg_qs8_ind_tile_vnni(const uint8_t *w, int64_t tile_bytes, int nt, const int8_t *const *ind,
-                                    int64_t taps, const int32_t *wtap, int64_t tu, int64_t rows, int64_t nn,
-                                    const int32_t *rowc, const int32_t *kb, const float *rq, float qlo, float qhi,
-                                    int32_t zp, int8_t *out, int64_t ldc) {
-  int64_t m = 0;
-  for (; m + QG_MR <= rows; m += QG_MR) QG_BY_NT(QG_IND_ROWS)
-  for (; m < rows; m++) /* the last rows one at a time, tile by tile */
-    for (int t = 0; t < nt; t++)
-      qg_qs8_ind_rows_vnni(1, 1, w + t * tile_bytes, tile_bytes, ind + m * taps, taps, wtap, tu, nn - t * QG_NR,
-                           rowc + m, kb + t * QG_NR, rq + t * QG_NR, qlo, qhi, zp, out + m * ldc + t * QG_NR, ldc);
-}
-#undef QG_IND_ROWS
-
-#define QG_QS8_ROWS(NT)                                                                                       \
-  qg_qs8_rows_vnni(QG_MR, NT, w, tile_bytes, a + m * lda, lda, nu, nn, rowc + m, kb, rq, qlo, qhi, zp, out + m * ldc, \
-                   ldc)
-
-/* The last rows (fewer than QG_MR) tile by tile: one kernel per row count. */
-#define QG_QS8_TAIL(R)                                                                                   \
-  for (int t = 0; t < nt; t++)                                                                           \
-    qg_qs8_rows_vnni(R, 1, w + t * tile_bytes, tile_bytes, a + m * lda, lda, nu, nn - t * QG_NR, rowc + m, \
-                     kb + t * QG_NR, rq + t * QG_NR, qlo, qhi, zp, out + m * ldc + t * QG_NR, ldc);
-
-QG_VNNI_T void qg_qs8_tile_vnni(const uint8_t *w, int64_t tile_bytes, int nt, const int8_t *a, int64_t lda,
-                                int64_t rows, int64_t nu, int64_t nn, const int32_t *rowc, const int32_t *kb,
-                                const float *rq, float qlo, float qhi, int32_t zp, int8_t *out, int64_t ldc) {
-  int64_t m = 0;
-  for (; m + QG_MR <= rows; m += QG_MR) QG_BY_NT(QG_QS8_ROWS)
-  switch (rows - m) {
-  case 1:
-    QG_QS8_TAIL(1)
-    break;
-  case 2:
-    QG_QS8_TAIL(2)
-    break;
-  case 3:
-    QG_QS8_TAIL(3)
-    break;
-  default:
-    break;
-  }
-}
-
 /* One row times nt tiles of blockwise 4-bit weights (qg_gemv_fn). Per unit
  * and tile: one load, two masks and two vpdpbusd into the tile's own pair of
  * accumulators, the row's two broadcasts shared by every tile. The high
@@ -797,12 +627,12 @@ QG_VNNI_T void qg_gemv4_vnni(const uint8_t *w, int64_t tile_bytes, int nt, const
 
 /* c[i][t] += the 8-bit sums of rows i < mr (a + i * lda) and tiles w, w + tb;
  * pf as qg_sums8_vnni's. */
-QG_VNNI void qg_sums8w_vnni(const int full, int mr, const uint8_t *w, int64_t tb, const int8_t *a, int64_t lda,
-                            int64_t nu, int64_t pf, __m512i c[QG_MR8][2]) {
+QG_VNNI void qg_sums8w_vnni(const int full, const int two, int mr, const uint8_t *w, int64_t tb, const int8_t *a,
+                            int64_t lda, int64_t nu, int64_t pf, __m512i c[QG_MR8][2]) {
   for (int64_t u = 0; u < nu; u++, w += 128, a += 8) {
     _Pragma("GCC unroll 2") for (int q = 0; q < 2; q++) {
       const __m512i w0 = _mm512_loadu_si512((const void *)(w + q * 64)),
-                    w1 = _mm512_loadu_si512((const void *)(w + tb + q * 64));
+                    w1 = two ? _mm512_loadu_si512((const void *)(w + tb + q * 64)) : w0;
       if (pf) {
         _mm_prefetch((const char *)(w + pf + q * 64), _MM_HINT_T0);
         _mm_prefetch((const char *)(w + pf + tb + q * 64), _MM_HINT_T0);
@@ -811,10 +641,175 @@ QG_VNNI void qg_sums8w_vnni(const int full, int mr, const uint8_t *w, int64_t tb
         if (!full && i >= mr) break;
         const __m512i x = _mm512_set1_epi32(qg_load4(a + i * lda + q * 4));
         QG_DPBUSD(c[i][0], w0, x);
-        QG_DPBUSD(c[i][1], w1, x);
+        if (two) QG_DPBUSD(c[i][1], w1, x);
       }
     }
   }
+}
+
+/* The static int8 product's step (qg_qs8_out_avx2's, in 512-bit
+ * registers: times the requantization scales, max with qlo, min with qhi,
+ * rounded to nearest even, plus zp) for four rows of one tile, all stored.
+ * They clamp in two halves: min with qhi in float (so that the rounding
+ * cannot overflow), then after the rounding the rows packed to int16 and to
+ * int8 two at a time with signed saturation (VPACKSSDW, VPADDSW zp,
+ * VPACKSSWB) and max with qmin. Equal to the float clamp: qlo and qhi are
+ * integers and rounding is monotonic, so max(round(v), qlo) =
+ * round(max(v, qlo)), and a value the int16 step saturates lies below qlo
+ * either way. Each 128-bit lane then holds 4 channels of each row; one
+ * VPERMD gathers every row's 16 bytes into one lane. */
+QG_VNNI void qg_qs8_st4_vnni(__m512i c0, __m512i c1, __m512i c2, __m512i c3, __m512 vrq, float qlo, float qhi,
+                             int32_t zp, __mmask16 keep, int8_t *o, int64_t ldc) {
+  const __m512 vhi = _mm512_set1_ps(qhi);
+  const __m512i q0 = _mm512_cvtps_epi32(_mm512_min_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(c0), vrq), vhi));
+  const __m512i q1 = _mm512_cvtps_epi32(_mm512_min_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(c1), vrq), vhi));
+  const __m512i q2 = _mm512_cvtps_epi32(_mm512_min_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(c2), vrq), vhi));
+  const __m512i q3 = _mm512_cvtps_epi32(_mm512_min_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(c3), vrq), vhi));
+  const __m512i vzp = _mm512_set1_epi16((short)zp);
+  const __m512i p01 = _mm512_adds_epi16(_mm512_packs_epi32(q0, q1), vzp);
+  const __m512i p23 = _mm512_adds_epi16(_mm512_packs_epi32(q2, q3), vzp);
+  __m512i b = _mm512_max_epi8(_mm512_packs_epi16(p01, p23), _mm512_set1_epi8((char)(int)(qlo + (float)zp)));
+  /* lane k: rows 0-3, channels 4k..4k+3 each -> lane i: row i's 16 channels */
+  b = _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), b);
+  _mm_mask_storeu_epi8(o, keep, _mm512_castsi512_si128(b));
+  _mm_mask_storeu_epi8(o + ldc, keep, _mm512_extracti32x4_epi32(b, 1));
+  _mm_mask_storeu_epi8(o + 2 * ldc, keep, _mm512_extracti32x4_epi32(b, 2));
+  _mm_mask_storeu_epi8(o + 3 * ldc, keep, _mm512_extracti32x4_epi32(b, 3));
+}
+
+/* The static product's accumulators for up to QG_MR8 rows and nt <= 2
+ * tiles (the second tile tile 0 again when nt is 1): kb - rowc, rows past
+ * mr 0. */
+QG_VNNI void qg_qs8_init8_vnni(const int full, int mr, int nt, const int32_t *rowc, const int32_t *kb,
+                               __m512i c[QG_MR8][2]) {
+  const __m512i kb0 = _mm512_loadu_si512((const void *)kb),
+                kb1 = _mm512_loadu_si512((const void *)(kb + (nt > 1 ? QG_NR : 0)));
+  QG_UNROLL8 for (int i = 0; i < QG_MR8; i++) {
+    const __m512i r = full || i < mr ? _mm512_set1_epi32(rowc[i]) : kb0;
+    c[i][0] = _mm512_sub_epi32(kb0, r);
+    c[i][1] = _mm512_sub_epi32(kb1, r);
+  }
+}
+
+/* The static product's step for up to QG_MR8 rows and nt <= 2 tiles: rows
+ * 0-3 and 4-7 each as qg_qs8_st4_vnni when all four are there, other rows
+ * one by one (the float clamp, then the rounding). */
+QG_VNNI void qg_qs8_store8_vnni(const int full, int mr, int nt, __m512i c[QG_MR8][2], int64_t nn, const float *rq,
+                                float qlo, float qhi, int32_t zp, int8_t *out, int64_t ldc) {
+  const __m512i vzp = _mm512_set1_epi32(zp);
+  const __m512 vlo = _mm512_set1_ps(qlo), vhi = _mm512_set1_ps(qhi);
+  _Pragma("GCC unroll 2") for (int t = 0; t < 2; t++) {
+    if (t >= nt) break;
+    const int64_t left = nn - t * QG_NR;
+    const __mmask16 keep = left >= QG_NR ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1);
+    const __m512 vrq = _mm512_loadu_ps(rq + t * QG_NR);
+    int8_t *o = out + t * QG_NR;
+    if (full || mr >= 4)
+      qg_qs8_st4_vnni(c[0][t], c[1][t], c[2][t], c[3][t], vrq, qlo, qhi, zp, keep, o, ldc);
+    if (full) {
+      qg_qs8_st4_vnni(c[4][t], c[5][t], c[6][t], c[7][t], vrq, qlo, qhi, zp, keep, o + 4 * ldc, ldc);
+      continue;
+    }
+    QG_UNROLL8 for (int i = 0; i < QG_MR8; i++) {
+      if (i >= mr) break;
+      if (i < 4 && mr >= 4) continue;
+      __m512 f = _mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(c[i][t]), vrq), vlo), vhi);
+      _mm512_mask_cvtepi32_storeu_epi8(o + i * ldc, keep, _mm512_add_epi32(_mm512_cvtps_epi32(f), vzp));
+    }
+  }
+}
+
+/* qg_sums8w_vnni over indirect rows (an implicit convolution): row i's
+ * depth is `taps` runs of tu units, run t at ind[i * taps + t] (an input
+ * pixel's channels, or a run of the zero point for a tap outside the
+ * input), multiplied by the weights' units of tap wtap[t] (t where wtap is
+ * NULL); the rows' pointers are reloaded at each run. */
+QG_VNNI void qg_sums8w_ind_vnni(const int full, const int two, int mr, const uint8_t *w0, int64_t tb,
+                                const int8_t *const *ind, int64_t taps, const int32_t *wtap, int64_t tu,
+                                __m512i c[QG_MR8][2]) {
+  for (int64_t t = 0; t < taps; t++) {
+    const int8_t *p[QG_MR8];
+    QG_UNROLL8 for (int i = 0; i < QG_MR8; i++) p[i] = full || i < mr ? ind[i * taps + t] : NULL;
+    const uint8_t *w = w0 + (wtap ? wtap[t] : t) * tu * 128;
+    for (int64_t u = 0; u < tu; u++, w += 128) {
+      _Pragma("GCC unroll 2") for (int q = 0; q < 2; q++) {
+        const __m512i wa = _mm512_loadu_si512((const void *)(w + q * 64)),
+                      wb = two ? _mm512_loadu_si512((const void *)(w + tb + q * 64)) : wa;
+        QG_UNROLL8 for (int i = 0; i < QG_MR8; i++) {
+          if (!full && i >= mr) break;
+          const __m512i x = _mm512_set1_epi32(qg_load4(p[i] + u * 8 + q * 4));
+          QG_DPBUSD(c[i][0], wa, x);
+          if (two) QG_DPBUSD(c[i][1], wb, x);
+        }
+      }
+    }
+  }
+}
+
+/* One pass of qg_qs8_tile_vnni (a, lda) or qg_qs8_ind_tile_vnni (ind): mr
+ * rows times nt <= 2 tiles. */
+QG_VNNI void qg_qs8w_rows_vnni(const int full, const int nt, int mr, const uint8_t *w, int64_t tb, const int8_t *a,
+                               int64_t lda, int64_t nu, const int8_t *const *ind, int64_t taps, const int32_t *wtap,
+                               int64_t nn, const int32_t *rowc, const int32_t *kb, const float *rq, float qlo,
+                               float qhi, int32_t zp, int8_t *out, int64_t ldc) {
+  __m512i c[QG_MR8][2];
+  qg_qs8_init8_vnni(full, mr, nt, rowc, kb, c);
+  if (ind)
+    qg_sums8w_ind_vnni(full, nt > 1, mr, w, tb, ind, taps, wtap, nu, c);
+  else
+    qg_sums8w_vnni(full, nt > 1, mr, w, tb, a, lda, nu, 0, c);
+  qg_qs8_store8_vnni(full, mr, nt, c, nn, rq, qlo, qhi, zp, out, ldc);
+}
+
+#define QG_QS8W(FULL, NT)                                                                                 \
+  qg_qs8w_rows_vnni(FULL, NT, mr, wt, tile_bytes, am, lda, nu, im, taps, wtap, nn - t0 * QG_NR, rowc + m, \
+                    kb + t0 * QG_NR, rq + t0 * QG_NR, qlo, qhi, zp, o, ldc)
+
+/* rows rows (a row block) times nt tiles of the static product
+ * (qg_qs8_tile_fn, and its indirect form): 8 rows at a time, the group in
+ * passes of two tiles, as qg_f32pc8_vnni's 8-row calls, here for every row
+ * count (against 4 x 4, on one Sapphire Rapids core: gathered rows M 784,
+ * N 128, K 1152 277 -> 322 GMAC/s; M 3136, N 32, K 288 218 -> 251; M 49,
+ * N 512, K 4608 242 -> 294; indirect 3 x 3, M 784, N 128, 64 channels
+ * 310 -> 351; 4 rows of a whole group 186 -> 173). A pass of one tile is
+ * compiled on its own: with a single tile (a stem's 16 channels) reading it
+ * twice would double the work. */
+QG_VNNI void qg_qs8w_block_vnni(const uint8_t *w, int64_t tile_bytes, int nt, const int8_t *a, int64_t lda,
+                                const int8_t *const *ind, int64_t taps, const int32_t *wtap, int64_t rows, int64_t nu,
+                                int64_t nn, const int32_t *rowc, const int32_t *kb, const float *rq, float qlo,
+                                float qhi, int32_t zp, int8_t *out, int64_t ldc) {
+  for (int64_t m = 0; m < rows; m += QG_MR8) {
+    const int mr = (int)(rows - m < QG_MR8 ? rows - m : QG_MR8);
+    for (int t0 = 0; t0 < nt; t0 += 2) {
+      const int n2 = nt - t0 < 2 ? nt - t0 : 2;
+      const uint8_t *wt = w + t0 * tile_bytes;
+      const int8_t *am = ind ? NULL : a + m * lda;
+      const int8_t *const *im = ind ? ind + m * taps : NULL;
+      int8_t *o = out + m * ldc + t0 * QG_NR;
+      if (mr == QG_MR8 && n2 == 2)
+        QG_QS8W(1, 2);
+      else if (mr == QG_MR8)
+        QG_QS8W(1, 1);
+      else if (n2 == 2)
+        QG_QS8W(0, 2);
+      else
+        QG_QS8W(0, 1);
+    }
+  }
+}
+#undef QG_QS8W
+
+QG_VNNI_T void qg_qs8_tile_vnni(const uint8_t *w, int64_t tile_bytes, int nt, const int8_t *a, int64_t lda,
+                                int64_t rows, int64_t nu, int64_t nn, const int32_t *rowc, const int32_t *kb,
+                                const float *rq, float qlo, float qhi, int32_t zp, int8_t *out, int64_t ldc) {
+  qg_qs8w_block_vnni(w, tile_bytes, nt, a, lda, NULL, 0, NULL, rows, nu, nn, rowc, kb, rq, qlo, qhi, zp, out, ldc);
+}
+
+QG_VNNI_T void qg_qs8_ind_tile_vnni(const uint8_t *w, int64_t tile_bytes, int nt, const int8_t *const *ind,
+                                    int64_t taps, const int32_t *wtap, int64_t tu, int64_t rows, int64_t nn,
+                                    const int32_t *rowc, const int32_t *kb, const float *rq, float qlo, float qhi,
+                                    int32_t zp, int8_t *out, int64_t ldc) {
+  qg_qs8w_block_vnni(w, tile_bytes, nt, NULL, 0, ind, taps, wtap, rows, tu, nn, rowc, kb, rq, qlo, qhi, zp, out, ldc);
 }
 
 /* One pass of qg_f32pc8_vnni over nt <= 2 tiles: qg_sums8w_vnni's sums, then
@@ -823,7 +818,7 @@ QG_VNNI void qg_f32pc8w_vnni_n(const int full, int mr, int nt, const uint8_t *w,
                                int64_t lda, int64_t nu, const qg_pc_out *p, float *out, int64_t ldc) {
   __m512i c[QG_MR8][2];
   QG_UNROLL8 for (int i = 0; i < QG_MR8; i++) c[i][0] = c[i][1] = _mm512_setzero_si512();
-  qg_sums8w_vnni(full, mr, w, nt > 1 ? tb : 0, a, lda, nu, p->pf, c);
+  qg_sums8w_vnni(full, 1, mr, w, nt > 1 ? tb : 0, a, lda, nu, p->pf, c);
   const __m512 vlo = _mm512_set1_ps(p->lo), vhi = _mm512_set1_ps(p->hi);
   _Pragma("GCC unroll 2") for (int t = 0; t < 2; t++) {
     if (t >= nt) break;
