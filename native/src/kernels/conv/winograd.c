@@ -178,10 +178,67 @@ static void wino_out(void *arg, int64_t begin, int64_t end, int tid) {
   }
 }
 
+/* Several threads, filters that fit a core's L2: each thread takes blocks
+ * of tiles through all three passes on its own buffers (tile_job), so that
+ * a pass reads what the same core wrote, with one wait at the end, where
+ * the passes split over the threads each way took 18 waits per block and
+ * each core read the other's transforms. The products' rows do not depend
+ * on which tiles share a call, so the bits are the same. */
+typedef struct tile_job {
+  wino_run r;        /* V and M: thread 0's; t0 and TB set per block */
+  int64_t T, TBt;    /* tiles, tiles per block */
+  const float *packed;
+  size_t pf;         /* floats per position's packed filter */
+  char *bufs;        /* per thread: V then M (NP x TBt x (Cin + Cout) floats) */
+  size_t buf_b;
+  char *work;        /* per thread: a product's workspace */
+  size_t work_b;
+  px_ctx *ctx;       /* not failed on from a chunk: the products have their workspace */
+} tile_job;
+
+static void wino_tiles(void *arg, int64_t b0, int64_t b1, int tid) {
+  const tile_job *J = arg;
+  const px_wino_geom *g = J->r.g;
+  wino_run r = J->r;
+  r.V = (float *)(J->bufs + (size_t)tid * J->buf_b);
+  r.M = r.V + NP * J->TBt * g->Cin;
+  r.TB = J->TBt;
+  /* Inside the pool a product runs on this thread alone; if this job ran
+   * inline on the calling thread (tid 0), a product may spread over the
+   * pool from slot 0: T slots cover both. */
+  void *work = J->work + (size_t)tid * J->work_b;
+  for (int64_t b = b0; b < b1; b++) {
+    r.t0 = b * J->TBt;
+    const int64_t nb = J->T - r.t0 < J->TBt ? J->T - r.t0 : J->TBt;
+    wino_in(&r, 0, nb, tid);
+    for (int p = 0; p < NP; p++)
+      px_gemm_f32_prepacked(J->ctx, work, nb, g->Cout, g->Cin, r.V + p * r.TB * g->Cin, g->Cin, 1, NULL, NULL,
+                            J->packed + p * J->pf, 0.0f, r.M + p * r.TB * g->Cout, g->Cout);
+    wino_out(&r, 0, nb, tid);
+  }
+}
+
 int px_wino_conv_nhwc(px_ctx *ctx, const px_wino_geom *g, const float *x, const float *packed,
                       const float *bias, float lo, float hi, float *y) {
   const int64_t TH = (g->OH + TM - 1) / TM, TW = (g->OW + TM - 1) / TM, T = g->N * TH * TW;
   if (T == 0 || g->Cout == 0) return 0;
+  const int threads = px_parallel_threads();
+  const size_t pf = pos_floats(g->Cin, g->Cout);
+  if (threads > 1 && NP * pf * sizeof(float) <= ((size_t)1 << 20)) {
+    tile_job J = {{g, x, bias, lo, hi, !(lo == -INFINITY && hi == INFINITY), y, NULL, NULL, 0, 0, TH, TW},
+                  T, 0, packed, pf, NULL, 0, NULL, 0, ctx};
+    /* blocks of at most 128 tiles, at least two per thread where there are enough tiles */
+    J.TBt = (T + 2 * threads - 1) / (2 * threads);
+    J.TBt = J.TBt < 8 ? 8 : J.TBt > 128 ? 128 : J.TBt;
+    J.buf_b = (sizeof(float) * NP * (size_t)(J.TBt * (g->Cin + g->Cout)) + 63) / 64 * 64;
+    J.work_b = (px_gemm_f32_thread_work_size(J.TBt, g->Cout, g->Cin) + 63) / 64 * 64;
+    J.bufs = px_scratch(ctx, J.buf_b * (size_t)threads);
+    J.work = px_scratch(ctx, J.work_b * (size_t)threads);
+    if (!J.bufs || !J.work) return PYEXEC_ERR_EXECUTION;
+    const int64_t blocks = (T + J.TBt - 1) / J.TBt;
+    px_parallel_for(blocks, 1, T * NP * g->Cin * g->Cout, wino_tiles, &J);
+    return 0;
+  }
   /* tiles per block: the block's V and M (NP x (Cin + Cout) floats per
    * tile) within about 2 MiB, a multiple of 8 rows */
   int64_t TB = (2 << 20) / (NP * 4 * (g->Cin + g->Cout)) / 8 * 8;
@@ -192,7 +249,6 @@ int px_wino_conv_nhwc(px_ctx *ctx, const px_wino_geom *g, const float *x, const 
   void *work = px_scratch(ctx, px_gemm_f32_work_size(TB, g->Cout, g->Cin));
   if (!V || !M || !work) return PYEXEC_ERR_EXECUTION;
   wino_run r = {g, x, bias, lo, hi, !(lo == -INFINITY && hi == INFINITY), y, V, M, 0, TB, TH, TW};
-  const size_t pf = pos_floats(g->Cin, g->Cout);
   for (int64_t t0 = 0; t0 < T; t0 += TB) {
     const int64_t nb = T - t0 < TB ? T - t0 : TB;
     r.t0 = t0;
