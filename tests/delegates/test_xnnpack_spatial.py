@@ -434,9 +434,11 @@ class Mean23(torch.nn.Module):
         return x.mean((2, 3), keepdim=True) * 2.0
 
 
+@pytest.mark.parametrize("shape", [(3, 7, 9, 11), (2, 150, 5, 6)], ids=["7-channels", "150-channels"])
 @pytest.mark.parametrize("module", [torch.nn.AdaptiveAvgPool2d(1), Mean23()], ids=["adaptive", "mean"])
-def test_global_avg_pooling2d(module):
-    check(module, (randn(3, 7, 9, 11),), (GLOBAL_AVG,), vs_executorch=LAYER, vs_eager=LAYER)
+def test_global_avg_pooling2d(module, shape):
+    """150 channels: blocks of 64 over the pool, 16-wide sums and a tail."""
+    check(module, (randn(*shape),), (GLOBAL_AVG,), vs_executorch=LAYER, vs_eager=LAYER)
 
 
 class Resize(torch.nn.Module):

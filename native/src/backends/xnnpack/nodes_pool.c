@@ -51,12 +51,6 @@ typedef int32_t v4i __attribute__((vector_size(16)));
 /* a where m is false, b where m is true (m a comparison's all-ones mask) */
 static inline v4f vsel(v4i m, v4f a, v4f b) { return (v4f)(((v4i)a & ~m) | ((v4i)b & m)); }
 
-/* o[0..n) += x[0..n) */
-static void add_row(float *o, const float *x, int64_t n) {
-  int64_t c = 0;
-  for (; c + 4 <= n; c += 4) V4(o + c) = V4(o + c) + V4(x + c);
-  for (; c < n; c++) o[c] += x[c];
-}
 
 static float clampf(float v, float lo, float hi) {
   v = v < lo ? lo : v;
@@ -408,21 +402,62 @@ int xnn_shape_global_avg_pooling2d(px_ctx *ctx, const xnn_node *node, xnn_value 
   return set_out(ctx, node, y, d);
 }
 
+/* GlobalAvgPooling2d: each channel's sum over the pixels in pixel order
+ * (from 0, one add a pixel), times 1 / HW, clamped. Channels go in blocks
+ * of GAP_CB, over the pool, each block's sums in registers while the
+ * pixels stream past: the same additions in the same order as a running
+ * sum in memory, so the same bits however the channels are split. */
+#define GAP_CB 64
+
+typedef struct gap_job {
+  const float *x;
+  float *y;
+  int64_t N, HW, C, nb; /* nb: channel blocks per image */
+  float scale, lo, hi;
+} gap_job;
+
+#define DEFINE_GAP_BLOCK(NAME, ATTR, VT, VTU, VL)                                                 \
+  ATTR static void NAME(const float *x, int64_t HW, int64_t C, int64_t nc, float *o) {             \
+    VT acc[GAP_CB / VL];                                                                           \
+    const int nv = (int)(nc / VL);                                                                 \
+    for (int v = 0; v < nv; v++) acc[v] = (VT){0};                                                 \
+    for (int64_t c = nv * VL; c < nc; c++) o[c] = 0.0f;                                            \
+    for (int64_t p = 0; p < HW; p++) {                                                             \
+      const float *xp = x + p * C;                                                                 \
+      for (int v = 0; v < nv; v++) acc[v] += *(const VTU *)(xp + v * VL);                          \
+      for (int64_t c = nv * VL; c < nc; c++) o[c] += xp[c];                                        \
+    }                                                                                              \
+    for (int v = 0; v < nv; v++) *(VTU *)(o + v * VL) = acc[v];                                    \
+  }
+DEFINE_GAP_BLOCK(gap_block, , v4f, v4f_u, 4)
+#if POOL_X86
+DEFINE_GAP_BLOCK(gap_block_avx512, __attribute__((target("avx512f"))), v16f, v16f_u, 16)
+#endif
+
+static void gap_blocks(void *arg, int64_t b0, int64_t b1, int tid) {
+  (void)tid;
+  const gap_job *j = arg;
+  for (int64_t b = b0; b < b1; b++) {
+    const int64_t n = b / j->nb, c0 = b % j->nb * GAP_CB, nc = j->C - c0 < GAP_CB ? j->C - c0 : GAP_CB;
+    const float *x = j->x + n * j->HW * j->C + c0;
+    float *o = j->y + n * j->C + c0;
+#if POOL_X86
+    if (px_cpu()->avx512f)
+      gap_block_avx512(x, j->HW, j->C, nc, o);
+    else
+#endif
+      gap_block(x, j->HW, j->C, nc, o);
+    for (int64_t c = 0; c < nc; c++) o[c] = clampf(o[c] * j->scale, j->lo, j->hi);
+  }
+}
+
 int xnn_exec_global_avg_pooling2d(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
   (void)ctx;
   const xnn_value *xv = &values[node->in[0]];
-  const float *x = xv->data;
-  float *y = values[node->out[0]].data;
   const int64_t N = xv->dims[0], HW = xv->dims[1] * xv->dims[2], C = xv->dims[3];
-  const float scale = HW ? 1.0f / (float)HW : 0.0f;
-  for (int64_t n = 0; n < N; n++) {
-    float *o = y + n * C;
-    memset(o, 0, sizeof(float) * (size_t)C);
-    for (int64_t p = 0; p < HW; p++) {
-      add_row(o, x + (n * HW + p) * C, C);
-    }
-    for (int64_t c = 0; c < C; c++) o[c] = clampf(o[c] * scale, node->output_min, node->output_max);
-  }
+  gap_job j = {xv->data, values[node->out[0]].data, N, HW, C, (C + GAP_CB - 1) / GAP_CB,
+               HW ? 1.0f / (float)HW : 0.0f, node->output_min, node->output_max};
+  px_parallel_for(N * j.nb, 1, N * HW * C, gap_blocks, &j);
   return 0;
 }
 
