@@ -256,6 +256,61 @@ def test_dynamic_quantized_mlp_runs_for_other_batch_sizes(name: str) -> None:
         np.testing.assert_allclose(np.asarray(ours), ref.numpy(), rtol=0, atol=1e-5 * float(ref.abs().max()))
 
 
+class JoinAndGelu(torch.nn.Module):
+    """Dynamically quantized linear layers whose input an elementwise node
+    makes: an RNN-T joiner's broadcast add (with a ReLU, which becomes the
+    Add's bounds), an MLP's GELU, and a residual add of two same-shape
+    values (one run of elements longer than a row)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.join = torch.nn.Linear(64, 40)
+        self.fc1, self.fc2 = torch.nn.Linear(64, 96), torch.nn.Linear(96, 48)
+        self.pre, self.post = torch.nn.Linear(64, 64), torch.nn.Linear(64, 24)
+
+    def forward(self, a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        rows = a.reshape(12, 64)
+        return (self.join(torch.relu(a + b)), self.fc2(torch.nn.functional.gelu(self.fc1(a))),
+                self.post(self.pre(rows) + rows))
+
+
+def test_an_elementwise_node_and_the_row_quantization_after_it_run_as_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Add and the Gelu that feed a dynamically quantized linear layer
+    run with its input's per-row quantization, row by row
+    ("QuantizeRows [Add, Convert]", "QuantizeRows [Gelu, Convert]"): the
+    bits of the graph run node by node (PYEXEC_FUSE=0) at one and three
+    threads, ExecuTorch's within its tolerance."""
+    torch.manual_seed(8)
+    m = JoinAndGelu().eval()
+    x = (torch.randn(1, 12, 1, 64), torch.randn(1, 1, 9, 64))
+    pte = export_quantized(m, x, DYNAMIC["pt2e_dynamic"], lower=True)
+    before = pyexec.get_num_threads()
+
+    def run() -> tuple[list[np.ndarray], list[str]]:
+        method = pyexec.load(pte).load_method("forward")
+        with method.profile() as prof:
+            got = method.execute([t.clone() for t in x])
+        return [np.asarray(g) for g in got], [e.name for e in prof.events]
+
+    try:
+        for threads in (1, 3):
+            pyexec.set_num_threads(threads)
+            fused, events = run()
+            assert events.count("QuantizeRows [Add, Convert]") == 2, events
+            assert "QuantizeRows [Gelu, Convert]" in events, events
+            with monkeypatch.context() as env:
+                env.setenv("PYEXEC_FUSE", "0")
+                plain, plain_events = run()
+            assert not any(e.startswith("QuantizeRows") for e in plain_events), plain_events
+            for f, p in zip(fused, plain):
+                assert np.array_equal(f.view(np.int32), p.view(np.int32))
+    finally:
+        pyexec.set_num_threads(before)
+    register_quantized_ops()
+    for ours, ref in zip(fused, run_with_executorch(pte, x)):
+        np.testing.assert_allclose(ours, ref.numpy(), rtol=0, atol=1e-5 * float(ref.abs().max()))
+
+
 @pytest.mark.parametrize("name", ["pt2e_dynamic"])
 def test_dynamic_quantized_mlp_portable_matches_executorch(name: str) -> None:
     pte, m, x = _dynamic(name, lower=False)

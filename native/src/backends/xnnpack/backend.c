@@ -169,6 +169,7 @@ static pyexec_status xnn_init(px_ctx *ctx, const uint8_t *payload, size_t size, 
   if (!st && xnn_fuse_silu(&d->g)) st = px_no_memory("XNNPACK delegate");
   if (!st && xnn_fuse_post(&d->g)) st = px_no_memory("XNNPACK delegate");
   if (!st && xnn_fuse_blocks(&d->g)) st = px_no_memory("XNNPACK delegate");
+  if (!st && xnn_fuse_quantize_rows(&d->g)) st = px_no_memory("XNNPACK delegate");
   if (!st) st = give_storage(d);
   if (!st && (!(d->ops = calloc(d->g.nnodes + 1, sizeof *d->ops)) ||
               !(d->rounds = calloc(d->g.nnodes + 1, sizeof *d->rounds))))
@@ -408,6 +409,7 @@ static int exec_profiled(px_ctx *ctx, xnn_delegate *d) {
     const char *name = d->ops[i]->exec == xnn_exec_conv2d ? xnn_conv2d_profile_name(nd)
                        : nd->type == XNN_NODE_lookup8 ? ((const xnn_lookup8 *)nd->packed)->name
                        : nd->type == XNN_NODE_block   ? ((const xnn_block *)nd->packed)->name
+                       : nd->type == XNN_NODE_quantize_rows ? ((const xnn_quantize_rows *)nd->packed)->name
                        : nd->post != XNN_POST_NONE    ? post_name(nd)
                                                       : ctx->op;
     long ev = px_profile_begin(ctx->prof, "", name, 1, (int)i);

@@ -496,3 +496,54 @@ int xnn_fuse_blocks(xnn_graph *g) {
   drop_gone(g, &f);
   return rc;
 }
+
+/* ---- an elementwise node into the per-row quantization after it ------------------------------ */
+
+int xnn_fuse_quantize_rows(xnn_graph *g) {
+  if (fusion_off()) return 0;
+  fuse_scan f;
+  if (scan_readers(g, &f)) return -1;
+  uint32_t *producer = malloc(sizeof *producer * (g->nvalues + 1));
+  if (!producer) {
+    scan_free(&f);
+    return -1;
+  }
+  for (uint32_t v = 0; v < g->nvalues; v++) producer[v] = XNN_INVALID_ID;
+  for (uint32_t i = 0; i < g->nnodes; i++)
+    if (g->nodes[i].nout == 1 && g->nodes[i].out[0] < g->nvalues) producer[g->nodes[i].out[0]] = i;
+  int rc = 0;
+  for (uint32_t i = 0; i < g->nnodes; i++) {
+    xnn_node *c = &g->nodes[i];
+    if (c->type != XNN_NODE_convert || !one_in_one_out(c) || c->in[0] >= g->nvalues || c->out[0] >= g->nvalues ||
+        g->values[c->out[0]].datatype != XNN_DT_QDINT8)
+      continue;
+    const uint32_t x = c->in[0], y = c->out[0], pi = producer[x];
+    if (pi == XNN_INVALID_ID || pi >= i || f.gone[pi] || !inner_f32(&g->values[x], f.uses[x]) ||
+        !xnn_elementwise_range_ok(&g->nodes[pi], g->values))
+      continue;
+    const xnn_node *p = &g->nodes[pi];
+    bool reads_y = false; /* a malformed graph's cycle */
+    for (uint32_t k = 0; k < p->nin; k++) reads_y |= p->in[k] == y;
+    if (reads_y) continue;
+    xnn_quantize_rows *q = calloc(1, sizeof *q);
+    if (!q) {
+      rc = -1;
+      break;
+    }
+    q->first = *p;
+    q->mid = x;
+    snprintf(q->name, sizeof q->name, "QuantizeRows [%s, Convert]", xnn_node_type_name(p->type));
+    c->type = XNN_NODE_quantize_rows;
+    c->nin = p->nin;
+    for (uint32_t k = 0; k < p->nin; k++) c->in[k] = p->in[k];
+    c->flags = 0;
+    c->output_min = -INFINITY;
+    c->output_max = INFINITY;
+    c->packed = q;
+    c->packed_size = sizeof *q;
+    f.gone[pi] = true;
+  }
+  free(producer);
+  drop_gone(g, &f);
+  return rc;
+}

@@ -27,6 +27,7 @@ const char *xnn_node_type_name(int type) {
   if (type == XNN_NODE_lookup8) return "Lookup8";
   if (type == XNN_NODE_silu) return "SiLU [Sigmoid, Multiply]";
   if (type == XNN_NODE_block) return "InvertedResidual";
+  if (type == XNN_NODE_quantize_rows) return "QuantizeRows";
   return type >= 1 && type <= XNN_NODE_MAX ? node_names[type] : "?";
 }
 

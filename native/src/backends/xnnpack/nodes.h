@@ -84,6 +84,14 @@ xnn_post_row_fn xnn_post_fn(const xnn_node *node);
  * "Hardswish"); "" for none. */
 const char *xnn_post_name(int post);
 void xnn_post_all(const xnn_node *node, float *y, int64_t n);
+/* Elements [a, b) of an elementwise node's output (in its row-major
+ * order) into out, by the node's own loops, so with the bits its exec
+ * gives them: for Add ... Maximum (broadcasting), the one-input pointwise
+ * nodes but Copy and Convert, and the silu node, on float32 values
+ * (xnn_elementwise_range_ok says whether a node is one). The node's values
+ * must have their current dims (its shape function has run). */
+bool xnn_elementwise_range_ok(const xnn_node *node, const xnn_value *values);
+void xnn_elementwise_range(const xnn_node *node, const xnn_value *values, int64_t a, int64_t b, float *out);
 /* Softmax over the last dim. */
 int xnn_exec_softmax(px_ctx *ctx, const xnn_node *node, xnn_value *values);
 

@@ -390,3 +390,62 @@ int xnn_exec_softmax(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
   px_parallel_for(n / cols, 1, n * 16, softmax_rows, &J);
   return 0;
 }
+
+/* ---- a range of an elementwise node's output ------------------------------------------- */
+
+bool xnn_elementwise_range_ok(const xnn_node *node, const xnn_value *values) {
+  const xnn_node_ops *ops = xnn_node_ops_for_node(node, values);
+  if (!ops || node->nout != 1 || (node->nin != 1 && node->nin != 2)) return false;
+  if (ops->exec == xnn_exec_unary && (node->type == XNN_NODE_copy || node->type == XNN_NODE_convert)) return false;
+  if (ops->exec != xnn_exec_unary && ops->exec != xnn_exec_binary && ops->exec != xnn_exec_silu) return false;
+  if (ops->exec == xnn_exec_binary ? node->nin != 2 : node->nin != 1) return false;
+  for (uint32_t k = 0; k < node->nin + node->nout; k++) {
+    const xnn_value *v = &values[k < node->nin ? node->in[k] : node->out[k - node->nin]];
+    if (v->datatype != XNN_DT_FP32 || v->half) return false;
+  }
+  return true;
+}
+
+void xnn_elementwise_range(const xnn_node *node, const xnn_value *values, int64_t a, int64_t b, float *out) {
+  if (a >= b) return;
+  const xnn_node_ops *ops = xnn_node_ops_for_node(node, values);
+  if (ops->exec == xnn_exec_unary) {
+    unary_job J = {node, (const float *)values[node->in[0]].data + a, out, b - a};
+    unary_pieces(&J, 0, (b - a + XNN_PIECE - 1) / XNN_PIECE, 0);
+    return;
+  }
+  if (ops->exec == xnn_exec_silu) {
+    const float lo = node->output_min, hi = node->output_max;
+    silu_job J = {.x = (const float *)values[node->in[0]].data + a, .y = out, .n = b - a, .lo = lo, .hi = hi,
+                  .clamp = !xnn_unbounded(lo, hi)};
+    silu_pieces(&J, 0, (b - a + XNN_PIECE - 1) / XNN_PIECE, 0);
+    return;
+  }
+  /* binary: the node's iterator (its operands' broadcast, merged dims), its
+   * runs clipped to [a, b) */
+  px_tensor ta, tb, to;
+  view_of(&values[node->in[0]], PX_F32, &ta);
+  view_of(&values[node->in[1]], PX_F32, &tb);
+  view_of(&values[node->out[0]], PX_F32, &to);
+  px_iter it;
+  px_iter_init(&it, to.dim, to.sizes);
+  px_iter_add(&it, &ta);
+  px_iter_add(&it, &tb);
+  px_iter_add(&it, &to);
+  px_iter_coalesce(&it);
+  const float lo = node->output_min, hi = node->output_max;
+  const bool clamp = !xnn_unbounded(lo, hi);
+  const int op = flat_op(node->type);
+  const float *pa = ta.data, *pb = tb.data;
+  int64_t row = a / it.inner, s = a - row * it.inner;
+  px_iter_seek(&it, row);
+  while (a < b) {
+    const int64_t e = b - a < it.inner - s ? b - a : it.inner - s;
+    px_f32_binary(op, e, pa + it.off[0] + s * it.inner_stride[0], it.inner_stride[0],
+                  pb + it.off[1] + s * it.inner_stride[1], it.inner_stride[1], out, clamp, lo, hi);
+    out += e;
+    a += e;
+    s = 0;
+    if (a < b) px_iter_next(&it);
+  }
+}

@@ -817,6 +817,58 @@ static const xnn_node_ops q_binary = {xnn_shape_binary, exec_binary, NULL};
 static const xnn_node_ops q_max_pool = {shape_max_pool, exec_max_pool, NULL};
 static const xnn_node_ops q_global_avg_pool = {shape_global_avg_pool, exec_global_avg_pool, NULL};
 static const xnn_node_ops q_transpose = {xnn_shape_static_transpose, exec_transpose, NULL};
+/* ---- fuse.c's quantize_rows node: a float32 elementwise node and the
+ * Convert that quantizes its output per row (qd8) ------------------------------------------ */
+
+static int shape_quantize_rows(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
+  const xnn_quantize_rows *q = node->packed;
+  const xnn_node_ops *ops = xnn_node_ops_for_node(&q->first, values);
+  int rc = ops->shape(ctx, &q->first, values);
+  if (rc) return rc;
+  const xnn_value *mid = &values[q->mid];
+  return xnn_set_dims(ctx, node, &values[node->out[0]], mid->num_dims, mid->dims);
+}
+
+typedef struct rowq_job {
+  const xnn_quantize_rows *q;
+  const xnn_value *values;
+  int8_t *y;
+  int32_t *zp;
+  float *scale;
+  int64_t per;     /* elements a row */
+  float *buf;      /* per thread: one row */
+} rowq_job;
+
+static void rowq_rows(void *arg, int64_t r0, int64_t r1, int tid) {
+  const rowq_job *J = arg;
+  float *buf = J->buf + (int64_t)tid * J->per;
+  for (int64_t r = r0; r < r1; r++) {
+    xnn_elementwise_range(&J->q->first, J->values, r * J->per, (r + 1) * J->per, buf);
+    px_quantize_qd8(buf, 1, J->per, J->per, J->y + r * J->per, J->zp + r, J->scale + r);
+  }
+}
+
+/* Row by row, the first node's elements of the row into a buffer the cache
+ * holds, then the Convert's quantization of it: the same two functions on
+ * the same values as the two nodes, without the float value going out to
+ * memory and back; rows over the pool. */
+static int exec_quantize_rows(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
+  const xnn_quantize_rows *q = node->packed;
+  xnn_value *y = &values[node->out[0]];
+  const int64_t n = xnn_numel(y), rows = xnn_qd8_rows(y);
+  if ((uint64_t)n > xnn_qd8_numel_max(y) || (uint64_t)rows > xnn_qd8_rows_max(y) ||
+      xnn_qd8_capacity(y) > y->capacity)
+    return px_fail(ctx, "a qdint8 value of %lld elements in %lld rows exceeds its upper bound of %zu in %zu",
+                   (long long)n, (long long)rows, xnn_qd8_numel_max(y), xnn_qd8_rows_max(y));
+  if (!rows || !n) return 0;
+  rowq_job J = {q, values, y->data, NULL, NULL, n / rows, NULL};
+  xnn_qd8_params(y, &J.zp, &J.scale);
+  J.buf = px_scratch(ctx, sizeof(float) * (size_t)(J.per * px_parallel_threads()));
+  if (!J.buf) return PYEXEC_ERR_EXECUTION;
+  px_parallel_for(rows, 1, n * 8, rowq_rows, &J);
+  return 0;
+}
+
 static const xnn_node_ops q_reshape = {xnn_shape_static_reshape, exec_reshape, NULL};
 static const xnn_node_ops q_slice = {xnn_shape_static_slice, exec_slice, NULL};
 static const xnn_node_ops q_pad = {xnn_shape_static_constant_pad, exec_pad, NULL};
@@ -824,6 +876,7 @@ static const xnn_node_ops q_concat = {xnn_shape_concatenate, exec_concat, NULL};
 static const xnn_node_ops q_copy = {xnn_shape_unary, exec_copy, NULL};
 static const xnn_node_ops q_clamp = {xnn_shape_unary, exec_clamp, NULL};
 static const xnn_node_ops q_lookup8 = {xnn_shape_unary, exec_lookup8, NULL};
+static const xnn_node_ops q_quantize_rows = {shape_quantize_rows, exec_quantize_rows, NULL};
 
 const xnn_node_ops *xnn_quant_ops_for(const xnn_node *node, const xnn_value *values) {
   (void)values;
@@ -849,6 +902,7 @@ const xnn_node_ops *xnn_quant_ops_for(const xnn_node *node, const xnn_value *val
     case XNN_NODE_copy: return &q_copy;
     case XNN_NODE_clamp: return &q_clamp;
     case XNN_NODE_lookup8: return &q_lookup8;
+    case XNN_NODE_quantize_rows: return &q_quantize_rows;
     default: return NULL;
   }
 }

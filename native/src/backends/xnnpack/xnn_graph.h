@@ -137,8 +137,17 @@ enum { XNN_NODE_TYPES(XNN_NODE_ENUM_) XNN_NODE_MAX = 47 };
  *            Multiply of its input by its result (the exporter's SiLU);
  *   block:   in[0] (fp32) -> out[0] (fp32), with in[1] the residual operand
  *            or XNN_INVALID_ID: an inverted-residual chain (an xnn_block in
- *            packed) run a band of rows at a time (nodes_block.c). */
-enum { XNN_NODE_lookup8 = XNN_NODE_MAX + 1, XNN_NODE_silu = XNN_NODE_MAX + 2, XNN_NODE_block = XNN_NODE_MAX + 3 };
+ *            packed) run a band of rows at a time (nodes_block.c);
+ *   quantize_rows: the inputs of a float32 elementwise node -> out[0]
+ *            (qdint8): that node and the Convert quantizing its output per
+ *            row (an xnn_quantize_rows in packed), run row by row
+ *            (nodes_quant.c). */
+enum {
+  XNN_NODE_lookup8 = XNN_NODE_MAX + 1,
+  XNN_NODE_silu = XNN_NODE_MAX + 2,
+  XNN_NODE_block = XNN_NODE_MAX + 3,
+  XNN_NODE_quantize_rows = XNN_NODE_MAX + 4
+};
 
 typedef struct xnn_lookup8 {
   uint8_t table[256]; /* the output byte for each input byte */
@@ -297,6 +306,14 @@ typedef struct xnn_block {
   char name[112]; /* "InvertedResidual [Conv2d, DepthwiseConv2d, ...]": the profile's row */
 } xnn_block;
 
+/* What a quantize_rows node stands for: its first node (a copy, the
+ * producer of the float value mid) and the Convert to qdint8 of mid. */
+typedef struct xnn_quantize_rows {
+  xnn_node first;
+  uint32_t mid;
+  char name[64]; /* "QuantizeRows [Add, Convert]": the profile's row */
+} xnn_quantize_rows;
+
 typedef struct xnn_graph {
   xnn_value *values;
   uint32_t nvalues;
@@ -390,5 +407,15 @@ int xnn_fuse_post(xnn_graph *g);
  * of its nodes (nodes_block.c). PYEXEC_FUSE=0 turns it off. Returns 0, or -1
  * when memory runs out (the graph then unchanged from that chain on). */
 int xnn_fuse_blocks(xnn_graph *g);
+
+/* The sixth (fuse.c): a Convert of a float32 value to qdint8 (XNNPACK's
+ * per-row dynamic quantization, the input of a dynamically quantized
+ * linear layer) whose input an elementwise node makes for it alone
+ * (xnn_elementwise_range_ok: an Add, a Gelu, a silu node ...; not
+ * external) becomes, with that node, one quantize_rows node in the
+ * Convert's place: each row is made in cache and quantized at once, with
+ * the bits of the two nodes. PYEXEC_FUSE=0 turns it off. Returns 0, or -1
+ * when memory runs out (the graph then unchanged). */
+int xnn_fuse_quantize_rows(xnn_graph *g);
 
 #endif /* PX_XNN_GRAPH_H */
