@@ -157,8 +157,8 @@ static int run_rows(const block_job *J, int64_t n, int64_t o0, int64_t o1, char 
  * product called here runs on this thread alone (a px_parallel_for inside
  * a chunk runs inline) with workspace slot tid, except when this job itself
  * ran inline on the calling thread (one task, or a pool busy with another
- * job): then its products may spread over the pool, using slots tid .. tid
- * + T - 1, and no other task runs meanwhile. 2T - 1 slots cover both. */
+ * job): then tid is 0, no other task runs meanwhile, and its products may
+ * spread over the pool, using slots 0 .. T - 1. T slots cover both. */
 static void block_task(void *arg, int64_t t0, int64_t t1, int tid) {
   block_job *J = arg;
   char *mem = J->mem + (size_t)tid * J->per_thread;
@@ -216,7 +216,7 @@ int xnn_exec_block(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
   J.work_b = round64(we > wp ? we : wp);
   J.per_thread = J.ring_b + J.band_b + J.dw_b + round64(sizeof(float *) * (size_t)pd->KH);
   J.mem = px_scratch(ctx, J.per_thread * (size_t)T);
-  J.work = px_scratch(ctx, J.work_b * (size_t)(2 * T - 1));
+  J.work = px_scratch(ctx, J.work_b * (size_t)T);
   if (!J.mem || !J.work) return PYEXEC_ERR_EXECUTION;
   const int64_t macs = N * J.OH * J.OW * J.Cd * (pd->KH * pd->KW + J.Cy + (J.pe ? J.Cx * pd->sh * pd->sw : 0));
   px_parallel_for(N * J.runs, 1, macs, block_task, &J);
