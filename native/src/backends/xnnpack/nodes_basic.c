@@ -206,6 +206,7 @@ typedef struct unary_job {
   const float *x;
   float *y;
   int64_t n;
+  bool half; /* the output is an fp16 / bf16 value: the portable sigmoid's bits, which round as ExecuTorch's */
 } unary_job;
 
 static void unary_pieces(void *arg, int64_t p0, int64_t p1, int tid) {
@@ -215,7 +216,12 @@ static void unary_pieces(void *arg, int64_t p0, int64_t p1, int tid) {
   const float *x = J->x + b;
   float *y = J->y + b;
   switch (J->node->type) {
-    case XNN_NODE_sigmoid: px_f32_sigmoid(n, x, y); return;
+    case XNN_NODE_sigmoid:
+      if (J->half)
+        px_f32_sigmoid(n, x, y);
+      else
+        px_f32_sigmoid_fast(n, x, y);
+      return;
     case XNN_NODE_tanh: px_f32_tanh(n, x, y); return;
     case XNN_NODE_exp: px_f32_exp(n, x, y); return;
     case XNN_NODE_gelu: px_f32_gelu(n, x, y); return;
@@ -263,7 +269,7 @@ int xnn_exec_unary(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
     return 0;
   }
   /* pieces of XNN_PIECE elements shared out over the thread pool */
-  unary_job J = {node, xv->data, ov->data, n};
+  unary_job J = {node, xv->data, ov->data, n, ov->half != 0};
   px_parallel_for((n + XNN_PIECE - 1) / XNN_PIECE, 1, n * 16, unary_pieces, &J);
   return 0;
 }
@@ -286,7 +292,7 @@ static void silu_pieces(void *arg, int64_t p0, int64_t p1, int tid) {
   _Alignas(64) float s[XNN_PIECE];
   for (int64_t p = p0; p < p1; p++) {
     const int64_t b = p * XNN_PIECE, n = J->n - b < XNN_PIECE ? J->n - b : XNN_PIECE;
-    px_f32_sigmoid(n, J->x + b, s);
+    px_f32_sigmoid_fast(n, J->x + b, s);
     px_f32_binary(PX_F32_MUL, n, J->x + b, 1, s, 1, J->y + b, J->clamp, J->lo, J->hi);
   }
 }
@@ -301,7 +307,7 @@ static void hardswish_inplace(int64_t n, float *y) { hardswish_f32(n, y, y); }
 
 xnn_post_row_fn xnn_post_fn(const xnn_node *node) {
   switch (node->post) {
-    case XNN_POST_SILU: return px_f32_mul_sigmoid_inplace;
+    case XNN_POST_SILU: return px_f32_mul_sigmoid_fast_inplace;
     case XNN_POST_HARDSWISH: return hardswish_inplace;
     default: return NULL;
   }
@@ -410,7 +416,7 @@ void xnn_elementwise_range(const xnn_node *node, const xnn_value *values, int64_
   if (a >= b) return;
   const xnn_node_ops *ops = xnn_node_ops_for_node(node, values);
   if (ops->exec == xnn_exec_unary) {
-    unary_job J = {node, (const float *)values[node->in[0]].data + a, out, b - a};
+    unary_job J = {node, (const float *)values[node->in[0]].data + a, out, b - a, values[node->out[0]].half != 0};
     unary_pieces(&J, 0, (b - a + XNN_PIECE - 1) / XNN_PIECE, 0);
     return;
   }

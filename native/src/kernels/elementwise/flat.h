@@ -27,6 +27,16 @@ void px_f32_gelu(int64_t n, const float *x, float *y);
  * product's epilogue (gemm.h's post) while its tile is in cache. */
 void px_f32_mul_sigmoid_inplace(int64_t n, float *y);
 
+/* The same two for XNNPACK float32 graphs (sigmoid_fast.c): fused
+ * multiply-adds and a reciprocal estimate with a Newton step in place of
+ * the division, as XNNPACK computes it, within 3 ulp of the exact value
+ * (a rounding of their own: float16 / bfloat16 graphs and aten's sigmoid
+ * keep the two above); the SiLU's product is the sigmoid's value times its
+ * input, each rounded, as a node of each would give. Machines without
+ * AVX-512 run the two above. */
+void px_f32_sigmoid_fast(int64_t n, const float *x, float *y);
+void px_f32_mul_sigmoid_fast_inplace(int64_t n, float *y);
+
 /* The binary operations. minimum / maximum propagate NaN. */
 enum { PX_F32_ADD, PX_F32_SUB, PX_F32_MUL, PX_F32_DIV, PX_F32_MIN, PX_F32_MAX };
 
