@@ -91,6 +91,8 @@ void xnn_post_all(const xnn_node *node, float *y, int64_t n);
  * (xnn_elementwise_range_ok says whether a node is one). The node's values
  * must have their current dims (its shape function has run). */
 bool xnn_elementwise_range_ok(const xnn_node *node, const xnn_value *values);
+/* Such a node's shape function (xnn_shape_binary or xnn_shape_unary). */
+int xnn_shape_elementwise(px_ctx *ctx, const xnn_node *node, xnn_value *values);
 void xnn_elementwise_range(const xnn_node *node, const xnn_value *values, int64_t a, int64_t b, float *out);
 /* Softmax over the last dim. */
 int xnn_exec_softmax(px_ctx *ctx, const xnn_node *node, xnn_value *values);

@@ -399,28 +399,48 @@ int xnn_exec_softmax(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
 
 /* ---- a range of an elementwise node's output ------------------------------------------- */
 
+/* How an elementwise node of this type runs: 2 binary (xnn_exec_binary), 1
+ * one-input pointwise (xnn_exec_unary, not Copy or Convert), 3 the silu
+ * node; 0 none of those. By type: on float32 values (checked below) these
+ * are the float functions plan.c gives the type. */
+static int elementwise_kind(int type) {
+  switch (type) {
+    case XNN_NODE_add: case XNN_NODE_subtract: case XNN_NODE_multiply: case XNN_NODE_div:
+    case XNN_NODE_minimum: case XNN_NODE_maximum: return 2;
+    case XNN_NODE_sigmoid: case XNN_NODE_tanh: case XNN_NODE_exp: case XNN_NODE_log: case XNN_NODE_abs:
+    case XNN_NODE_negate: case XNN_NODE_square: case XNN_NODE_square_root: case XNN_NODE_reciprocal_square_root:
+    case XNN_NODE_floor: case XNN_NODE_ceiling: case XNN_NODE_sin: case XNN_NODE_cos: case XNN_NODE_gelu:
+    case XNN_NODE_hardswish: case XNN_NODE_elu: case XNN_NODE_leaky_relu: case XNN_NODE_clamp: return 1;
+    case XNN_NODE_silu: return 3;
+    default: return 0;
+  }
+}
+
 bool xnn_elementwise_range_ok(const xnn_node *node, const xnn_value *values) {
-  const xnn_node_ops *ops = xnn_node_ops_for_node(node, values);
-  if (!ops || node->nout != 1 || (node->nin != 1 && node->nin != 2)) return false;
-  if (ops->exec == xnn_exec_unary && (node->type == XNN_NODE_copy || node->type == XNN_NODE_convert)) return false;
-  if (ops->exec != xnn_exec_unary && ops->exec != xnn_exec_binary && ops->exec != xnn_exec_silu) return false;
-  if (ops->exec == xnn_exec_binary ? node->nin != 2 : node->nin != 1) return false;
+  const int kind = elementwise_kind(node->type);
+  if (!kind || node->nout != 1 || node->nin != (kind == 2 ? 2u : 1u)) return false;
   for (uint32_t k = 0; k < node->nin + node->nout; k++) {
-    const xnn_value *v = &values[k < node->nin ? node->in[k] : node->out[k - node->nin]];
-    if (v->datatype != XNN_DT_FP32 || v->half) return false;
+    const uint32_t id = k < node->nin ? node->in[k] : node->out[k - node->nin];
+    if (id == XNN_INVALID_ID || values[id].datatype != XNN_DT_FP32 || values[id].half ||
+        values[id].quant.kind != XNN_Q_NONE)
+      return false;
   }
   return true;
 }
 
+int xnn_shape_elementwise(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
+  return elementwise_kind(node->type) == 2 ? xnn_shape_binary(ctx, node, values) : xnn_shape_unary(ctx, node, values);
+}
+
 void xnn_elementwise_range(const xnn_node *node, const xnn_value *values, int64_t a, int64_t b, float *out) {
   if (a >= b) return;
-  const xnn_node_ops *ops = xnn_node_ops_for_node(node, values);
-  if (ops->exec == xnn_exec_unary) {
+  const int kind = elementwise_kind(node->type);
+  if (kind == 1) {
     unary_job J = {node, (const float *)values[node->in[0]].data + a, out, b - a, values[node->out[0]].half != 0};
     unary_pieces(&J, 0, (b - a + XNN_PIECE - 1) / XNN_PIECE, 0);
     return;
   }
-  if (ops->exec == xnn_exec_silu) {
+  if (kind == 3) {
     const float lo = node->output_min, hi = node->output_max;
     silu_job J = {.x = (const float *)values[node->in[0]].data + a, .y = out, .n = b - a, .lo = lo, .hi = hi,
                   .clamp = !xnn_unbounded(lo, hi)};

@@ -822,8 +822,7 @@ static const xnn_node_ops q_transpose = {xnn_shape_static_transpose, exec_transp
 
 static int shape_quantize_rows(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
   const xnn_quantize_rows *q = node->packed;
-  const xnn_node_ops *ops = xnn_node_ops_for_node(&q->first, values);
-  int rc = ops->shape(ctx, &q->first, values);
+  int rc = xnn_shape_elementwise(ctx, &q->first, values);
   if (rc) return rc;
   const xnn_value *mid = &values[q->mid];
   return xnn_set_dims(ctx, node, &values[node->out[0]], mid->num_dims, mid->dims);
