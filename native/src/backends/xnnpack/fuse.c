@@ -158,28 +158,34 @@ static int tabulate(px_ctx *ctx, xnn_graph *g, const uint32_t *chain, uint32_t l
 }
 
 /* What the chain rewrites below read off the graph: each value's readers
- * (how many nodes read it, and the last of them), and which nodes a
- * rewrite took away. */
+ * (how many nodes read it, and the last of them) and its writer (the first
+ * node listing it as an output), and which nodes a rewrite took away. */
 typedef struct fuse_scan {
-  uint32_t *uses, *reader;
+  uint32_t *uses, *reader, *producer;
   bool *gone;
 } fuse_scan;
 
 static void scan_free(fuse_scan *f) {
   free(f->uses);
   free(f->reader);
+  free(f->producer);
   free(f->gone);
 }
 
 static int scan_readers(const xnn_graph *g, fuse_scan *f) {
   f->uses = calloc(g->nvalues + 1, sizeof *f->uses);
   f->reader = malloc(sizeof *f->reader * (g->nvalues + 1));
+  f->producer = malloc(sizeof *f->producer * (g->nvalues + 1));
   f->gone = calloc(g->nnodes + 1, sizeof *f->gone);
-  if (!f->uses || !f->reader || !f->gone) {
+  if (!f->uses || !f->reader || !f->producer || !f->gone) {
     scan_free(f);
     return -1;
   }
-  for (uint32_t v = 0; v < g->nvalues; v++) f->reader[v] = XNN_INVALID_ID;
+  for (uint32_t v = 0; v < g->nvalues; v++) f->reader[v] = f->producer[v] = XNN_INVALID_ID;
+  for (uint32_t i = 0; i < g->nnodes; i++)
+    for (uint32_t k = 0; k < g->nodes[i].nout; k++)
+      if (g->nodes[i].out[k] < g->nvalues && f->producer[g->nodes[i].out[k]] == XNN_INVALID_ID)
+        f->producer[g->nodes[i].out[k]] = i;
   for (uint32_t i = 0; i < g->nnodes; i++)
     for (uint32_t k = 0; k < g->nodes[i].nin; k++)
       if (g->nodes[i].in[k] < g->nvalues) {
@@ -304,6 +310,14 @@ int xnn_fuse_silu(xnn_graph *g) {
 
 /* ---- an activation into its producer -------------------------------------------------------------- */
 
+/* Whether nd reads v: a malformed graph's cycle, where a rewrite would make
+ * a node write what it reads. */
+static bool reads_value(const xnn_node *nd, uint32_t v) {
+  for (uint32_t k = 0; k < nd->nin; k++)
+    if (nd->in[k] == v) return true;
+  return false;
+}
+
 /* Whether nd runs the float32 kernels that honour xnn_node.post. */
 static bool takes_post(const xnn_node *nd, const xnn_value *values) {
   if (nd->nout != 1 || nd->post != XNN_POST_NONE || nd->nin < 1 || nd->in[0] == XNN_INVALID_ID ||
@@ -318,14 +332,7 @@ int xnn_fuse_post(xnn_graph *g) {
   if (fusion_off()) return 0;
   fuse_scan f;
   if (scan_readers(g, &f)) return -1;
-  uint32_t *producer = malloc(sizeof *producer * (g->nvalues + 1));
-  if (!producer) {
-    scan_free(&f);
-    return -1;
-  }
-  for (uint32_t v = 0; v < g->nvalues; v++) producer[v] = XNN_INVALID_ID;
-  for (uint32_t i = 0; i < g->nnodes; i++)
-    if (g->nodes[i].nout == 1 && g->nodes[i].out[0] < g->nvalues) producer[g->nodes[i].out[0]] = i;
+  const uint32_t *producer = f.producer;
   for (uint32_t i = 0; i < g->nnodes; i++) {
     const xnn_node *s = &g->nodes[i];
     int post = s->type == XNN_NODE_silu ? XNN_POST_SILU : s->type == XNN_NODE_hardswish ? XNN_POST_HARDSWISH : 0;
@@ -336,14 +343,11 @@ int xnn_fuse_post(xnn_graph *g) {
     if (pi == XNN_INVALID_ID || pi >= i || !inner_f32(&g->values[x], f.uses[x]) || !plain_f32(&g->values[y]))
       continue;
     xnn_node *p = &g->nodes[pi];
-    bool reads_y = false; /* a malformed graph's cycle: the producer would write what it reads */
-    for (uint32_t k = 0; k < p->nin; k++) reads_y |= p->in[k] == y;
-    if (p->out[0] != x || producer[y] != i || reads_y || !takes_post(p, g->values)) continue;
+    if (p->out[0] != x || producer[y] != i || reads_value(p, y) || !takes_post(p, g->values)) continue;
     p->post = (uint8_t)post;
     p->out[0] = y;
     f.gone[i] = true;
   }
-  free(producer);
   drop_gone(g, &f);
   return 0;
 }
@@ -398,16 +402,7 @@ int xnn_fuse_blocks(xnn_graph *g) {
   if (fusion_off()) return 0;
   fuse_scan f;
   if (scan_readers(g, &f)) return -1;
-  uint32_t *producer = malloc(sizeof *producer * (g->nvalues + 1));
-  if (!producer) {
-    scan_free(&f);
-    return -1;
-  }
-  for (uint32_t v = 0; v < g->nvalues; v++) producer[v] = XNN_INVALID_ID;
-  for (uint32_t i = 0; i < g->nnodes; i++)
-    for (uint32_t k = 0; k < g->nodes[i].nout; k++)
-      if (g->nodes[i].out[k] < g->nvalues && producer[g->nodes[i].out[k]] == XNN_INVALID_ID)
-        producer[g->nodes[i].out[k]] = i;
+  const uint32_t *producer = f.producer;
   const xnn_value *values = g->values;
   int rc = 0;
   for (uint32_t i = 0; i < g->nnodes; i++) {
@@ -492,7 +487,6 @@ int xnn_fuse_blocks(xnn_graph *g) {
     nd->packed_size = sizeof *b;
     nd->release = xnn_release_block;
   }
-  free(producer);
   drop_gone(g, &f);
   return rc;
 }
@@ -503,14 +497,7 @@ int xnn_fuse_quantize_rows(xnn_graph *g) {
   if (fusion_off()) return 0;
   fuse_scan f;
   if (scan_readers(g, &f)) return -1;
-  uint32_t *producer = malloc(sizeof *producer * (g->nvalues + 1));
-  if (!producer) {
-    scan_free(&f);
-    return -1;
-  }
-  for (uint32_t v = 0; v < g->nvalues; v++) producer[v] = XNN_INVALID_ID;
-  for (uint32_t i = 0; i < g->nnodes; i++)
-    if (g->nodes[i].nout == 1 && g->nodes[i].out[0] < g->nvalues) producer[g->nodes[i].out[0]] = i;
+  const uint32_t *producer = f.producer;
   int rc = 0;
   for (uint32_t i = 0; i < g->nnodes; i++) {
     xnn_node *c = &g->nodes[i];
@@ -522,9 +509,7 @@ int xnn_fuse_quantize_rows(xnn_graph *g) {
         !xnn_elementwise_range_ok(&g->nodes[pi], g->values))
       continue;
     const xnn_node *p = &g->nodes[pi];
-    bool reads_y = false; /* a malformed graph's cycle */
-    for (uint32_t k = 0; k < p->nin; k++) reads_y |= p->in[k] == y;
-    if (reads_y) continue;
+    if (reads_value(p, y)) continue;
     xnn_quantize_rows *q = calloc(1, sizeof *q);
     if (!q) {
       rc = -1;
@@ -543,7 +528,6 @@ int xnn_fuse_quantize_rows(xnn_graph *g) {
     c->packed_size = sizeof *q;
     f.gone[pi] = true;
   }
-  free(producer);
   drop_gone(g, &f);
   return rc;
 }

@@ -332,14 +332,10 @@ static void post_pieces(void *arg, int64_t p0, int64_t p1, int tid) {
   }
 }
 
-/* The silu node's pieces in place, unclamped (the bits of the row
- * function); another post's row function over pieces. */
+/* The post's row function over pieces, on the pool: the bits of the node
+ * it stands for (the SiLU's row function computes the silu node's sigmoid,
+ * then its product). */
 void xnn_post_all(const xnn_node *node, float *y, int64_t n) {
-  if (node->post == XNN_POST_SILU) {
-    silu_job J = {.x = y, .y = y, .n = n};
-    silu_run(&J);
-    return;
-  }
   post_job J = {xnn_post_fn(node), y, n};
   if (J.fn && n > 0) px_parallel_for((n + XNN_PIECE - 1) / XNN_PIECE, 1, n * 16, post_pieces, &J);
 }
