@@ -299,7 +299,9 @@ pyexec_status px_parse_tensor(const pyexec_program *p, const px_fb_table *t, con
   d->dynamic = dyn == 1;
   d->contiguous = true;
   unsigned seen = 0;
-  uint64_t numel = 1;
+  /* numel, and span: the product of the nonzero sizes, which the strides
+   * are (a zero size makes numel 0 however large the others are) */
+  uint64_t numel = 1, span = 1;
   const uint64_t limit = (uint64_t)1 << 56;
   for (int k = 0; k < d->dim; k++) {
     int32_t s = px_fb_vec_i32(&sizes, (uint32_t)k);
@@ -310,7 +312,8 @@ pyexec_status px_parse_tensor(const pyexec_program *p, const px_fb_table *t, con
     d->sizes[k] = s;
     d->dim_order[k] = o;
     if (o != k) d->contiguous = false;
-    if (s && numel > limit / (uint64_t)s) return BAD("%s: element count overflows", where);
+    if (s && span > limit / (uint64_t)s) return BAD("%s: element count overflows", where);
+    if (s) span *= (uint64_t)s;
     numel *= (uint64_t)s;
   }
   if (numel * px_elsize(st) > px_max_declared_bytes)
