@@ -97,7 +97,7 @@ static void one_shape(int64_t M, int64_t N, int64_t K) {
   for (int64_t i = 0; i < M; i++)
     for (int64_t j = 0; j < N; j++) R[i * N + j] = ref(i, j, K);
   const int64_t ldc = N + 3; /* a row stride past N: the gap must stay untouched */
-  for (int variant = 0; variant < 15; variant++) {
+  for (int variant = 0; variant < 17; variant++) {
     for (int64_t e = 0; e < M * ldc; e++) C[e] = (e % ldc) >= N ? 1234.0f : (variant == 1 ? 1.0f : NAN);
     int rc = 0;
     px_gemm_epilogue ep = {bias, -20.0f, 25.0f, false, NULL};
@@ -165,6 +165,18 @@ static void one_shape(int64_t M, int64_t N, int64_t K) {
       rc = px_gemm_f32_packed_ep(&ctx, NULL, M, N, K, 1.0f, A, K, 1, pack_cols, &s, 0.0f, C, ldc, &prep);
       break;
     }
+    case 15: /* float16 panels read in place (AVX-512), whatever M; a bias per row and a post */
+      px_gemm_h16_prepack_b(N, K, B16, N, 1, pb16);
+      rc = px_gemm_h16_panels_available()
+               ? px_gemm_h16_panels_ep(&ctx, NULL, M, N, K, A, K, 1, pb16, false, 0.0f, C, ldc, &prep)
+               : px_gemm_h16_prepacked_ep(&ctx, NULL, M, N, K, A, K, 1, pb16, false, 0.0f, C, ldc, &prep);
+      break;
+    case 16: /* bfloat16 panels read in place, A strided by columns, a bias per column and a post */
+      px_gemm_h16_prepack_b(N, K, Bt16, 1, K, pb16);
+      rc = px_gemm_h16_panels_available()
+               ? px_gemm_h16_panels_ep(&ctx, NULL, M, N, K, At, 1, M, pb16, true, 0.0f, C, ldc, &pep)
+               : px_gemm_h16_prepacked_ep(&ctx, NULL, M, N, K, At, 1, M, pb16, true, 0.0f, C, ldc, &pep);
+      break;
     }
     CHECK(rc == 0, "variant %d: %s", variant, msg);
     int64_t wrong = 0, first = -1;
@@ -177,7 +189,7 @@ static void one_shape(int64_t M, int64_t N, int64_t K) {
           want = 2.0 * R[i * N + j] + 1.0;
         else if (variant == 11)
           want = R[i * N + j];
-        else if (variant == 14)
+        else if (variant == 14 || variant == 15)
           want = 2.0 * fmin(25.0, fmax(-20.0, R[i * N + j] + rbias[i])) + 1.0;
         else if (variant >= 12)
           want = 2.0 * fmin(25.0, fmax(-20.0, R[i * N + j] + bias[j])) + 1.0;
@@ -252,6 +264,49 @@ static void threads_invariance(void) {
   px_parallel_set_num_threads(1);
 }
 
+/* 16-bit B read in place (px_gemm_h16_panels_ep) against the same product
+ * on B widened beforehand (px_gemm_f32_prepacked_ep), on random float16 and
+ * bfloat16 values, at 1 and 3 threads: bit for bit, so the widening in
+ * registers keeps the engine's order of multiply-adds. */
+static void h16_panels_agree(void) {
+  if (!px_gemm_h16_panels_available()) return;
+  static const int64_t shapes[][3] = {{1, 1000, 600}, {8, 1024, 256}, {5, 70, 513}, {33, 300, 1030}};
+  for (size_t sh = 0; sh < sizeof shapes / sizeof shapes[0]; sh++)
+    for (int bf16 = 0; bf16 < 2; bf16++) {
+      const int64_t M = shapes[sh][0], N = shapes[sh][1], K = shapes[sh][2];
+      float *A = malloc(sizeof(float) * (size_t)(M * K)), *B = malloc(sizeof(float) * (size_t)(K * N));
+      uint16_t *B16 = malloc(sizeof(uint16_t) * (size_t)(K * N));
+      uint16_t *pb16 = malloc(px_gemm_h16_prepack_size(N, K) + 64);
+      float *pb = malloc(px_gemm_f32_prepack_size(N, K) + 64), *bias = malloc(sizeof(float) * (size_t)N);
+      float *want = malloc(sizeof(float) * (size_t)(M * N)), *got = malloc(sizeof(float) * (size_t)(M * N));
+      uint64_t st = 7 + sh;
+      for (int64_t i = 0; i < M * K; i++) A[i] = frand(&st);
+      for (int64_t i = 0; i < K * N; i++) B[i] = frand(&st);
+      for (int64_t j = 0; j < N; j++) bias[j] = frand(&st);
+      if (bf16) {
+        px_f32_to_bf16(B16, B, K * N);
+        px_bf16_to_f32(B, B16, K * N);
+      } else {
+        px_f32_to_f16(B16, B, K * N);
+        px_f16_to_f32(B, B16, K * N);
+      }
+      px_gemm_f32_prepack_b(N, K, B, N, 1, pb);
+      px_gemm_h16_prepack_b(N, K, B16, N, 1, pb16);
+      px_gemm_epilogue ep = {bias, -0.5f, 0.5f, false, NULL};
+      for (int t = 1; t <= 3; t += 2) {
+        CHECK(px_parallel_set_num_threads(t) == 0, "set %d threads", t);
+        int rc = px_gemm_f32_prepacked_ep(&ctx, NULL, M, N, K, A, K, 1, NULL, NULL, pb, 0.0f, want, N, &ep);
+        rc |= px_gemm_h16_panels_ep(&ctx, NULL, M, N, K, A, K, 1, pb16, bf16, 0.0f, got, N, &ep);
+        CHECK(rc == 0, "%s", msg);
+        CHECK(memcmp(want, got, sizeof(float) * (size_t)(M * N)) == 0,
+              "M=%lld N=%lld K=%lld %s, %d threads: 16-bit panels in place differ from B widened first",
+              (long long)M, (long long)N, (long long)K, bf16 ? "bfloat16" : "float16", t);
+      }
+      free(A), free(B), free(B16), free(pb16), free(pb), free(bias), free(want), free(got);
+    }
+  px_parallel_set_num_threads(1);
+}
+
 /* Indirect-GEMM convolution (px_gemm_f32_conv, AVX-512 machines): NHWC
  * input of small integers against a direct sum over the taps, with the
  * padding, strides, dilations, groups (the group's channels a slice of each
@@ -322,6 +377,7 @@ int main(int argc, char **argv) {
   one_shape(1, 1100, 600); /* one row (the decode step's streaming kernel) over column and depth blocks */
   one_shape(1, 95, 2048);  /* one row, 4 KiB rows read in place, an odd last panel */
   threads_invariance();
+  h16_panels_agree();
   if (px_gemm_f32_conv_available()) {
     one_conv(1, 9, 11, 96, 96, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0);  /* depth blocks start mid-tap */
     one_conv(2, 13, 17, 16, 8, 48, 3, 2, 2, 3, 2, 1, 2, 1, 2, 1, 0);  /* groups, stride, dilation */

@@ -459,6 +459,8 @@ typedef struct gemm_job {
   void (*post)(int64_t n, float *y); /* px_gemm_epilogue's post, or NULL */
   float *work;
   int64_t pa_floats, pb_floats; /* per thread */
+  const uint16_t *pb16;         /* B in 16-bit panels read in place (px_gemm_h16_prepack_b), or NULL */
+  bool bf16;                    /* pb16 holds bfloat16 (else float16) */
   const px_gemm_conv *cv;       /* A: a convolution's input read through tap pointers */
   const float *zeros;           /* cv->Cg * cv->KW zeros, the padding's source */
   int64_t rows, cols;           /* rows and columns per task (multiples of MR and NR) */
@@ -468,9 +470,12 @@ typedef struct gemm_job {
 /* Rows [ic, ic + mc) x columns [j0, j1) (j0 a multiple of NR) of depth block
  * [pc, pc + kc), B's panels for those columns at bp (panel after panel, each
  * kc x NR); A packed into pa first unless it is read in place. */
-static void gemm_block(const gemm_job *j, int64_t ic, int64_t mc, int64_t pc, int64_t kc,
-                       int64_t j0, int64_t j1, const float *bp, float *pa) {
-  const int mr = j->g.mr, nr = j->g.nr;
+/* Where a block's rows [ic, ic + mc) x depth [pc, pc + kc) of A are read:
+ * in place, or packed into pa first (*a, with row and depth strides *rs and
+ * *cs). */
+static void block_a(const gemm_job *j, int64_t ic, int64_t mc, int64_t pc, int64_t kc, float *pa,
+                    const float **ap, int64_t *rsp, int64_t *csp) {
+  const int mr = j->g.mr;
   const float *a;
   int64_t rs, cs;
   if (j->pack_rows) {
@@ -485,6 +490,15 @@ static void gemm_block(const gemm_job *j, int64_t ic, int64_t mc, int64_t pc, in
     pack_a(mc, kc, j->A + ic * j->rsa + pc * j->csa, j->rsa, j->csa, mr, pa);
     a = pa, rs = 1, cs = mr;
   }
+  *ap = a, *rsp = rs, *csp = cs;
+}
+
+static void gemm_block(const gemm_job *j, int64_t ic, int64_t mc, int64_t pc, int64_t kc,
+                       int64_t j0, int64_t j1, const float *bp, float *pa) {
+  const int mr = j->g.mr, nr = j->g.nr;
+  const float *a;
+  int64_t rs, cs;
+  block_a(j, ic, mc, pc, kc, pa, &a, &rs, &cs);
   const float beta_blk = pc == 0 ? j->beta : 1.0f;
   const bool last = pc + kc == j->K && j->epi;
 #if PX_AVX512_KERNELS
@@ -530,6 +544,33 @@ static void gemm_block(const gemm_job *j, int64_t ic, int64_t mc, int64_t pc, in
     }
   }
 }
+
+#if PX_AVX512_KERNELS
+/* gemm_block with B's 16-bit panels read in place (j->pb16) and widened in
+ * registers: bp is the first column's panel at depth pc; panels run the
+ * whole depth, so the next one is K * NR values on. Every tile through the
+ * 8 x 32 kernel (one-row tiles too: the same bits as the row loop). */
+static void gemm_block_h16(const gemm_job *j, int64_t ic, int64_t mc, int64_t pc, int64_t kc, int64_t j0,
+                           int64_t j1, const uint16_t *bp, float *pa) {
+  const int mr = j->g.mr, nr = j->g.nr;
+  const float *a;
+  int64_t rs, cs;
+  block_a(j, ic, mc, pc, kc, pa, &a, &rs, &cs);
+  const float beta_blk = pc == 0 ? j->beta : 1.0f;
+  const bool last = pc + kc == j->K && j->epi;
+  for (int64_t jr = j0; jr < j1; jr += nr, bp += (int64_t)nr * j->K) {
+    const int n = (int)(j1 - jr < nr ? j1 - jr : nr);
+    for (int64_t ir = 0; ir < mc; ir += mr) {
+      const int m = (int)(mc - ir < mr ? mc - ir : mr);
+      px_tile_ep ep = {j->bias ? j->bias + (j->bias_rows ? ic + ir : jr) : NULL, j->bias_rows, j->clamp, j->lo,
+                       j->hi};
+      px_ukr_h16_8x32_avx512_ep(kc, cs == 1 ? a + ir * rs : a + ir * kc, rs, cs, bp, j->bf16,
+                                j->C + (ic + ir) * j->ldc + jr, j->ldc, j->alpha, beta_blk, m, n,
+                                last ? &ep : NULL);
+    }
+  }
+}
+#endif
 
 /* The epilogue's post over rows [i0, i0 + m) x columns [c0, c1). */
 static void post_rows(void (*post)(int64_t, float *), float *C, int64_t ldc, int64_t i0, int64_t m,
@@ -584,10 +625,15 @@ static void gemm_packed_task(void *arg, int64_t begin, int64_t end, int tid) {
       int64_t nc = n1 - jc < GEMM_NC ? n1 - jc : GEMM_NC;
       for (int64_t pc = 0; pc < j->K; pc += j->kstep) {
         int64_t kc = j->K - pc < j->kstep ? j->K - pc : j->kstep;
-        j->pack_b(j->bsrc, pc, kc, jc, nc, j->g.nr, pb);
+        if (!j->pb16) j->pack_b(j->bsrc, pc, kc, jc, nc, j->g.nr, pb);
         for (int64_t ic = 0; ic < j->M; ic += GEMM_MC) {
           int64_t mc = j->M - ic < GEMM_MC ? j->M - ic : GEMM_MC;
-          gemm_block(j, ic, mc, pc, kc, jc, jc + nc, pb, pa);
+#if PX_AVX512_KERNELS
+          if (j->pb16)
+            gemm_block_h16(j, ic, mc, pc, kc, jc, jc + nc, j->pb16 + jc * j->K + pc * j->g.nr, pa);
+          else
+#endif
+            gemm_block(j, ic, mc, pc, kc, jc, jc + nc, pb, pa);
           if (j->post && pc + kc == j->K) post_rows(j->post, j->C, j->ldc, ic, mc, jc, jc + nc);
         }
       }
@@ -633,9 +679,11 @@ int px_gemm_f32_packed(px_ctx *ctx, void *work, int64_t M, int64_t N, int64_t K,
                                NULL);
 }
 
-int px_gemm_f32_packed_ep(px_ctx *ctx, void *work, int64_t M, int64_t N, int64_t K, float alpha,
-                          const float *A, int64_t rsa, int64_t csa, px_gemm_pack_fn pack_b,
-                          const void *bsrc, float beta, float *C, int64_t ldc,
+/* px_gemm_f32_packed_ep, or with pb16 (not NULL) B's 16-bit panels read in
+ * place by the AVX-512 kernel instead of packed by pack_b. */
+static int packed_product(px_ctx *ctx, void *work, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+                          int64_t rsa, int64_t csa, px_gemm_pack_fn pack_b, const void *bsrc,
+                          const uint16_t *pb16, bool bf16, float beta, float *C, int64_t ldc,
                           const px_gemm_epilogue *ep) {
   if (M <= 0 || N <= 0) return 0;
   const bool clamp = ep && !(ep->lo == -INFINITY && ep->hi == INFINITY);
@@ -651,6 +699,7 @@ int px_gemm_f32_packed_ep(px_ctx *ctx, void *work, int64_t M, int64_t N, int64_t
   j.alpha = alpha, j.beta = beta;
   j.A = A, j.rsa = rsa, j.csa = csa;
   j.pack_b = pack_b, j.bsrc = bsrc;
+  j.pb16 = pb16, j.bf16 = bf16;
   j.C = C, j.ldc = ldc;
   if (epi) {
     j.bias = ep->bias, j.bias_rows = ep->bias_rows, j.clamp = clamp, j.epi = true;
@@ -666,6 +715,22 @@ int px_gemm_f32_packed_ep(px_ctx *ctx, void *work, int64_t M, int64_t N, int64_t
   chunks = (N + j.cols - 1) / j.cols;
   px_parallel_for(chunks, 1, M * N * K, gemm_packed_task, &j);
   return 0;
+}
+
+int px_gemm_f32_packed_ep(px_ctx *ctx, void *work, int64_t M, int64_t N, int64_t K, float alpha,
+                          const float *A, int64_t rsa, int64_t csa, px_gemm_pack_fn pack_b,
+                          const void *bsrc, float beta, float *C, int64_t ldc,
+                          const px_gemm_epilogue *ep) {
+  return packed_product(ctx, work, M, N, K, alpha, A, rsa, csa, pack_b, bsrc, NULL, false, beta, C, ldc, ep);
+}
+
+bool px_gemm_h16_panels_available(void) { return PX_AVX512_KERNELS && gemm_select().isa == GEMM_ISA_AVX512; }
+
+int px_gemm_h16_panels_ep(px_ctx *ctx, void *work, int64_t M, int64_t N, int64_t K, const float *A, int64_t rsa,
+                          int64_t csa, const uint16_t *pb, bool bf16, float beta, float *C, int64_t ldc,
+                          const px_gemm_epilogue *ep) {
+  if (!px_gemm_h16_panels_available()) return px_fail(ctx, "16-bit panels read in place need the AVX-512 kernel");
+  return packed_product(ctx, work, M, N, K, 1.0f, A, rsa, csa, NULL, NULL, pb, bf16, beta, C, ldc, ep);
 }
 
 

@@ -89,8 +89,11 @@ tile_store_8x32(float *c, int64_t ldc, float alpha, float beta, int mr, int nr, 
   av = _mm512_set1_ps(a##i[o]);                                                    \
   c##i##0 = _mm512_fmadd_ps(av, b0, c##i##0), c##i##1 = _mm512_fmadd_ps(av, b1, c##i##1)
 #define AVX512_ROW1(i, o) c##i##0 = _mm512_fmadd_ps(_mm512_set1_ps(a##i[o]), b0, c##i##0)
-#define AVX512_LOAD2 __m512 av, b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16)
-#define AVX512_LOAD1 __m512 b0 = _mm512_loadu_ps(b)
+/* B's vectors come through AVX512_LOADB (a float32 panel: a plain load;
+ * redefined below for the 16-bit panels, widened in registers). */
+#define AVX512_LOADB(p) _mm512_loadu_ps(p)
+#define AVX512_LOAD2 __m512 av, b0 = AVX512_LOADB(b), b1 = AVX512_LOADB(b + 16)
+#define AVX512_LOAD1 __m512 b0 = AVX512_LOADB(b)
 #define AVX512_STEP_2(o)                                                                      \
   do {                                                                                        \
     AVX512_LOAD2;                                                                             \
@@ -186,6 +189,43 @@ __attribute__((target("avx512f"))) void px_ukr_f32_8x32_avx512(int64_t kc, const
                                                                int64_t ldc, float alpha,
                                                                float beta, int mr, int nr) {
   px_ukr_f32_8x32_avx512_ep(kc, a, rsa, csa, b, c, ldc, alpha, beta, mr, nr, NULL);
+}
+
+/* The same micro-kernel reading a 16-bit panel of B (kc x 32 float16 or,
+ * with bf16, bfloat16 values, row stride 32) and widening each vector in
+ * registers: the multiply-adds and epilogue of px_ukr_f32_8x32_avx512_ep on
+ * the widened panel, so the same bits, without the panel ever being
+ * written out as float32 (a few-row product would stream a widened copy of
+ * all of B through memory once per call). */
+#undef AVX512_LOADB
+#define AVX512_LOADB(p)                                                                        \
+  (bf16 ? _mm512_castsi512_ps(_mm512_slli_epi32(                                               \
+              _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(p))), 16)) \
+        : _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(p))))
+
+__attribute__((target("avx512f"), always_inline)) static inline void
+ukr_h16_8x32(int64_t kc, const float *a, int64_t rsa, int64_t csa, const uint16_t *b, const bool bf16, float *c,
+             int64_t ldc, float alpha, float beta, int mr, int nr, const px_tile_ep *ep) {
+  const float *a0 = a, *a1 = a + (mr > 1 ? rsa : 0), *a2 = a + (mr > 2 ? 2 * rsa : 0);
+  const float *a3 = a + (mr > 3 ? 3 * rsa : 0), *a4 = a + (mr > 4 ? 4 * rsa : 0);
+  const float *a5 = a + (mr > 5 ? 5 * rsa : 0), *a6 = a + (mr > 6 ? 6 * rsa : 0);
+  const float *a7 = a + (mr > 7 ? 7 * rsa : 0);
+  prefetch_tile(c, ldc, mr);
+  AVX512_ACC_ZERO;
+  AVX512_LOOP(kc, o, csa);
+  tile_store_8x32(c, ldc, alpha, beta, mr, nr, ep, AVX512_ACC_LIST);
+}
+#undef AVX512_LOADB
+#define AVX512_LOADB(p) _mm512_loadu_ps(p)
+
+__attribute__((target("avx512f"))) void px_ukr_h16_8x32_avx512_ep(int64_t kc, const float *a, int64_t rsa,
+                                                                  int64_t csa, const uint16_t *b, bool bf16,
+                                                                  float *c, int64_t ldc, float alpha, float beta,
+                                                                  int mr, int nr, const px_tile_ep *ep) {
+  if (bf16)
+    ukr_h16_8x32(kc, a, rsa, csa, b, true, c, ldc, alpha, beta, mr, nr, ep);
+  else
+    ukr_h16_8x32(kc, a, rsa, csa, b, false, c, ldc, alpha, beta, mr, nr, ep);
 }
 
 /* Panels per pass: two (four chains of multiply-adds) read a product in

@@ -45,6 +45,14 @@ void px_ukr_f32_8x32_avx512_ep(int64_t kc, const float *a, int64_t rsa, int64_t 
                                const float *b, float *c, int64_t ldc, float alpha, float beta,
                                int mr, int nr, const px_tile_ep *ep);
 
+/* The 8 x 32 micro-kernel (with its epilogue) on a 16-bit panel of B: b
+ * holds kc x 32 float16 values (bf16: bfloat16), row stride 32, widened to
+ * float32 in registers; the same results as px_ukr_f32_8x32_avx512_ep on
+ * the widened panel. */
+void px_ukr_h16_8x32_avx512_ep(int64_t kc, const float *a, int64_t rsa, int64_t csa, const uint16_t *b,
+                               bool bf16, float *c, int64_t ldc, float alpha, float beta, int mr, int nr,
+                               const px_tile_ep *ep);
+
 /* One row of A times columns [0, n) of one depth block of prepacked B
  * (panels of kc x 32 at bp, the last one zero-padded): c[j] = alpha * sum
  * (+ c[j] when beta is 1), then ep (its bias at column 0, or the row's
