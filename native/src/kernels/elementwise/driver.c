@@ -5,6 +5,7 @@
  * promoted dtype.
  */
 #include <stdatomic.h>
+#include <stdlib.h>
 
 #include "core/parallel.h"
 #include "kernels/elementwise/ew.h"
@@ -496,4 +497,52 @@ int px_ew_un(px_ctx *ctx, const ew_ops *ops, int flags, px_tensor *a, px_tensor 
   const px_tensor *ins[1] = {a};
   if (px_resize_like(ctx, out, a)) return PYEXEC_ERR_EXECUTION;
   return px_ew_apply(ctx, ops, flags, a->dtype, 1, ins, out, p);
+}
+
+/* Every 16-bit pattern through the float32 loop, as px_ew_run's gather and
+ * scatter convert them. */
+static uint16_t *table16_build(ew_fn fn, int dtype) {
+  enum { N = 1 << 16 };
+  uint16_t *t = malloc(sizeof(uint16_t) * N);
+  float *x = malloc(sizeof(float) * N);
+  if (!t || !x) {
+    free(t), free(x);
+    return NULL;
+  }
+  for (int32_t h = 0; h < N; h++) x[h] = dtype == PX_F16 ? h2f((uint16_t)h) : bf2f((uint16_t)h);
+  ew_run_un_f32(fn, N, x, x);
+  for (int32_t h = 0; h < N; h++) t[h] = dtype == PX_F16 ? f2h(x[h]) : f2bf(x[h]);
+  free(x);
+  return t;
+}
+
+typedef struct table16_job {
+  const uint16_t *table, *x;
+  uint16_t *y;
+} table16_job;
+
+static void table16_chunk(void *arg, int64_t begin, int64_t end, int tid) {
+  (void)tid;
+  const table16_job *j = arg;
+  for (int64_t k = begin; k < end; k++) j->y[k] = j->table[j->x[k]];
+}
+
+int px_ew_un_table16(px_ctx *ctx, const ew_ops *ops, int flags, uint16_t *_Atomic *table, px_tensor *a,
+                     px_tensor *out, eparam *p) {
+  if ((a->dtype != PX_F16 && a->dtype != PX_BF16) || out->dtype != a->dtype || !a->contiguous ||
+      !out->contiguous || !ops->f[K_F32])
+    return px_ew_un(ctx, ops, flags, a, out, p);
+  if (px_resize_like(ctx, out, a)) return PYEXEC_ERR_EXECUTION;
+  uint16_t *t = atomic_load(table);
+  if (!t) {
+    uint16_t *mine = table16_build(ops->f[K_F32], a->dtype), *none = NULL;
+    if (!mine) return px_fail(ctx, "out of memory for a table of 65536 results");
+    if (atomic_compare_exchange_strong(table, &none, mine))
+      t = mine;
+    else /* another thread built it first */
+      free(mine), t = none;
+  }
+  table16_job j = {t, a->data, out->data};
+  px_parallel_for(a->numel, 16384, a->numel * 4, table16_chunk, &j);
+  return 0;
 }

@@ -655,5 +655,13 @@ int px_ew_ts(px_ctx *ctx, const ew_ops *ops, int flags, px_tensor *a, const px_v
              px_tensor *out, eparam *p);
 /* Unary op; common is self's dtype. */
 int px_ew_un(px_ctx *ctx, const ew_ops *ops, int flags, px_tensor *a, px_tensor *out, eparam *p);
+/* The same for an op whose float32 loop (ops->f[K_F32]) is costly per
+ * element (libm's erfcf): a float16 or bfloat16 `a` into an `out` of its
+ * dtype, both contiguous, reads each result from a table of the loop's
+ * 65536 results for that dtype (*table: NULL until the first such call
+ * builds it, kept for the process), element by element the bits px_ew_un
+ * computes. Other dtypes or layouts: px_ew_un. */
+int px_ew_un_table16(px_ctx *ctx, const ew_ops *ops, int flags, uint16_t *_Atomic *table, px_tensor *a,
+                     px_tensor *out, eparam *p);
 
 #endif /* PX_EW_H */
