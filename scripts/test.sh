@@ -212,15 +212,20 @@ executorch_suite() {
     "${PYTEST[@]}" -p support.et_suite $args
 }
 
-run_stage "setup: venv and test requirements" setup_python
+# The C library in every flavour needs the compilers but not the venv, so it
+# builds while pip installs the test requirements (mostly downloading and
+# unpacking, which leaves the cores half idle).
+build_native() {
+  setup_clang && setup_cross &&
+    make -s -C native -j"$JOBS" all && make -s -C native -j"$JOBS" asan &&
+    make -s -C native -j"$JOBS" tsan && make -s -C native -j"$JOBS" fuzz
+}
+
+run_together "setup: venv and test requirements" setup_python \
+  "build: clang, the aarch64 cross compiler and qemu; the library regular, with ASan+UBSan and TSan, and the fuzz harness" \
+  build_native
 . .venv/bin/activate
-run_stage "setup: clang for the sanitizer and fuzz builds" setup_clang
-run_stage "setup: the aarch64 cross compiler and qemu" setup_cross
-run_stage "build: regular library" make -C native -j"$JOBS" all
 run_together "lint: ruff, mypy, layering" lint "build: install the package (wheel library)" install_package
-run_stage "build: ASan+UBSan library and C tests" make -C native -j"$JOBS" asan
-run_stage "build: ThreadSanitizer library and C tests" make -C native -j"$JOBS" tsan
-run_stage "build: libFuzzer harness (linked from the ASan objects)" make -C native -j"$JOBS" fuzz
 run_stage "C tests" make -C native -j"$JOBS" -O test
 run_stage "C tests under ASan+UBSan" make -C native -j"$JOBS" -O asan-test
 run_stage "C tests under ThreadSanitizer" make -C native -j"$JOBS" -O tsan-test
