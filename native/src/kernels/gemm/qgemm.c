@@ -26,13 +26,13 @@ struct px_qweights {
   int64_t bkp;        /* bk rounded up to QG_KU */
   int64_t nu;         /* units per block (bkp / QG_KU) */
   int64_t unit_bytes; /* 128 (8-bit) or 64 (4-bit) */
-  int64_t blk_bytes;  /* a block of a tile: its units, then (blockwise) its sums and scales */
+  int64_t blk_bytes;  /* a block of a tile: its units, then (blockwise) its scales */
   int64_t tile_bytes; /* nb * blk_bytes */
   int32_t zero_point;
   int32_t sbias;   /* see qgemm_impl.h */
   int blockwise;   /* desc.block > 0 */
   uint8_t *packed; /* ntiles * tile_bytes */
-  void *wsum;      /* per channel: [tile][QG_NR] int32 (blockwise: in the tiles) */
+  void *wsum;      /* per channel: [tile][QG_NR] int32; blockwise: [tile][block][QG_NR], int16 if ws16 */
   void *scales;    /* per channel: [tile][QG_NR] float, padding channels 0 (blockwise: in the tiles) */
   int ws16, sbf16; /* blockwise: sums int16, scales bfloat16 */
   float *bias;     /* [ntiles * QG_NR] or NULL */
@@ -197,7 +197,7 @@ size_t px_qweights_bytes(const px_qweights *w) { return w ? w->bytes : 0; }
 /* An entry: this header, then packed, wsum, scales and bias (each at a
  * 64-byte aligned offset; absent ones empty). Every geometry field must be
  * what the description gives; the sizes follow from it. */
-#define QW_TAG 0x31575150u /* "PQW1" */
+#define QW_TAG 0x32575150u /* "PQW2": blockwise sums apart from the tiles */
 typedef struct qw_blob_hdr {
   int32_t bits, blockwise, ws16, sbf16, has_bias, sbias, bias8, zero_point;
   int64_t N, K, nb;
@@ -222,7 +222,7 @@ static void qw_sizes(const px_qweights *w, const qw_blob_hdr *h, size_t sizes[5]
   size_t npad = (size_t)w->ntiles * QG_NR;
   sizes[0] = sizeof *h;
   sizes[1] = (size_t)w->ntiles * (size_t)w->tile_bytes;
-  sizes[2] = w->blockwise ? 0 : npad * sizeof(int32_t);
+  sizes[2] = w->blockwise ? npad * (size_t)w->nb * (w->ws16 ? 2 : 4) : npad * sizeof(int32_t);
   sizes[3] = w->blockwise ? 0 : npad * sizeof(float);
   sizes[4] = h->has_bias ? npad * sizeof(float) : 0;
 }
@@ -258,8 +258,7 @@ static int qw_from_cache(px_qweights *w, const px_qweights_desc *d, int64_t nb, 
   qw_geometry(w, d, nb); /* the header's sbias and blockwise were checked equal to these */
   w->ws16 = h.ws16;
   w->sbf16 = h.sbf16;
-  int64_t wsz = w->ws16 ? 2 : 4, ssz = w->sbf16 ? 2 : 4;
-  w->blk_bytes = w->nu * w->unit_bytes + (w->blockwise ? QG_NR * (wsz + ssz) : 0);
+  w->blk_bytes = w->nu * w->unit_bytes + (w->blockwise ? QG_NR * (w->sbf16 ? 2 : 4) : 0);
   w->tile_bytes = nb * w->blk_bytes;
   size_t sizes[5];
   qw_sizes(w, &h, sizes);
@@ -355,7 +354,8 @@ px_qweights *px_qweights_pack(const px_qweights_desc *d) {
       sums[((n / QG_NR) * nb + g) * QG_NR + n % QG_NR] = sum;
     }
   /* blockwise: sums as int16 and scales as bfloat16 when every one fits
-   * exactly, stored after each block's weights (one stream per tile) */
+   * exactly; the scales stored after each block's weights (one stream per
+   * tile), the sums apart ([tile][block][QG_NR], as `sums` is) */
   if (w->blockwise) {
     w->sbf16 = 1;
     for (int64_t i = 0; i < nscales && w->sbf16; i++) {
@@ -366,16 +366,19 @@ px_qweights *px_qweights_pack(const px_qweights_desc *d) {
     w->ws16 = 1;
     for (size_t i = 0; i < nmeta && w->ws16; i++) w->ws16 = sums[i] >= INT16_MIN && sums[i] <= INT16_MAX;
   }
-  int64_t wsz = w->ws16 ? 2 : 4, ssz = w->sbf16 ? 2 : 4;
-  w->blk_bytes = w->nu * w->unit_bytes + (w->blockwise ? QG_NR * (wsz + ssz) : 0);
+  int64_t ssz = w->sbf16 ? 2 : 4;
+  w->blk_bytes = w->nu * w->unit_bytes + (w->blockwise ? QG_NR * ssz : 0);
   w->tile_bytes = nb * w->blk_bytes;
   size_t packed_bytes = (size_t)w->ntiles * (size_t)w->tile_bytes;
   w->packed = qg_alloc(packed_bytes);
-  if (!w->blockwise) {
-    w->wsum = sums;
-    sums = NULL;
-    w->scales = qg_alloc(npad * sizeof(float));
-  }
+  if (w->ws16) /* narrowed in place: each int32 is read before its bytes are written over */
+    for (size_t i = 0; i < nmeta; i++) {
+      int16_t s16 = (int16_t)sums[i];
+      memcpy((char *)sums + 2 * i, &s16, 2);
+    }
+  w->wsum = sums;
+  sums = NULL;
+  if (!w->blockwise) w->scales = qg_alloc(npad * sizeof(float));
   if (d->bias) w->bias = qg_alloc(npad * sizeof(float));
   if (!w->packed || (!w->blockwise && !w->scales) || (d->bias && !w->bias)) {
     free(sums);
@@ -390,7 +393,7 @@ px_qweights *px_qweights_pack(const px_qweights_desc *d) {
     memcpy(w->bias, d->bias, (size_t)d->N * sizeof(float));
   }
 
-  /* second pass: the packed weights (and, blockwise, each block's sums and scales) */
+  /* second pass: the packed weights (and, blockwise, each block's scales) */
   for (int64_t n = 0; n < d->N; n++) {
     int64_t t = n / QG_NR, j = n % QG_NR;
     uint8_t *tile = w->packed + t * w->tile_bytes;
@@ -409,18 +412,10 @@ px_qweights *px_qweights_pack(const px_qweights_desc *d) {
         ((float *)w->scales)[n] = d->scales[n];
         continue;
       }
-      uint8_t *meta = blk + w->nu * w->unit_bytes;
-      int32_t sum = sums[(t * nb + g) * QG_NR + j];
+      uint8_t *sm = blk + w->nu * w->unit_bytes;
       float sc = d->scales[n * nb + g];
       uint32_t u;
       memcpy(&u, &sc, sizeof u);
-      if (w->ws16) {
-        int16_t s16 = (int16_t)sum;
-        memcpy(meta + j * 2, &s16, 2);
-      } else {
-        memcpy(meta + j * 4, &sum, 4);
-      }
-      uint8_t *sm = meta + QG_NR * wsz;
       if (w->sbf16) {
         uint16_t h = (uint16_t)(u >> 16);
         memcpy(sm + j * 2, &h, 2);
@@ -429,8 +424,7 @@ px_qweights *px_qweights_pack(const px_qweights_desc *d) {
       }
     }
   }
-  free(sums);
-  w->bytes = sizeof *w + packed_bytes + (w->blockwise ? 0 : npad * (sizeof(int32_t) + sizeof(float))) +
+  w->bytes = sizeof *w + packed_bytes + nmeta * (w->ws16 ? 2 : 4) + (w->blockwise ? 0 : npad * sizeof(float)) +
              (d->bias ? npad * sizeof(float) : 0);
   if (cache) {
     qw_blob_hdr h;
@@ -538,6 +532,23 @@ static void qg_f32_out_c(const int32_t *raw, const float *facc, int mr, int nn, 
     }
 }
 
+/* Tile t's blockwise weights as the micro-kernels read them (the rows'
+ * fields, sa or nrc and azp, left to the caller). */
+static qg_blocks qg_tile_blocks(const px_qweights *w, int64_t t) {
+  const int64_t wsz = w->ws16 ? 2 : 4;
+  return (qg_blocks){.nb = w->nb,
+                     .sbias = w->sbias,
+                     .wsum = (const uint8_t *)w->wsum + t * w->nb * QG_NR * wsz,
+                     .scales = w->packed + t * w->tile_bytes + w->nu * w->unit_bytes,
+                     .ws16 = w->ws16,
+                     .sbf16 = w->sbf16,
+                     .wstride = w->blk_bytes,
+                     .ws_stride = QG_NR * wsz,
+                     .ws_tile = w->nb * QG_NR * wsz,
+                     .bk = w->bk,
+                     .astride = w->bkp};
+}
+
 static void qg_run_f32(void *arg, int64_t i0, int64_t i1, int tid) {
   (void)tid;
   const qg_job *J = arg;
@@ -558,16 +569,8 @@ static void qg_run_f32(void *arg, int64_t i0, int64_t i1, int tid) {
       int mr = (int)(mend - m0 < QG_MR ? mend - m0 : QG_MR);
       float *o = J->out + m0 * J->ldc + t * QG_NR;
       if (w->blockwise) {
-        qg_blocks B = {.nb = nb,
-                       .sbias = w->sbias,
-                       .sa = J->sa + m0 * nb,
-                       .azp = J->a_zp + m0,
-                       .wsum = wt + w->nu * w->unit_bytes,
-                       .scales = wt + w->nu * w->unit_bytes + QG_NR * (w->ws16 ? 2 : 4),
-                       .ws16 = w->ws16,
-                       .sbf16 = w->sbf16,
-                       .wstride = w->blk_bytes,
-                       .astride = w->bkp};
+        qg_blocks B = qg_tile_blocks(w, t);
+        B.sa = J->sa + m0 * nb, B.azp = J->a_zp + m0;
         J->ukr(wt, J->ap + m0 * J->lda, J->lda, mr, w->nu, &B, facc);
         J->f32_out(NULL, facc, mr, nn, NULL, NULL, NULL, J->a_scale + m0, NULL, bias, J->lo, J->hi, o, J->ldc);
       } else {
@@ -590,16 +593,8 @@ static void qg_run_gemv(void *arg, int64_t i0, int64_t i1, int tid) {
     int64_t t0 = it * QG_GV;
     int nt = (int)(w->ntiles - t0 < QG_GV ? w->ntiles - t0 : QG_GV);
     const uint8_t *wt = w->packed + t0 * w->tile_bytes;
-    qg_blocks B = {.nb = w->nb,
-                   .sbias = w->sbias,
-                   .sa = J->sa,
-                   .azp = J->a_zp,
-                   .wsum = wt + w->nu * w->unit_bytes,
-                   .scales = wt + w->nu * w->unit_bytes + QG_NR * (w->ws16 ? 2 : 4),
-                   .ws16 = w->ws16,
-                   .sbf16 = w->sbf16,
-                   .wstride = w->blk_bytes,
-                   .astride = w->bkp};
+    qg_blocks B = qg_tile_blocks(w, t0);
+    B.sa = J->sa, B.azp = J->a_zp;
     J->gemv(wt, w->tile_bytes, nt, J->ap, w->nu, &B, facc);
     for (int t = 0; t < nt; t++) {
       int64_t n0 = (t0 + t) * QG_NR;
@@ -624,16 +619,8 @@ static void qg_run_gemm(void *arg, int64_t i0, int64_t i1, int tid) {
     const uint8_t *wt = w->packed + t0 * w->tile_bytes;
     for (int64_t m0 = mb * QG_MB; m0 < mend; m0 += QG_MR8) {
       int mr = (int)(mend - m0 < QG_MR8 ? mend - m0 : QG_MR8);
-      qg_blocks B = {.nb = w->nb,
-                     .sbias = w->sbias,
-                     .nrc = J->nrc + m0 * w->nb,
-                     .azp = J->a_zp + m0,
-                     .wsum = wt + w->nu * w->unit_bytes,
-                     .scales = wt + w->nu * w->unit_bytes + QG_NR * (w->ws16 ? 2 : 4),
-                     .ws16 = w->ws16,
-                     .sbf16 = w->sbf16,
-                     .wstride = w->blk_bytes,
-                     .astride = w->bkp};
+      qg_blocks B = qg_tile_blocks(w, t0);
+      B.nrc = J->nrc + m0 * w->nb, B.azp = J->a_zp + m0;
       qg_pc_out p = {.as = J->a_scale + m0, .bias = w->bias ? w->bias + n0 : NULL, .lo = J->lo, .hi = J->hi,
                      .nn = w->N - n0};
       J->gemm(wt, w->tile_bytes, nt, J->ap + m0 * J->lda, J->lda, mr, w->nu, &B, &p, J->out + m0 * J->ldc + n0,

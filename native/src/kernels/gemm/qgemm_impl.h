@@ -11,8 +11,11 @@
  *     byte[q * 64 + j * 4 + i] = s(n0 + j, k0 + 4 q + i)
  *   4-bit unit (64 bytes): byte[j * 4 + i] = s(n0 + j, k0 + i)
  *                                           | s(n0 + j, k0 + 4 + i) << 4
- * Blockwise weights follow each block's units with its 16 weight sums and
- * 16 scales (qg_blocks), so a tile is still one stream of bytes.
+ * Blockwise weights follow each block's units with its 16 scales
+ * (qg_blocks), so a tile is still one stream of bytes; each block's 16
+ * weight sums are kept apart, [tile][block][16], for the kernels that read
+ * them (the one-row kernels take them from the weights they load: a decode
+ * step streams only the weights and scales).
  * s is the stored weight: 4-bit, the nibble as given (0..15); 8-bit, the
  * centred weight w - zero_point plus QG_BIAS8 (128 on x86, where VNNI's
  * vpdpbusd wants unsigned weights, so s is a uint8; 0 elsewhere, s an int8).
@@ -59,8 +62,11 @@ typedef struct qg_blocks {
   const int32_t *azp;  /* activation zero points of the call's rows */
   const void *wsum;    /* block 0's QG_NR weight sums: int16 if ws16, else int32 */
   const void *scales;  /* block 0's QG_NR scales: bfloat16 if sbf16, else float */
-  int ws16, sbf16;     /* (block g's are wstride bytes on: they follow its weights) */
+  int ws16, sbf16;     /* (block g's scales are wstride bytes on: they follow its weights) */
   int64_t wstride;     /* weight bytes per block of the tile */
+  int64_t ws_stride;   /* bytes from one block's weight sums to the next's */
+  int64_t ws_tile;     /* bytes from one tile's weight sums to the next tile's */
+  int64_t bk;          /* depth values per block (the rest of astride is zero padding) */
   int64_t astride;     /* activation bytes per block of a packed row */
 } qg_blocks;
 
@@ -71,7 +77,7 @@ typedef void (*qg_ukr_fn)(const uint8_t *w, const int8_t *a, int64_t lda, int mr
                           const qg_blocks *b, void *out);
 
 /* Block g's weight sums and scales (qg_blocks). */
-static inline const void *qg_blk_ws(const qg_blocks *b, int64_t g) { return (const char *)b->wsum + g * b->wstride; }
+static inline const void *qg_blk_ws(const qg_blocks *b, int64_t g) { return (const char *)b->wsum + g * b->ws_stride; }
 static inline const void *qg_blk_sc(const qg_blocks *b, int64_t g) { return (const char *)b->scales + g * b->wstride; }
 static inline int32_t qg_blk_wsum(const qg_blocks *b, int64_t g, int j) {
   return b->ws16 ? ((const int16_t *)qg_blk_ws(b, g))[j] : ((const int32_t *)qg_blk_ws(b, g))[j];

@@ -552,36 +552,44 @@ QG_VNNI void qg_sums8_vnni(const int mr, const int nt, const uint8_t *w, int64_t
 
 /* One row times nt tiles of blockwise 4-bit weights (qg_gemv_fn). Per unit
  * and tile: one load, two masks and two vpdpbusd into the tile's own pair of
- * accumulators, the row's two broadcasts shared by every tile. The high
- * nibbles are multiplied in place (v & 0xF0 is 16 times the nibble, at most
- * 240 as an unsigned byte) and their sum divided by 16 at the block's end:
- * exact, as the sum is a multiple of 16 that cannot wrap for the block
- * sizes the driver sends here (see qgemm.c). The block's end is the
+ * accumulators, the row's two broadcasts shared by every tile, and two more
+ * vpdpbusd against ones for the block's weight sums, so that the stored
+ * sums are not read: a decode step streams 10% fewer bytes (blocks of 32),
+ * and the multiply-adds are not what limits it. The high nibbles are
+ * multiplied in place (v & 0xF0 is 16 times the nibble, at most 240 as an
+ * unsigned byte) and their sums divided by 16 at the block's end: exact, as
+ * each is a multiple of 16 that cannot wrap for the block sizes the driver
+ * sends here (see qgemm.c). The block's end is the
  * blockwise step of qg_rows_vnni, tile by tile. Each tile's stream is
  * prefetched 2 KiB ahead: from memory, 25 -> 33 GB/s on one Zen 5 core
  * (a plain read of memory there: 26-34). */
 QG_VNNI void qg_gemv4_vnni_n(const int nt, const uint8_t *w, int64_t tb, const int8_t *a, int64_t nu,
                              const qg_blocks *b, float *out) {
-  const __m512i mlo = _mm512_set1_epi8(0x0F), mhi = _mm512_set1_epi8((char)0xF0);
+  const __m512i mlo = _mm512_set1_epi8(0x0F), mhi = _mm512_set1_epi8((char)0xF0), ones = _mm512_set1_epi8(1);
+  /* a block's weight sums, sum of (s - zp) over its bk values: the stored
+   * nibbles' sum (the padding's are 0) less zp * bk */
+  const __m512i zpbk = _mm512_set1_epi32(qg_wrap_mul(b->sbias, (int32_t)b->bk));
   __m512 f[QG_GV];
   QG_UNROLL for (int t = 0; t < nt; t++) f[t] = _mm512_setzero_ps();
   for (int64_t g = 0; g < b->nb; g++, w += b->wstride, a += b->astride) {
-    __m512i cl[QG_GV], ch[QG_GV];
-    QG_UNROLL for (int t = 0; t < nt; t++) cl[t] = ch[t] = _mm512_setzero_si512();
+    __m512i cl[QG_GV], ch[QG_GV], sl[QG_GV], sh[QG_GV];
+    QG_UNROLL for (int t = 0; t < nt; t++) cl[t] = ch[t] = sl[t] = sh[t] = _mm512_setzero_si512();
     for (int64_t u = 0; u < nu; u++) {
       const __m512i x0 = _mm512_set1_epi32(qg_load4(a + u * 8)), x1 = _mm512_set1_epi32(qg_load4(a + u * 8 + 4));
       QG_UNROLL for (int t = 0; t < nt; t++) {
         const __m512i v = _mm512_loadu_si512((const void *)(w + t * tb + u * 64));
         _mm_prefetch((const char *)(w + t * tb + u * 64 + 2048), _MM_HINT_T0);
-        QG_DPBUSD(cl[t], _mm512_and_si512(v, mlo), x0);
-        QG_DPBUSD(ch[t], _mm512_and_si512(v, mhi), x1);
+        const __m512i lo = _mm512_and_si512(v, mlo), hi = _mm512_and_si512(v, mhi);
+        QG_DPBUSD(cl[t], lo, x0);
+        QG_DPBUSD(ch[t], hi, x1);
+        QG_DPBUSD(sl[t], lo, ones);
+        QG_DPBUSD(sh[t], hi, ones);
       }
     }
     const __m512i rowc = _mm512_set1_epi32(qg_wrap_mul(b->sbias, b->sa[g])), z = _mm512_set1_epi32(b->azp[0]);
     QG_UNROLL for (int t = 0; t < nt; t++) {
-      const uint8_t *ws = (const uint8_t *)qg_blk_ws(b, g) + t * tb, *sp = (const uint8_t *)qg_blk_sc(b, g) + t * tb;
-      __m512i wsum = b->ws16 ? _mm512_cvtepi16_epi32(_mm256_loadu_si256((const __m256i *)ws))
-                             : _mm512_loadu_si512((const void *)ws);
+      const uint8_t *sp = (const uint8_t *)qg_blk_sc(b, g) + t * tb;
+      const __m512i wsum = _mm512_sub_epi32(_mm512_add_epi32(sl[t], _mm512_srai_epi32(sh[t], 4)), zpbk);
       __m512 sc = b->sbf16 ? _mm512_castsi512_ps(_mm512_slli_epi32(
                                  _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)sp)), 16))
                            : _mm512_loadu_ps((const float *)sp);
@@ -932,7 +940,7 @@ QG_VNNI void qg_gemm4_vnni_n(const int full, int mr, int nt, const uint8_t *w, i
       }
     }
     _Pragma("GCC unroll 2") for (int t = 0; t < 2; t++) {
-      const uint8_t *ws = (const uint8_t *)qg_blk_ws(b, g) + t * tb, *sp = (const uint8_t *)qg_blk_sc(b, g) + t * tb;
+      const uint8_t *ws = (const uint8_t *)qg_blk_ws(b, g) + t * b->ws_tile, *sp = (const uint8_t *)qg_blk_sc(b, g) + t * tb;
       const __m512 wsum = _mm512_cvtepi32_ps(b->ws16 ? _mm512_cvtepi16_epi32(_mm256_loadu_si256((const __m256i *)ws))
                                                      : _mm512_loadu_si512((const void *)ws));
       const __m512 sc = b->sbf16 ? _mm512_castsi512_ps(_mm512_slli_epi32(
@@ -968,7 +976,7 @@ QG_VNNI_T void qg_gemm4_vnni(const uint8_t *w, int64_t tile_bytes, int nt, const
   float fo[QG_MR8 * 2 * QG_NR];
   for (int t0 = 0; t0 < nt; t0 += 2) {
     qg_blocks bt = *b;
-    bt.wsum = (const uint8_t *)b->wsum + t0 * tile_bytes, bt.scales = (const uint8_t *)b->scales + t0 * tile_bytes;
+    bt.wsum = (const uint8_t *)b->wsum + t0 * b->ws_tile, bt.scales = (const uint8_t *)b->scales + t0 * tile_bytes;
     qg_pc_out q = *p;
     q.bias = p->bias ? p->bias + t0 * QG_NR : NULL, q.nn -= t0 * QG_NR;
     const int n2 = nt - t0 < 2 ? nt - t0 : 2;
