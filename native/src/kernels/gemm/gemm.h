@@ -140,11 +140,14 @@ int px_gemm_h16_prepacked_ep(px_ctx *ctx, void *work, int64_t M, int64_t N, int6
 
 /* The same product with B's 16-bit panels (px_gemm_h16_prepack_b's, which
  * match this engine's panel width) read in place and widened in registers
- * by the AVX-512 micro-kernel (gemm.c), for products of few rows: each
- * vector of B is widened once per tile of 8 rows instead of once per call
- * into a buffer the product then reads back. The same results as
+ * by the AVX-512 (or AVX2 with F16C) micro-kernel (gemm.c), for products of
+ * few rows: each vector of B is widened once per row tile instead of once
+ * per call into a buffer the product then reads back. The same results as
  * px_gemm_h16_prepacked_ep. Only where px_gemm_h16_panels_available(). */
 bool px_gemm_h16_panels_available(void);
+/* The most rows for which px_gemm_h16_prepacked_ep takes this path (0 where
+ * it is not available). */
+int64_t px_gemm_h16_panel_rows(void);
 int px_gemm_h16_panels_ep(px_ctx *ctx, void *work, int64_t M, int64_t N, int64_t K, const float *A, int64_t rsa,
                           int64_t csa, const uint16_t *pb, bool bf16, float beta, float *C, int64_t ldc,
                           const px_gemm_epilogue *ep);

@@ -76,19 +76,10 @@ static void pack_h16(const void *src, int64_t pc, int64_t kc, int64_t jc, int64_
       }
 }
 
-/* Products of up to this many rows read the 16-bit panels in place and
- * widen them in registers (each vector once per 8-row tile); taller ones
- * widen each block once into the packing buffer and share it among all
- * their tiles. A 1024 x 1024 float16 Linear at one thread: 1 row 229 ->
- * 93 us, 8 rows 259 -> 223, 32 rows 784 -> 521, 64 and 128 rows even,
- * 256 rows 4.7 -> 4.3 ms (the widened copy of B streams through memory once
- * per call; the conversions in registers cost less than that). */
-#define H16_PANEL_ROWS 256
-
 int px_gemm_h16_prepacked_ep(px_ctx *ctx, void *work, int64_t M, int64_t N, int64_t K,
                              const float *A, int64_t rsa, int64_t csa, const uint16_t *pb, bool bf16,
                              float beta, float *C, int64_t ldc, const px_gemm_epilogue *ep) {
-  if (M <= H16_PANEL_ROWS && px_gemm_h16_panels_available())
+  if (M <= px_gemm_h16_panel_rows())
     return px_gemm_h16_panels_ep(ctx, work, M, N, K, A, rsa, csa, pb, bf16, beta, C, ldc, ep);
   h16_src s = {pb, K, N, bf16};
   return px_gemm_f32_packed_ep(ctx, work, M, N, K, 1.0f, A, rsa, csa, pack_h16, &s, beta, C, ldc, ep);

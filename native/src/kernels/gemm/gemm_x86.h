@@ -76,6 +76,11 @@ void px_gemm_conv_block_avx512(const px_gemm_conv *cv, const float *zeros, int64
  * epilogue of a 16-wide tile, others through px_gemm_tile_epilogue). */
 void px_ukr_f32_6x16_avx2(int64_t kc, const float *a, int64_t rsa, int64_t csa, const float *b, float *c,
                           int64_t ldc, float alpha, float beta, int mr, int nr);
+/* The 6 x 16 kernel on a 16-bit panel of B (kc x 16 float16 values, bf16:
+ * bfloat16, row stride 16) widened in registers: the same results as
+ * px_ukr_f32_6x16_avx2 on the widened panel (F16C). */
+void px_ukr_h16_6x16_avx2(int64_t kc, const float *a, int64_t rsa, int64_t csa, const uint16_t *b, bool bf16,
+                          float *c, int64_t ldc, float alpha, float beta, int mr, int nr);
 int64_t px_pack_b_trans_avx2(const float *B, int64_t csb, int64_t kc, int64_t nc, int nr, float *pb);
 void px_gemm_tile_epilogue_avx2(float *c, int64_t ldc, int m, int n, const float *bias, bool clamp, float lo,
                                 float hi);
