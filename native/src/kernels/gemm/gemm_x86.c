@@ -448,21 +448,22 @@ __attribute__((target("avx512f"))) void px_gemm_conv_block_avx512(const px_gemm_
 /* ---- AVX2 / FMA: the 6 x 16 kernel, transposed-B packing, the tile epilogue ---- */
 
 /* 6 x 16 AVX2/FMA micro-kernel: a is packed 6 per k, b 16 per k. */
-/* The 6 x 16 kernel's body over B's panel in float32 (kind 0: bf) or in
- * 16-bit values widened in registers (kind 1 float16, 2 bfloat16: bh), the
- * same multiply-adds either way. */
-__attribute__((target("avx2,fma,f16c"), always_inline)) static inline __m256 avx2_loadb(const float *bf,
-                                                                                     const uint16_t *bh,
+/* The 6 x 16 kernel's body over B's panel b in float32 (kind 0) or in
+ * 16-bit values widened in registers (kind 1 float16, 2 bfloat16), the
+ * same multiply-adds either way. avx2_loadb: the 8 values at b. */
+__attribute__((target("avx2,fma,f16c"), always_inline)) static inline __m256 avx2_loadb(const void *b,
                                                                                      const int kind) {
-  if (kind == 0) return _mm256_loadu_ps(bf);
-  const __m128i h = _mm_loadu_si128((const __m128i *)(const void *)bh);
+  if (kind == 0) return _mm256_loadu_ps((const float *)b);
+  const __m128i h = _mm_loadu_si128((const __m128i *)b);
   if (kind == 1) return _mm256_cvtph_ps(h);
   return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
 }
 
 __attribute__((target("avx2,fma,f16c"), always_inline)) static inline void
-ukr_6x16_avx2(int64_t kc, const float *a, int64_t rsa, int64_t csa, const float *bf, const uint16_t *bh,
-              const int kind, float *c, int64_t ldc, float alpha, float beta, int mr, int nr) {
+ukr_6x16_avx2(int64_t kc, const float *a, int64_t rsa, int64_t csa, const void *b, const int kind, float *c,
+              int64_t ldc, float alpha, float beta, int mr, int nr) {
+  const char *bp = b;
+  const int64_t es = kind == 0 ? 4 : 2; /* bytes a value */
   const float *a0 = a, *a1 = a + (mr > 1 ? rsa : 0), *a2 = a + (mr > 2 ? 2 * rsa : 0);
   const float *a3 = a + (mr > 3 ? 3 * rsa : 0), *a4 = a + (mr > 4 ? 4 * rsa : 0);
   const float *a5 = a + (mr > 5 ? 5 * rsa : 0);
@@ -473,7 +474,7 @@ ukr_6x16_avx2(int64_t kc, const float *a, int64_t rsa, int64_t csa, const float 
   __m256 c40 = _mm256_setzero_ps(), c41 = _mm256_setzero_ps();
   __m256 c50 = _mm256_setzero_ps(), c51 = _mm256_setzero_ps();
   for (int64_t p = 0, o = 0; p < kc; p++, o += csa) {
-    __m256 b0 = avx2_loadb(bf, bh, kind), b1 = avx2_loadb(bf + 8, bh + 8, kind);
+    __m256 b0 = avx2_loadb(bp, kind), b1 = avx2_loadb(bp + 8 * es, kind);
     __m256 av = _mm256_broadcast_ss(a0 + o);
     c00 = _mm256_fmadd_ps(av, b0, c00);
     c01 = _mm256_fmadd_ps(av, b1, c01);
@@ -492,10 +493,7 @@ ukr_6x16_avx2(int64_t kc, const float *a, int64_t rsa, int64_t csa, const float 
     av = _mm256_broadcast_ss(a5 + o);
     c50 = _mm256_fmadd_ps(av, b0, c50);
     c51 = _mm256_fmadd_ps(av, b1, c51);
-    if (kind == 0)
-      bf += 16;
-    else
-      bh += 16;
+    bp += 16 * es;
   }
   if (mr == 6 && nr == 16) {
     __m256 va = _mm256_set1_ps(alpha);
@@ -543,7 +541,7 @@ ukr_6x16_avx2(int64_t kc, const float *a, int64_t rsa, int64_t csa, const float 
 __attribute__((target("avx2,fma,f16c"))) void px_ukr_f32_6x16_avx2(int64_t kc, const float *a, int64_t rsa, int64_t csa,
                                                               const float *b, float *c, int64_t ldc, float alpha,
                                                               float beta, int mr, int nr) {
-  ukr_6x16_avx2(kc, a, rsa, csa, b, NULL, 0, c, ldc, alpha, beta, mr, nr);
+  ukr_6x16_avx2(kc, a, rsa, csa, b, 0, c, ldc, alpha, beta, mr, nr);
 }
 
 __attribute__((target("avx2,fma,f16c"))) void px_ukr_h16_6x16_avx2(int64_t kc, const float *a, int64_t rsa,
@@ -551,9 +549,9 @@ __attribute__((target("avx2,fma,f16c"))) void px_ukr_h16_6x16_avx2(int64_t kc, c
                                                                    float *c, int64_t ldc, float alpha, float beta,
                                                                    int mr, int nr) {
   if (bf16)
-    ukr_6x16_avx2(kc, a, rsa, csa, NULL, b, 2, c, ldc, alpha, beta, mr, nr);
+    ukr_6x16_avx2(kc, a, rsa, csa, b, 2, c, ldc, alpha, beta, mr, nr);
   else
-    ukr_6x16_avx2(kc, a, rsa, csa, NULL, b, 1, c, ldc, alpha, beta, mr, nr);
+    ukr_6x16_avx2(kc, a, rsa, csa, b, 1, c, ldc, alpha, beta, mr, nr);
 }
 
 
