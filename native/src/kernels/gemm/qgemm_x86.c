@@ -914,6 +914,7 @@ QG_VNNI void qg_gemm4_vnni_n(const int full, int mr, int nt, const uint8_t *w, i
                              int64_t ldc) {
   const __m512i mask = _mm512_set1_epi8(15);
   if (nt < 2) tb = 0;
+  const int64_t wst = nt < 2 ? 0 : b->ws_tile; /* the second tile's sums (the first's again when one) */
   float azf[QG_MR8]; /* every row set, so that the compiler sees them set; rows past mr unused */
   QG_UNROLL8 for (int i = 0; i < QG_MR8; i++) {
     azf[i] = full || i < mr ? (float)b->azp[i] : 0.0f;
@@ -940,7 +941,7 @@ QG_VNNI void qg_gemm4_vnni_n(const int full, int mr, int nt, const uint8_t *w, i
       }
     }
     _Pragma("GCC unroll 2") for (int t = 0; t < 2; t++) {
-      const uint8_t *ws = (const uint8_t *)qg_blk_ws(b, g) + t * b->ws_tile, *sp = (const uint8_t *)qg_blk_sc(b, g) + t * tb;
+      const uint8_t *ws = (const uint8_t *)qg_blk_ws(b, g) + t * wst, *sp = (const uint8_t *)qg_blk_sc(b, g) + t * tb;
       const __m512 wsum = _mm512_cvtepi32_ps(b->ws16 ? _mm512_cvtepi16_epi32(_mm256_loadu_si256((const __m256i *)ws))
                                                      : _mm512_loadu_si512((const void *)ws));
       const __m512 sc = b->sbf16 ? _mm512_castsi512_ps(_mm512_slli_epi32(
