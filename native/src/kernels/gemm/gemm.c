@@ -470,13 +470,15 @@ typedef struct gemm_job {
 
 /* Rows [ic, ic + mc) x columns [j0, j1) (j0 a multiple of NR) of depth block
  * [pc, pc + kc), B's panels for those columns at bp (panel after panel, each
- * kc x NR); A packed into pa first unless it is read in place. */
-/* Where a block's rows [ic, ic + mc) x depth [pc, pc + kc) of A are read:
- * in place, or packed into pa first (*a, with row and depth strides *rs and
- * *cs). */
-static void block_a(const gemm_job *j, int64_t ic, int64_t mc, int64_t pc, int64_t kc, float *pa,
-                    const float **ap, int64_t *rsp, int64_t *csp) {
-  const int mr = j->g.mr;
+ * kc x NR); A packed into pa first unless it is read in place. With bp16
+ * (not NULL), B is 16-bit panels read in place and widened in registers
+ * instead (j->pb16, bp16 the first column's panel at depth pc): panels run
+ * the whole depth, so the next one is K * NR values on, and every tile goes
+ * through the 8 x 32 (or AVX2 6 x 16) kernel, one-row tiles too (the same
+ * bits as the AVX-512 row loop). */
+static void gemm_block(const gemm_job *j, int64_t ic, int64_t mc, int64_t pc, int64_t kc,
+                       int64_t j0, int64_t j1, const float *bp, const uint16_t *bp16, float *pa) {
+  const int mr = j->g.mr, nr = j->g.nr;
   const float *a;
   int64_t rs, cs;
   if (j->pack_rows) {
@@ -491,39 +493,40 @@ static void block_a(const gemm_job *j, int64_t ic, int64_t mc, int64_t pc, int64
     pack_a(mc, kc, j->A + ic * j->rsa + pc * j->csa, j->rsa, j->csa, mr, pa);
     a = pa, rs = 1, cs = mr;
   }
-  *ap = a, *rsp = rs, *csp = cs;
-}
-
-static void gemm_block(const gemm_job *j, int64_t ic, int64_t mc, int64_t pc, int64_t kc,
-                       int64_t j0, int64_t j1, const float *bp, float *pa) {
-  const int mr = j->g.mr, nr = j->g.nr;
-  const float *a;
-  int64_t rs, cs;
-  block_a(j, ic, mc, pc, kc, pa, &a, &rs, &cs);
   const float beta_blk = pc == 0 ? j->beta : 1.0f;
   const bool last = pc + kc == j->K && j->epi;
+  (void)bp16; /* NULL where there is no x86 kernel to read it */
 #if PX_AVX512_KERNELS
-  if (mc == 1 && cs == 1 && j->g.isa == GEMM_ISA_AVX512) { /* one row (a decode step): stream the panels */
+  if (!bp16 && mc == 1 && cs == 1 && j->g.isa == GEMM_ISA_AVX512) { /* one row (a decode step): stream the panels */
     px_tile_ep ep = {j->bias ? j->bias + (j->bias_rows ? ic : j0) : NULL, j->bias_rows, j->clamp, j->lo, j->hi};
     px_gemv_f32_avx512(kc, a, bp, j1 - j0, j->C + ic * j->ldc + j0, j->alpha, beta_blk, last ? &ep : NULL);
     return;
   }
 #endif
-  for (int64_t jr = j0; jr < j1; jr += nr, bp += (int64_t)nr * kc) {
+  for (int64_t jr = j0; jr < j1; jr += nr) {
     int n = (int)(j1 - jr < nr ? j1 - jr : nr);
+    const float *bq = bp + (jr - j0) * kc; /* this column's panel */
     for (int64_t ir = 0; ir < mc; ir += mr) {
       int m = (int)(mc - ir < mr ? mc - ir : mr);
       float *ct = j->C + (ic + ir) * j->ldc + jr;
       const float *at = cs == 1 ? a + ir * rs : a + ir * kc;
 #if PX_AVX512_KERNELS
-      if (last && j->g.isa == GEMM_ISA_AVX512) { /* the epilogue in registers */
+      const uint16_t *bq16 = bp16 ? bp16 + (jr - j0) * j->K : NULL;
+      if (j->g.isa == GEMM_ISA_AVX512 && (last || bq16)) { /* the epilogue in registers */
         px_tile_ep ep = {j->bias ? j->bias + (j->bias_rows ? ic + ir : jr) : NULL, j->bias_rows,
                          j->clamp, j->lo, j->hi};
-        px_ukr_f32_8x32_avx512_ep(kc, at, rs, cs, bp, ct, j->ldc, j->alpha, beta_blk, m, n, &ep);
+        if (bq16)
+          px_ukr_h16_8x32_avx512_ep(kc, at, rs, cs, bq16, j->bf16, ct, j->ldc, j->alpha, beta_blk, m, n,
+                                    last ? &ep : NULL);
+        else
+          px_ukr_f32_8x32_avx512_ep(kc, at, rs, cs, bq, ct, j->ldc, j->alpha, beta_blk, m, n, &ep);
         continue;
       }
+      if (bq16) /* AVX2 */
+        px_ukr_h16_6x16_avx2(kc, at, rs, cs, bq16, j->bf16, ct, j->ldc, j->alpha, beta_blk, m, n);
+      else
 #endif
-      j->g.ukr(kc, at, rs, cs, bp, ct, j->ldc, j->alpha, beta_blk, m, n);
+        j->g.ukr(kc, at, rs, cs, bq, ct, j->ldc, j->alpha, beta_blk, m, n);
       if (last && j->bias_rows) {
         tile_epilogue_rows(ct, j->ldc, m, n, j->bias ? j->bias + ic + ir : NULL, j->clamp, j->lo, j->hi);
       } else if (last) {
@@ -545,44 +548,6 @@ static void gemm_block(const gemm_job *j, int64_t ic, int64_t mc, int64_t pc, in
     }
   }
 }
-
-#if PX_AVX512_KERNELS
-/* gemm_block with B's 16-bit panels read in place (j->pb16) and widened in
- * registers: bp is the first column's panel at depth pc; panels run the
- * whole depth, so the next one is K * NR values on. Every tile through the
- * 8 x 32 (or AVX2 6 x 16) kernel: one-row tiles too, the same bits as the
- * AVX-512 row loop. */
-static void gemm_block_h16(const gemm_job *j, int64_t ic, int64_t mc, int64_t pc, int64_t kc, int64_t j0,
-                           int64_t j1, const uint16_t *bp, float *pa) {
-  const int mr = j->g.mr, nr = j->g.nr;
-  const float *a;
-  int64_t rs, cs;
-  block_a(j, ic, mc, pc, kc, pa, &a, &rs, &cs);
-  const float beta_blk = pc == 0 ? j->beta : 1.0f;
-  const bool last = pc + kc == j->K && j->epi;
-  for (int64_t jr = j0; jr < j1; jr += nr, bp += (int64_t)nr * j->K) {
-    const int n = (int)(j1 - jr < nr ? j1 - jr : nr);
-    for (int64_t ir = 0; ir < mc; ir += mr) {
-      const int m = (int)(mc - ir < mr ? mc - ir : mr);
-      const float *at = cs == 1 ? a + ir * rs : a + ir * kc;
-      float *ct = j->C + (ic + ir) * j->ldc + jr;
-      const float *bias = j->bias ? j->bias + (j->bias_rows ? ic + ir : jr) : NULL;
-      if (j->g.isa == GEMM_ISA_AVX512) {
-        px_tile_ep ep = {bias, j->bias_rows, j->clamp, j->lo, j->hi};
-        px_ukr_h16_8x32_avx512_ep(kc, at, rs, cs, bp, j->bf16, ct, j->ldc, j->alpha, beta_blk, m, n,
-                                  last ? &ep : NULL);
-        continue;
-      }
-      /* AVX2: the tile, then gemm_block's epilogue for it */
-      px_ukr_h16_6x16_avx2(kc, at, rs, cs, bp, j->bf16, ct, j->ldc, j->alpha, beta_blk, m, n);
-      if (last && j->bias_rows)
-        tile_epilogue_rows(ct, j->ldc, m, n, bias, j->clamp, j->lo, j->hi);
-      else if (last)
-        px_gemm_tile_epilogue_avx2(ct, j->ldc, m, n, bias, j->clamp, j->lo, j->hi);
-    }
-  }
-}
-#endif
 
 /* The epilogue's post over rows [i0, i0 + m) x columns [c0, c1). */
 static void post_rows(void (*post)(int64_t, float *), float *C, int64_t ldc, int64_t i0, int64_t m,
@@ -617,7 +582,7 @@ static void gemm_prepacked_task(void *arg, int64_t begin, int64_t end, int tid) 
           } else
 #endif
           {
-            gemm_block(j, ic, mc, pc, kc, c0, c1, bp, pa);
+            gemm_block(j, ic, mc, pc, kc, c0, c1, bp, NULL, pa);
           }
           if (j->post && pc + kc == j->K) post_rows(j->post, j->C, j->ldc, ic, mc, c0, c1);
         }
@@ -640,12 +605,8 @@ static void gemm_packed_task(void *arg, int64_t begin, int64_t end, int tid) {
         if (!j->pb16) j->pack_b(j->bsrc, pc, kc, jc, nc, j->g.nr, pb);
         for (int64_t ic = 0; ic < j->M; ic += GEMM_MC) {
           int64_t mc = j->M - ic < GEMM_MC ? j->M - ic : GEMM_MC;
-#if PX_AVX512_KERNELS
-          if (j->pb16)
-            gemm_block_h16(j, ic, mc, pc, kc, jc, jc + nc, j->pb16 + jc * j->K + pc * j->g.nr, pa);
-          else
-#endif
-            gemm_block(j, ic, mc, pc, kc, jc, jc + nc, pb, pa);
+          const uint16_t *bp16 = j->pb16 ? j->pb16 + jc * j->K + pc * j->g.nr : NULL;
+          gemm_block(j, ic, mc, pc, kc, jc, jc + nc, pb, bp16, pa);
           if (j->post && pc + kc == j->K) post_rows(j->post, j->C, j->ldc, ic, mc, jc, jc + nc);
         }
       }

@@ -163,6 +163,19 @@ tile_store_8x32(float *c, int64_t ldc, float alpha, float beta, int mr, int nr, 
   __m512 c51 = c00, c60 = c00, c61 = c00, c70 = c00, c71 = c00
 #define AVX512_ACC_LIST c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51, c60, c61, c70, c71
 
+/* The 8 x 32 kernel's body, over (kc, a, rsa, csa, b, c, ldc, alpha, beta,
+ * mr, nr, ep), B's vectors read through AVX512_LOADB as defined where it
+ * is expanded. */
+#define AVX512_UKR_BODY                                                                   \
+  const float *a0 = a, *a1 = a + (mr > 1 ? rsa : 0), *a2 = a + (mr > 2 ? 2 * rsa : 0);    \
+  const float *a3 = a + (mr > 3 ? 3 * rsa : 0), *a4 = a + (mr > 4 ? 4 * rsa : 0);         \
+  const float *a5 = a + (mr > 5 ? 5 * rsa : 0), *a6 = a + (mr > 6 ? 6 * rsa : 0);         \
+  const float *a7 = a + (mr > 7 ? 7 * rsa : 0);                                           \
+  prefetch_tile(c, ldc, mr);                                                              \
+  AVX512_ACC_ZERO;                                                                        \
+  AVX512_LOOP(kc, o, csa);                                                                \
+  tile_store_8x32(c, ldc, alpha, beta, mr, nr, ep, AVX512_ACC_LIST)
+
 /* 8 x 32 AVX-512 micro-kernel: two 512-bit columns of B per k, each A
  * element broadcast from memory into both. Panels of 16 columns or fewer (an
  * edge tile) skip the second column's multiply-adds; edges store through
@@ -173,14 +186,7 @@ __attribute__((target("avx512f"))) void px_ukr_f32_8x32_avx512_ep(int64_t kc, co
                                                                   int64_t ldc, float alpha,
                                                                   float beta, int mr, int nr,
                                                                   const px_tile_ep *ep) {
-  const float *a0 = a, *a1 = a + (mr > 1 ? rsa : 0), *a2 = a + (mr > 2 ? 2 * rsa : 0);
-  const float *a3 = a + (mr > 3 ? 3 * rsa : 0), *a4 = a + (mr > 4 ? 4 * rsa : 0);
-  const float *a5 = a + (mr > 5 ? 5 * rsa : 0), *a6 = a + (mr > 6 ? 6 * rsa : 0);
-  const float *a7 = a + (mr > 7 ? 7 * rsa : 0);
-  prefetch_tile(c, ldc, mr);
-  AVX512_ACC_ZERO;
-  AVX512_LOOP(kc, o, csa);
-  tile_store_8x32(c, ldc, alpha, beta, mr, nr, ep, AVX512_ACC_LIST);
+  AVX512_UKR_BODY;
 }
 
 __attribute__((target("avx512f"))) void px_ukr_f32_8x32_avx512(int64_t kc, const float *a,
@@ -206,14 +212,7 @@ __attribute__((target("avx512f"))) void px_ukr_f32_8x32_avx512(int64_t kc, const
 __attribute__((target("avx512f"), always_inline)) static inline void
 ukr_h16_8x32(int64_t kc, const float *a, int64_t rsa, int64_t csa, const uint16_t *b, const bool bf16, float *c,
              int64_t ldc, float alpha, float beta, int mr, int nr, const px_tile_ep *ep) {
-  const float *a0 = a, *a1 = a + (mr > 1 ? rsa : 0), *a2 = a + (mr > 2 ? 2 * rsa : 0);
-  const float *a3 = a + (mr > 3 ? 3 * rsa : 0), *a4 = a + (mr > 4 ? 4 * rsa : 0);
-  const float *a5 = a + (mr > 5 ? 5 * rsa : 0), *a6 = a + (mr > 6 ? 6 * rsa : 0);
-  const float *a7 = a + (mr > 7 ? 7 * rsa : 0);
-  prefetch_tile(c, ldc, mr);
-  AVX512_ACC_ZERO;
-  AVX512_LOOP(kc, o, csa);
-  tile_store_8x32(c, ldc, alpha, beta, mr, nr, ep, AVX512_ACC_LIST);
+  AVX512_UKR_BODY;
 }
 #undef AVX512_LOADB
 #define AVX512_LOADB(p) _mm512_loadu_ps(p)
