@@ -294,4 +294,17 @@ double px_red_sum_f64(const double *restrict p, int64_t n);
 void px_red_row_sum_f32(double *restrict acc, const float *restrict p, int64_t n);
 void px_red_row_sum_f64(double *restrict acc, const double *restrict p, int64_t n);
 
+/* The sum in double of n contiguous float16 (bf16 = 0) or bfloat16 values,
+ * the bits of converting them to double and px_red_sum_f64 (reduce_x86.c;
+ * for a CPU with AVX-512F, or AVX2 and F16C). */
+#if defined(__GNUC__) && defined(__x86_64__)
+#define PX_RED_X86 1
+double px_red_sum16_avx512(int bf16, const uint16_t *p, int64_t n);
+double px_red_sum16_avx2(int bf16, const uint16_t *p, int64_t n);
+/* s[q] = px_red_sum16_avx512(bf16, p[q], n) for q < 4, the four together. */
+void px_red_sum16x4_avx512(int bf16, const uint16_t *const p[4], int64_t n, double s[4]);
+#else
+#define PX_RED_X86 0
+#endif
+
 #endif /* PX_REDUCTION_PLAN_H */
