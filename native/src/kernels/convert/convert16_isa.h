@@ -3,7 +3,8 @@
  * the longest prefix of [0, n) it handles in whole vectors and returns its
  * length; convert16.c finishes the rest element by element, with the same
  * bits. convert16_x86.c (F16C, AVX2) and convert16_neon.c (AArch64) define
- * them; each is called only where px_cpu() reports its features.
+ * them (the AVX-512 float16 runs finish with the F16C ones); each is
+ * called only where px_cpu() reports its features.
  */
 #ifndef PX_CONVERT16_ISA_H
 #define PX_CONVERT16_ISA_H
@@ -16,6 +17,9 @@
 int64_t px_cv16_f16_to_f32_f16c(float *dst, const uint16_t *src, int64_t n);
 int64_t px_cv16_f32_to_f16_f16c(uint16_t *dst, const float *src, int64_t n);
 int64_t px_cv16_round_f16_f16c(float *x, int64_t n);
+int64_t px_cv16_f16_to_f32_avx512(float *dst, const uint16_t *src, int64_t n);
+int64_t px_cv16_f32_to_f16_avx512(uint16_t *dst, const float *src, int64_t n);
+int64_t px_cv16_round_f16_avx512(float *x, int64_t n);
 int64_t px_cv16_bf16_to_f32_avx2(float *dst, const uint16_t *src, int64_t n);
 int64_t px_cv16_f32_to_bf16_avx2(uint16_t *dst, const float *src, int64_t n);
 int64_t px_cv16_round_bf16_avx2(float *x, int64_t n);

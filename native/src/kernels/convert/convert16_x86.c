@@ -30,6 +30,31 @@ __attribute__((target("avx,f16c"))) int64_t px_cv16_round_f16_f16c(float *x, int
   return k;
 }
 
+/* The same three float16 runs 16 lanes wide (AVX-512F), then one 8-lane
+ * step: the same conversions per element. */
+__attribute__((target("avx512f,f16c"))) int64_t px_cv16_f16_to_f32_avx512(float *dst, const uint16_t *src,
+                                                                         int64_t n) {
+  int64_t k = 0;
+  for (; k + 16 <= n; k += 16)
+    _mm512_storeu_ps(dst + k, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(src + k))));
+  return k + px_cv16_f16_to_f32_f16c(dst + k, src + k, n - k);
+}
+
+__attribute__((target("avx512f,f16c"))) int64_t px_cv16_f32_to_f16_avx512(uint16_t *dst, const float *src,
+                                                                         int64_t n) {
+  int64_t k = 0;
+  for (; k + 16 <= n; k += 16)
+    _mm256_storeu_si256((__m256i *)(dst + k), _mm512_cvtps_ph(_mm512_loadu_ps(src + k), _MM_FROUND_TO_NEAREST_INT));
+  return k + px_cv16_f32_to_f16_f16c(dst + k, src + k, n - k);
+}
+
+__attribute__((target("avx512f,f16c"))) int64_t px_cv16_round_f16_avx512(float *x, int64_t n) {
+  int64_t k = 0;
+  for (; k + 16 <= n; k += 16)
+    _mm512_storeu_ps(x + k, _mm512_cvtph_ps(_mm512_cvtps_ph(_mm512_loadu_ps(x + k), _MM_FROUND_TO_NEAREST_INT)));
+  return k + px_cv16_round_f16_f16c(x + k, n - k);
+}
+
 /* The bfloat16 rounding of 8 float32 bit patterns, still in the top halves:
  * x + 0x7fff + (bit 16 of x), or for NaN x with the quiet bit set. */
 __attribute__((target("avx2"))) static inline __m256i bf16_round8(__m256i x) {
