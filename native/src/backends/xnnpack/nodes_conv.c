@@ -436,6 +436,28 @@ const char *xnn_conv2d_profile_name(const xnn_node *node) {
   return names[p && p->wino][node->post <= XNN_POST_HARDSWISH ? node->post : 0];
 }
 
+/* The largest input (floats, padding included) the indirect path reads from
+ * a zero-padded copy: a few L1-sized copies cost less than the border tiles'
+ * gathers they save. */
+#define PAD_COPY_MAX 16384
+
+/* xp = x [N, H, W, C] with pt / pb zero rows and pl / pr zero pixels around each image. */
+static void pad_copy(float *xp, const float *x, int64_t N, int64_t H, int64_t W, int64_t C, int64_t pt,
+                     int64_t pl, int64_t pb, int64_t pr) {
+  const int64_t Wx = W + pl + pr, row = Wx * C;
+  for (int64_t n = 0; n < N; n++) {
+    float *img = xp + n * (H + pt + pb) * row;
+    memset(img, 0, sizeof(float) * (size_t)(pt * row));
+    for (int64_t h = 0; h < H; h++) {
+      float *r = img + (pt + h) * row;
+      memset(r, 0, sizeof(float) * (size_t)(pl * C));
+      memcpy(r + pl * C, x + (n * H + h) * W * C, sizeof(float) * (size_t)(W * C));
+      memset(r + (pl + W) * C, 0, sizeof(float) * (size_t)(pr * C));
+    }
+    memset(img + (pt + H) * row, 0, sizeof(float) * (size_t)(pb * row));
+  }
+}
+
 int xnn_exec_conv2d(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
   const conv_plan *p = node->packed;
   const xnn_value *xv = &values[node->in[0]], *yv = &values[node->out[0]];
@@ -464,6 +486,19 @@ int xnn_exec_conv2d(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
                         (p->Cin_g >= 8 || (p->G == 1 && p->dw == 1 && p->KW * p->Cin_g >= 8));
   void *work = px_scratch(ctx, px_gemm_f32_work_size(T, Cg, p->K));
   if (!work) return PYEXEC_ERR_EXECUTION;
+  /* A small padded input with short kernel rows is read from a zero-padded
+   * copy: every window then lies inside it, and no tile on the border
+   * gathers its kernel rows into a buffer (half the tiles of a 32-pixel-wide
+   * image with 8-pixel tiles, whose 3-channel rows are only 9 deep). */
+  int64_t Hx = H, Wx = W, pt = p->pt, pl = p->pl;
+  if (indirect && (p->pt | p->pl | p->pb | p->pr) && p->KW * p->Cin_g <= 64 &&
+      yv->dims[0] * (H + p->pt + p->pb) * (W + p->pl + p->pr) * p->Cin <= PAD_COPY_MAX) {
+    Hx = H + p->pt + p->pb, Wx = W + p->pl + p->pr, pt = 0, pl = 0;
+    float *xp = px_scratch(ctx, sizeof(float) * (size_t)(yv->dims[0] * Hx * Wx * p->Cin));
+    if (!xp) return PYEXEC_ERR_EXECUTION;
+    pad_copy(xp, x, yv->dims[0], H, W, p->Cin, p->pt, p->pl, p->pb, p->pr);
+    x = xp;
+  }
   for (int64_t r0 = 0; r0 < M; r0 += T) {
     int64_t rows = M - r0 < T ? M - r0 : T;
     float *yt = y + r0 * Cout;
@@ -476,8 +511,8 @@ int xnn_exec_conv2d(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
                                       p->Cin, 1, NULL, NULL, p->w + g * p->wg, 0.0f, yt + g * Cg,
                                       Cout, &ep);
       } else if (indirect) {
-        px_gemm_conv cv = {x + g * p->Cin_g, H * W * p->Cin, H, W, p->Cin, p->Cin_g, p->KH, p->KW,
-                           p->sh, p->sw, p->dh, p->dw, p->pt, p->pl, OH, OW, r0};
+        px_gemm_conv cv = {x + g * p->Cin_g, Hx * Wx * p->Cin, Hx, Wx, p->Cin, p->Cin_g, p->KH, p->KW,
+                           p->sh, p->sw, p->dh, p->dw, pt, pl, OH, OW, r0};
         rc = px_gemm_f32_conv(ctx, work, &cv, rows, Cg, p->w + g * p->wg, yt + g * Cg, Cout, &ep);
       } else {
         im2col_src s = {p, x + g * p->Cin_g, H, W, OH, OW, r0};

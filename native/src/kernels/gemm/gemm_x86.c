@@ -378,25 +378,46 @@ __attribute__((target("avx512f"))) void px_gemm_conv_block_avx512(const px_gemm_
    * much as its product when the depth is short, as in a 3-channel stem) */
   const int64_t r0 = cv->row0 + ic;
   int64_t n = r0 / OHW, oh = r0 % OHW / cv->OW, ow = r0 % cv->OW;
+  /* a row's next seven pixels: their window columns and corners, from its own */
+  const int64_t sw = cv->sw, sc = cv->sw * cv->cs;
+  const __m512i step_w = _mm512_set_epi64(7 * sw, 6 * sw, 5 * sw, 4 * sw, 3 * sw, 2 * sw, sw, 0);
+  const __m512i step_c = _mm512_set_epi64(7 * sc, 6 * sc, 5 * sc, 4 * sc, 3 * sc, 2 * sc, sc, 0);
   for (int64_t ir = 0; ir < mc; ir += 8) {
     const int m = (int)(mc - ir < 8 ? mc - ir : 8);
     int64_t ih0[8], iw0[8], img[8], corner[8]; /* corner: the window's (ih0, iw0) pixel, in floats from x */
-    for (int i = 0; i < 8; i++) {
-      if (i >= m) { /* rows past m repeat the first (computed, not stored) */
-        img[i] = img[0], ih0[i] = ih0[0], iw0[i] = iw0[0], corner[i] = corner[0];
-        continue;
-      }
-      img[i] = n * cv->img_stride;
-      ih0[i] = oh * cv->sh - cv->pt;
-      iw0[i] = ow * cv->sw - cv->pl;
-      corner[i] = img[i] + (ih0[i] * cv->W + iw0[i]) * cv->cs;
-      if (++ow == cv->OW) {
+    __m512i vih, viw, vcorner;
+    if (m == 8 && ow + 8 <= cv->OW) {
+      /* eight pixels of one output row: one vector step each (no scalar
+       * stores read back as a vector, which stall store forwarding) */
+      const int64_t ih = oh * cv->sh - cv->pt, iw = ow * cv->sw - cv->pl;
+      vih = _mm512_set1_epi64(ih);
+      viw = _mm512_add_epi64(_mm512_set1_epi64(iw), step_w);
+      vcorner = _mm512_add_epi64(_mm512_set1_epi64(n * cv->img_stride + (ih * cv->W + iw) * cv->cs), step_c);
+      _mm512_storeu_si512((void *)ih0, vih);
+      _mm512_storeu_si512((void *)iw0, viw);
+      for (int i = 0; i < 8; i++) img[i] = n * cv->img_stride;
+      if ((ow += 8) == cv->OW) {
         ow = 0;
         if (++oh == cv->OH) oh = 0, n++;
       }
+    } else {
+      for (int i = 0; i < 8; i++) {
+        if (i >= m) { /* rows past m repeat the first (computed, not stored) */
+          img[i] = img[0], ih0[i] = ih0[0], iw0[i] = iw0[0], corner[i] = corner[0];
+          continue;
+        }
+        img[i] = n * cv->img_stride;
+        ih0[i] = oh * cv->sh - cv->pt;
+        iw0[i] = ow * cv->sw - cv->pl;
+        corner[i] = img[i] + (ih0[i] * cv->W + iw0[i]) * cv->cs;
+        if (++ow == cv->OW) {
+          ow = 0;
+          if (++oh == cv->OH) oh = 0, n++;
+        }
+      }
+      vih = _mm512_loadu_si512((const void *)ih0), viw = _mm512_loadu_si512((const void *)iw0);
+      vcorner = _mm512_loadu_si512((const void *)corner);
     }
-    const __m512i vih = _mm512_loadu_si512((const void *)ih0), viw = _mm512_loadu_si512((const void *)iw0);
-    const __m512i vcorner = _mm512_loadu_si512((const void *)corner);
     int nseg = 0;
     for (int u = 0; u < nrun; u++) {
       const conv_run *r = &run[u];
