@@ -419,9 +419,9 @@ static void test_qd8(void) {
   CHECK(zp == 0 && sc == 1.0f / 127.5f && q[0] == -128 && q[1] == 127 && q[2] == -128);
   /* random rows against the reference; 0.0 always exactly representable */
   for (int t = 0; t < 50; t++) {
-    int64_t M = 1 + rnd() % 4, K = 1 + rnd() % 70, ldx = K + (int64_t)(rnd() % 3);
+    int64_t M = 1 + rnd() % 4, K = 1 + rnd() % 200, ldx = K + (int64_t)(rnd() % 3);
     float *xs = malloc(sizeof(float) * (size_t)(M * ldx));
-    int8_t *qs = malloc((size_t)(M * K)), rq[80];
+    int8_t *qs = malloc((size_t)(M * K)), rq[200];
     int32_t zps[4], rzp;
     float scs[4], rsc;
     float off = rnd_float(-3.0f, 3.0f), spread = rnd_float(0.01f, 10.0f);

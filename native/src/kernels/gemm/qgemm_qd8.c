@@ -31,9 +31,13 @@ void px_quantize_qd8(const float *x, int64_t M, int64_t K, int64_t ldx, int8_t *
   void (*range)(const float *, int64_t, float *, float *) = qg_qd8_range_c;
   void (*quant)(const float *, int64_t, float, float, float, int32_t, int8_t *) = qg_qd8_quant_c;
 #if QG_X86
-  if (px_qgemm_path() == PX_QGEMM_AVX2 || px_qgemm_path() == PX_QGEMM_AVX512_VNNI) {
+  if (px_qgemm_path() == PX_QGEMM_AVX2) {
     range = qg_qd8_range_avx2;
     quant = qg_qd8_quant_avx2;
+  }
+  if (px_qgemm_path() == PX_QGEMM_AVX512_VNNI) {
+    range = qg_qd8_range_avx512;
+    quant = qg_qd8_quant_avx512;
   }
 #endif
 #if QG_NEON

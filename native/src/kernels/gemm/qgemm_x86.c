@@ -436,6 +436,56 @@ QG_AVX2_T void qg_qd8_quant_avx2(const float *r, int64_t K, float mult, float lo
 #define QG_VNNI_T __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni")))
 #define QG_VNNI QG_VNNI_T __attribute__((always_inline)) static inline
 
+/* px_quantize_qd8's passes 16 lanes wide: the range in four independent
+ * pairs of min / max chains (a row of 2048 was 256 dependent steps of the
+ * 8-lane loop), the same extremes (min and max of values that never take a
+ * NaN or a negative zero into the chains: a NaN x leaves the chain as it
+ * was, and -0.0 never replaces the starting 0.0); the quantization as
+ * qg_qd8_quant_avx2's, the int32 values already within int8 (clamped to
+ * [lo, hi] before zp is added), so the narrowing's saturation never acts. */
+QG_VNNI_T void qg_qd8_range_avx512(const float *r, int64_t K, float *rmin, float *rmax) {
+  __m512 lo[4], hi[4];
+  for (int c = 0; c < 4; c++) lo[c] = hi[c] = _mm512_setzero_ps();
+  int64_t k = 0;
+  for (; k + 64 <= K; k += 64)
+    for (int c = 0; c < 4; c++) {
+      const __m512 x = _mm512_loadu_ps(r + k + 16 * c);
+      lo[c] = _mm512_min_ps(x, lo[c]);
+      hi[c] = _mm512_max_ps(x, hi[c]);
+    }
+  for (; k + 16 <= K; k += 16) {
+    const __m512 x = _mm512_loadu_ps(r + k);
+    lo[0] = _mm512_min_ps(x, lo[0]);
+    hi[0] = _mm512_max_ps(x, hi[0]);
+  }
+  float l[4][16], h[4][16];
+  for (int c = 0; c < 4; c++) _mm512_storeu_ps(l[c], lo[c]), _mm512_storeu_ps(h[c], hi[c]);
+  float a = 0.0f, b = 0.0f;
+  for (int c = 0; c < 4; c++)
+    for (int i = 0; i < 16; i++) {
+      a = l[c][i] < a ? l[c][i] : a;
+      b = h[c][i] > b ? h[c][i] : b;
+    }
+  for (; k < K; k++) {
+    a = r[k] < a ? r[k] : a;
+    b = r[k] > b ? r[k] : b;
+  }
+  *rmin = a;
+  *rmax = b;
+}
+
+QG_VNNI_T void qg_qd8_quant_avx512(const float *r, int64_t K, float mult, float lo, float hi, int32_t zp,
+                                   int8_t *q) {
+  const __m512 m = _mm512_set1_ps(mult), vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
+  const __m512i z = _mm512_set1_epi32(zp);
+  int64_t k = 0;
+  for (; k + 16 <= K; k += 16) {
+    const __m512 f = _mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(_mm512_loadu_ps(r + k), m), vlo), vhi);
+    _mm_storeu_si128((__m128i *)(q + k), _mm512_cvtsepi32_epi8(_mm512_add_epi32(_mm512_cvtps_epi32(f), z)));
+  }
+  qg_qd8_quant_avx2(r + k, K - k, mult, lo, hi, zp, q + k);
+}
+
 /* acc += dot products of the unsigned bytes of u and the signed bytes of s
  * (vpdpbusd), written as one instruction on acc's register: through the
  * intrinsic GCC 12 copies every accumulator into a fresh register and back
