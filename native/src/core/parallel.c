@@ -121,6 +121,7 @@ typedef struct pool {
   job cur;            /* written before the claim word names its job */
   _Alignas(64) atomic_uint_fast64_t claim; /* stored under mu */
   _Alignas(64) atomic_int done_chunks;
+  atomic_uint wakes; /* pool_wake's count, changed under mu */
 } pool;
 
 static pool g_pool = {.mu = PTHREAD_MUTEX_INITIALIZER, .done = PTHREAD_COND_INITIALIZER};
@@ -285,9 +286,14 @@ pyexec_status px_parallel_set_num_threads(int n) {
   return PYEXEC_OK;
 }
 
+static void pool_wake(void);
+
 int px_parallel_pin(void) {
   int prev = tl_pinned;
-  if (!prev) tl_pinned = global_count();
+  if (!prev) {
+    tl_pinned = global_count();
+    if (tl_pinned > 1) pool_wake();
+  }
   return prev;
 }
 
@@ -369,7 +375,9 @@ static void *worker_main(void *p) {
       if ((k & 63) == 0 && now_ns() - t0 > PX_SPIN_NS) {
         pthread_mutex_lock(&pl->mu);
         w->sleeping = true;
-        while ((atomic_load(&pl->claim) >> CW_GEN_SHIFT) == seen && !atomic_load(&pl->stop))
+        const unsigned wakes = atomic_load(&pl->wakes);
+        while ((atomic_load(&pl->claim) >> CW_GEN_SHIFT) == seen && !atomic_load(&pl->stop) &&
+               atomic_load(&pl->wakes) == wakes)
           pthread_cond_wait(&w->wake, &pl->mu);
         w->sleeping = false;
         pthread_mutex_unlock(&pl->mu);
@@ -380,6 +388,31 @@ static void *worker_main(void *p) {
     work_chunks(pl, w->index, &seen);
   }
   return NULL;
+}
+
+/* An execute is starting on several threads: workers asleep since the last
+ * one are woken to spin, so that its first split does not wait 20-60 us
+ * for them (the serial work before it, a layout transpose or a conversion,
+ * covers the wake-up). A woken worker finds no new job, takes no chunk of
+ * the old one (all taken) and spins, then sleeps again if none comes. */
+static void pool_wake(void) {
+  pool *pl = &g_pool;
+  /* the pool is owned for this, as for a job (or it is busy with one) */
+  if (atomic_flag_test_and_set_explicit(&g_busy, memory_order_acquire)) return;
+  if (!pl->workers) {
+    atomic_flag_clear_explicit(&g_busy, memory_order_release);
+    return;
+  }
+  pthread_mutex_lock(&pl->mu);
+  bool any = false;
+  for (int i = 0; i < pl->nworkers; i++) any = any || pl->workers[i].sleeping;
+  if (any) {
+    atomic_fetch_add(&pl->wakes, 1);
+    for (int i = 0; i < pl->nworkers; i++)
+      if (pl->workers[i].sleeping) pthread_cond_signal(&pl->workers[i].wake);
+  }
+  pthread_mutex_unlock(&pl->mu);
+  atomic_flag_clear_explicit(&g_busy, memory_order_release);
 }
 
 /* Stops and joins every worker (the caller owns g_busy). */
