@@ -5,6 +5,7 @@
  */
 #include "kernels/shape/strided.h"
 
+#include "core/parallel.h"
 #include "kernels/shape/transpose.h"
 
 #include <stdio.h>
@@ -63,6 +64,32 @@ static void strided_run(size_t es, char *dp, int64_t dstr, const char *sp, int64
 
 /* Copies view src into view dst (equal sizes), converting dtype if needed.
  * The views must not overlap, except for being the very same memory. */
+/* One matrix transpose (a layout change of one image: NCHW <-> NHWC)
+ * split over the thread pool by blocks of destination rows: each task
+ * writes whole rows of its own; the bytes are the same however it is cut. */
+typedef struct transpose_job {
+  size_t es;
+  char *dst;
+  const char *src;
+  int64_t dst_ld, src_ld, rows, cols;
+} transpose_job;
+
+#define TRANSPOSE_BLOCK 16 /* destination rows per work item */
+
+static void transpose_cols(void *arg, int64_t b, int64_t e, int tid) {
+  (void)tid;
+  const transpose_job *j = arg;
+  const int64_t c0 = b * TRANSPOSE_BLOCK, c1 = e * TRANSPOSE_BLOCK < j->cols ? e * TRANSPOSE_BLOCK : j->cols;
+  px_transpose2d(j->es, j->dst + (size_t)(c0 * j->dst_ld) * j->es, j->dst_ld, j->src + (size_t)c0 * j->es,
+                 j->src_ld, j->rows, c1 - c0);
+}
+
+static void transpose_split(size_t es, char *dst, int64_t dst_ld, const char *src, int64_t src_ld, int64_t rows,
+                            int64_t cols) {
+  transpose_job j = {es, dst, src, dst_ld, src_ld, rows, cols};
+  px_parallel_for((cols + TRANSPOSE_BLOCK - 1) / TRANSPOSE_BLOCK, 1, rows * cols * (int64_t)es, transpose_cols, &j);
+}
+
 int px_sv_copy(px_ctx *ctx, const px_sv *dst, const px_sv *src) {
   if (dst->dim != src->dim)
     return px_fail(ctx, "internal: copy between ranks %d and %d", src->dim, dst->dim);
@@ -112,7 +139,9 @@ int px_sv_copy(px_ctx *ctx, const px_sv *dst, const px_sv *src) {
   for (;;) {
     char *dp = dst->data + doff * (int64_t)esd;
     const char *sp = src->data + soff * (int64_t)ess;
-    if (transpose) {
+    if (transpose && od == 0) {
+      transpose_split(esd, dp, ds[nd - 2], sp, ssi, inner, sz[nd - 2]);
+    } else if (transpose) {
       px_transpose2d(esd, dp, ds[nd - 2], sp, ssi, inner, sz[nd - 2]);
     } else if (dsi == 1 && ssi == 1) {
       if (same)
