@@ -694,9 +694,29 @@ static inline int32_t qc_rowsum_total(qc_rowsum acc, int64_t bytes) {
 }
 #endif
 
+/* The largest padded input (bytes) qc_run_rows copies, padding filled with
+ * the zero point, so that every kernel row lies inside: a 32 x 32 RGB stem
+ * built half its rows in scratch, tap by tap. */
+#define QC_PAD_COPY_MAX 65536
+
 static __attribute__((noinline)) int qc_run_rows(px_ctx *ctx, const px_qconv *c, int64_t N, int64_t H, int64_t W, const int8_t *x, int64_t OH,
                        int64_t OW, int8_t *y) {
-  const int64_t C = c->gic, L = c->rowlen, KH = c->kh, M = N * OH * OW, total = N * H * W * C;
+  const int64_t C = c->gic, L = c->rowlen, KH = c->kh, M = N * OH * OW;
+  int64_t pt = c->pt, pl = c->pl;
+  const int64_t Hp = H + c->pt + c->pb, Wp = W + c->pl + c->pr;
+  bool padded = false;
+  if ((pt | pl | c->pb | c->pr) && N * Hp * Wp * C + L <= QC_PAD_COPY_MAX) {
+    /* the padded copy, and L bytes after it for the last rows' runs (read
+     * with zero weights, and counted in the row sums as any byte read) */
+    int8_t *xp = px_scratch(ctx, (size_t)(N * Hp * Wp * C + L));
+    if (!xp) return PYEXEC_ERR_EXECUTION;
+    memset(xp, (int)(int8_t)c->in_zp, (size_t)(N * Hp * Wp * C + L));
+    for (int64_t n = 0; n < N; n++)
+      for (int64_t h = 0; h < H; h++)
+        memcpy(xp + ((n * Hp + pt + h) * Wp + pl) * C, x + (n * H + h) * W * C, (size_t)(W * C));
+    x = xp, H = Hp, W = Wp, pt = 0, pl = 0, padded = true;
+  }
+  const int64_t total = N * H * W * C + (padded ? L : 0); /* bytes a run may read */
   const int64_t chunk = M < 2048 ? M : 2048;
   const int8_t **ind = px_scratch(ctx, sizeof(*ind) * (size_t)(chunk * KH));
   int32_t *sums = px_scratch(ctx, sizeof(int32_t) * (size_t)chunk);
@@ -706,13 +726,13 @@ static __attribute__((noinline)) int qc_run_rows(px_ctx *ctx, const px_qconv *c,
     const int64_t rows = M - m0 < chunk ? M - m0 : chunk;
     int64_t n = m0 / (OH * OW), oh = m0 / OW % OH, ow = m0 % OW, nb = 0;
     for (int64_t r = 0; r < rows; r++) {
-      const int64_t iw0 = ow * c->sw - c->pl, img = n * H * W;
+      const int64_t iw0 = ow * c->sw - pl, img = n * H * W;
       const bool cols_in = iw0 >= 0 && iw0 + c->kw <= W;
       int32_t sum = 0;
       qc_rowsum vsum = qc_rowsum_zero();
       int64_t vbytes = 0;
       for (int64_t i = 0; i < KH; i++) {
-        const int64_t ih = oh * c->sh + i * c->dh - c->pt;
+        const int64_t ih = oh * c->sh + i * c->dh - pt;
         const int64_t off = ((img + ih * W) + iw0) * C; /* meaningful when the row lies inside */
         if (cols_in && ih >= 0 && ih < H && off + L <= total) {
           ind[r * KH + i] = x + off;
