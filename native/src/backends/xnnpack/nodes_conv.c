@@ -40,6 +40,7 @@
 #include "kernels/conv/dwconv.h"
 #include "kernels/conv/winograd.h"
 #include "kernels/gemm/gemm.h"
+#include "kernels/shape/strided.h"
 
 /* Largest stride, dilation, kernel or padding accepted: keeps every size
  * computed from them far inside int64. */
@@ -441,23 +442,6 @@ const char *xnn_conv2d_profile_name(const xnn_node *node) {
  * gathers they save. */
 #define PAD_COPY_MAX 16384
 
-/* xp = x [N, H, W, C] with pt / pb zero rows and pl / pr zero pixels around each image. */
-static void pad_copy(float *xp, const float *x, int64_t N, int64_t H, int64_t W, int64_t C, int64_t pt,
-                     int64_t pl, int64_t pb, int64_t pr) {
-  const int64_t Wx = W + pl + pr, row = Wx * C;
-  for (int64_t n = 0; n < N; n++) {
-    float *img = xp + n * (H + pt + pb) * row;
-    memset(img, 0, sizeof(float) * (size_t)(pt * row));
-    for (int64_t h = 0; h < H; h++) {
-      float *r = img + (pt + h) * row;
-      memset(r, 0, sizeof(float) * (size_t)(pl * C));
-      memcpy(r + pl * C, x + (n * H + h) * W * C, sizeof(float) * (size_t)(W * C));
-      memset(r + (pl + W) * C, 0, sizeof(float) * (size_t)(pr * C));
-    }
-    memset(img + (pt + H) * row, 0, sizeof(float) * (size_t)(pb * row));
-  }
-}
-
 int xnn_exec_conv2d(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
   const conv_plan *p = node->packed;
   const xnn_value *xv = &values[node->in[0]], *yv = &values[node->out[0]];
@@ -496,7 +480,7 @@ int xnn_exec_conv2d(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
     Hx = H + p->pt + p->pb, Wx = W + p->pl + p->pr, pt = 0, pl = 0;
     float *xp = px_scratch(ctx, sizeof(float) * (size_t)(yv->dims[0] * Hx * Wx * p->Cin));
     if (!xp) return PYEXEC_ERR_EXECUTION;
-    pad_copy(xp, x, yv->dims[0], H, W, p->Cin, p->pt, p->pl, p->pb, p->pr);
+    px_pad_nhwc(xp, x, yv->dims[0], H, W, sizeof(float) * (size_t)p->Cin, p->pt, p->pl, p->pb, p->pr, 0);
     x = xp;
   }
   for (int64_t r0 = 0; r0 < M; r0 += T) {

@@ -18,6 +18,7 @@
 #include "core/error.h"
 #include "core/parallel.h"
 #include "kernels/gemm/qgemm.h"
+#include "kernels/shape/strided.h"
 
 #define QC_PARAM_MAX 65536
 
@@ -710,10 +711,8 @@ static __attribute__((noinline)) int qc_run_rows(px_ctx *ctx, const px_qconv *c,
      * with zero weights, and counted in the row sums as any byte read) */
     int8_t *xp = px_scratch(ctx, (size_t)(N * Hp * Wp * C + L));
     if (!xp) return PYEXEC_ERR_EXECUTION;
-    memset(xp, (int)(int8_t)c->in_zp, (size_t)(N * Hp * Wp * C + L));
-    for (int64_t n = 0; n < N; n++)
-      for (int64_t h = 0; h < H; h++)
-        memcpy(xp + ((n * Hp + pt + h) * Wp + pl) * C, x + (n * H + h) * W * C, (size_t)(W * C));
+    px_pad_nhwc(xp, x, N, H, W, (size_t)C, c->pt, c->pl, c->pb, c->pr, (int)(int8_t)c->in_zp);
+    memset(xp + N * Hp * Wp * C, (int)(int8_t)c->in_zp, (size_t)L);
     x = xp, H = Hp, W = Wp, pt = 0, pl = 0, padded = true;
   }
   const int64_t total = N * H * W * C + (padded ? L : 0); /* bytes a run may read */

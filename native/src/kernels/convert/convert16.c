@@ -69,7 +69,8 @@ uint16_t px_f32_to_bf16_bits(float f) {
 void px_f16_to_f32(float *dst, const uint16_t *src, int64_t n) {
   int64_t k = 0;
 #if CV16_X86
-  if (px_cpu()->f16c) k = px_cpu()->avx512f ? px_cv16_f16_to_f32_avx512(dst, src, n) : px_cv16_f16_to_f32_f16c(dst, src, n);
+  if (px_cpu()->f16c)
+    k = px_cpu()->avx512f ? px_cv16_f16_to_f32_avx512(dst, src, n) : px_cv16_f16_to_f32_f16c(dst, src, n);
 #elif CV16_NEON
   k = px_cv16_f16_to_f32_neon(dst, src, n);
 #endif
@@ -79,7 +80,8 @@ void px_f16_to_f32(float *dst, const uint16_t *src, int64_t n) {
 void px_f32_to_f16(uint16_t *dst, const float *src, int64_t n) {
   int64_t k = 0;
 #if CV16_X86
-  if (px_cpu()->f16c) k = px_cpu()->avx512f ? px_cv16_f32_to_f16_avx512(dst, src, n) : px_cv16_f32_to_f16_f16c(dst, src, n);
+  if (px_cpu()->f16c)
+    k = px_cpu()->avx512f ? px_cv16_f32_to_f16_avx512(dst, src, n) : px_cv16_f32_to_f16_f16c(dst, src, n);
 #elif CV16_NEON
   k = px_cv16_f32_to_f16_neon(dst, src, n);
 #endif
@@ -89,7 +91,8 @@ void px_f32_to_f16(uint16_t *dst, const float *src, int64_t n) {
 void px_round_f16(float *x, int64_t n) {
   int64_t k = 0;
 #if CV16_X86
-  if (px_cpu()->f16c) k = px_cpu()->avx512f ? px_cv16_round_f16_avx512(x, n) : px_cv16_round_f16_f16c(x, n);
+  if (px_cpu()->f16c)
+    k = px_cpu()->avx512f ? px_cv16_round_f16_avx512(x, n) : px_cv16_round_f16_f16c(x, n);
 #elif CV16_NEON
   k = px_cv16_round_f16_neon(x, n);
 #endif

@@ -187,14 +187,6 @@ typedef void (*qg_f32_out_fn)(const int32_t *raw, const float *facc, int mr, int
 
 #if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__) && !defined(PX_PORTABLE_KERNELS)
 #define QG_X86 1
-/* px_quantize_qd8's two passes over a row: its range (NaN ignored, both
- * ends starting at 0) and the quantization (min(max(x * mult, lo), hi),
- * rounded half to even, plus zp). */
-void qg_qd8_range_avx2(const float *r, int64_t K, float *rmin, float *rmax);
-void qg_qd8_quant_avx2(const float *r, int64_t K, float mult, float lo, float hi, int32_t zp, int8_t *q);
-/* The same two passes 16 lanes wide, the same results (AVX-512 VNNI path). */
-void qg_qd8_range_avx512(const float *r, int64_t K, float *rmin, float *rmax);
-void qg_qd8_quant_avx512(const float *r, int64_t K, float mult, float lo, float hi, int32_t zp, int8_t *q);
 void qg_f32_out_avx2(const int32_t *raw, const float *facc, int mr, int nn, const int32_t *rowc, const int32_t *azp,
                      const int32_t *ws, const float *as, const float *sc, const float *bias, float lo, float hi,
                      float *out, int64_t ldc);

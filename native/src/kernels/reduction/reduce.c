@@ -122,16 +122,20 @@ double px_red_sum_f64(const double *restrict p, int64_t n) { return ch_sum_f64(p
 void px_red_row_sum_f32(double *restrict acc, const float *restrict p, int64_t n) { rw_sum_f32(acc, p, n); }
 void px_red_row_sum_f64(double *restrict acc, const double *restrict p, int64_t n) { rw_sum_f64(acc, p, n); }
 
-/* The float16 / bfloat16 sum routine of this CPU (plan.h), or NULL: then
- * the values are converted to double a piece at a time and summed by
- * ch_sum_f64, in the same order. */
+/* The float16 / bfloat16 sum routines of this CPU (plan.h): one run, and
+ * four runs together where there is such a routine; NULL where there is
+ * none (the values are then converted to double a piece at a time and
+ * summed by ch_sum_f64, in the same order). */
 typedef double (*sum16_fn)(int bf16, const uint16_t *p, int64_t n);
-static sum16_fn sum16_pick(void) {
+typedef void (*sum16x4_fn)(int bf16, const uint16_t *const p[4], int64_t n, double s[4]);
+static void sum16_pick(sum16_fn *one, sum16x4_fn *four) {
+  *one = NULL, *four = NULL;
 #if PX_RED_X86
-  if (px_cpu()->avx512f && px_cpu()->f16c) return px_red_sum16_avx512;
-  if (px_cpu()->avx2 && px_cpu()->f16c) return px_red_sum16_avx2;
+  if (px_cpu()->avx512f && px_cpu()->f16c)
+    *one = px_red_sum16_avx512, *four = px_red_sum16x4_avx512;
+  else if (px_cpu()->avx2 && px_cpu()->f16c)
+    *one = px_red_sum16_avx2;
 #endif
-  return NULL;
 }
 
 /* float32 sum: blocks of 512 elements summed in 16 float lanes (SIMD-friendly,
@@ -371,7 +375,8 @@ typedef struct reduce_job {
   const rplan *P;
   int rk, ct;
   bool mean, dcar;
-  sum16_fn sum16; /* a sum of float16 / bfloat16 values in the INNER form, where the CPU has one */
+  sum16_fn sum16;     /* a sum of float16 / bfloat16 values in the INNER form, where the CPU has one */
+  sum16x4_fn sum16x4; /* four such sums together, or NULL */
   int64_t pl;     /* conversion piece (elements) */
   char *buf;      /* per thread: pl elements of the compute type, or NULL */
   int64_t cb, ncb; /* ROW form: column block and blocks per kept position */
@@ -395,20 +400,18 @@ static void reduce_items(void *arg, int64_t b, int64_t e, int tid) {
   if (P->inner) {
     odo_seek(&ko, b);
     int64_t o = b;
-#if PX_RED_X86
     /* float16 / bfloat16 sums of one contiguous run each, four outputs at a
      * time: four independent chains instead of one (each output's sum is
      * the same as alone) */
-    if (J->sum16 == px_red_sum16_avx512 && P->riters == 1 && P->len <= pl) {
+    if (J->sum16x4 && P->riters == 1 && P->len <= pl) {
       for (; o + 4 <= e; o += 4) {
         const uint16_t *p4[4];
         double s4[4];
         for (int q = 0; q < 4; q++, odo_next(&ko)) p4[q] = (const uint16_t *)in->data + ko.off + ro.off;
-        px_red_sum16x4_avx512(in->dtype == PX_BF16, p4, P->len, s4);
+        J->sum16x4(in->dtype == PX_BF16, p4, P->len, s4);
         for (int q = 0; q < 4; q++) store_d(out, o + q, J->mean ? s4[q] / nred : s4[q]);
       }
     }
-#endif
     for (; o < e; o++, odo_next(&ko)) {
       if (J->sum16) { /* float16 / bfloat16 sums, widened in registers */
         double a = 0.0;
@@ -518,7 +521,7 @@ static int reduce_run(px_ctx *ctx, const px_tensor *in, px_tensor *out, const bo
   int64_t items;
   if (P.inner) {
     items = P.kiters;
-    if (rk == RK_SUM && ct == CT_F64 && (in->dtype == PX_F16 || in->dtype == PX_BF16)) J.sum16 = sum16_pick();
+    if (rk == RK_SUM && ct == CT_F64 && (in->dtype == PX_F16 || in->dtype == PX_BF16)) sum16_pick(&J.sum16, &J.sum16x4);
   } else {
     /* ROW form: few blocks are cut into column pieces */
     J.cb = P.kiters >= 16 || P.len <= 1024 ? P.len : 1024;

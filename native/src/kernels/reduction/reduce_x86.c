@@ -36,11 +36,13 @@ static double merge_lanes(const double lanes[8]) {
   return a;
 }
 
-/* 8 values at p widened to double. */
-__attribute__((target("avx512f,f16c"), always_inline)) static inline __m512d widen8(int bf16, const uint16_t *p) {
+/* 8 values at p widened to float32 (exact), and to double. */
+__attribute__((target("avx2,f16c"), always_inline)) static inline __m256 widen8f(int bf16, const uint16_t *p) {
   const __m128i h = _mm_loadu_si128((const __m128i *)p);
-  const __m256 f = bf16 ? _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)) : _mm256_cvtph_ps(h);
-  return _mm512_cvtps_pd(f);
+  return bf16 ? _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)) : _mm256_cvtph_ps(h);
+}
+__attribute__((target("avx512f,f16c"), always_inline)) static inline __m512d widen8(int bf16, const uint16_t *p) {
+  return _mm512_cvtps_pd(widen8f(bf16, p));
 }
 
 __attribute__((target("avx512f,f16c"))) double px_red_sum16_avx512(int bf16, const uint16_t *p, int64_t n) {
@@ -74,8 +76,7 @@ __attribute__((target("avx2,f16c"))) double px_red_sum16_avx2(int bf16, const ui
   __m256d lo = _mm256_setzero_pd(), hi = lo;
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    const __m128i h = _mm_loadu_si128((const __m128i *)(p + i));
-    const __m256 f = bf16 ? _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)) : _mm256_cvtph_ps(h);
+    const __m256 f = widen8f(bf16, p + i);
     lo = _mm256_add_pd(lo, _mm256_cvtps_pd(_mm256_castps256_ps128(f)));
     hi = _mm256_add_pd(hi, _mm256_cvtps_pd(_mm256_extractf128_ps(f, 1)));
   }

@@ -62,8 +62,6 @@ static void strided_run(size_t es, char *dp, int64_t dstr, const char *sp, int64
   }
 }
 
-/* Copies view src into view dst (equal sizes), converting dtype if needed.
- * The views must not overlap, except for being the very same memory. */
 /* One matrix transpose (a layout change of one image: NCHW <-> NHWC)
  * split over the thread pool by blocks of destination rows: each task
  * writes whole rows of its own; the bytes are the same however it is cut. */
@@ -90,6 +88,8 @@ static void transpose_split(size_t es, char *dst, int64_t dst_ld, const char *sr
   px_parallel_for((cols + TRANSPOSE_BLOCK - 1) / TRANSPOSE_BLOCK, 1, rows * cols * (int64_t)es, transpose_cols, &j);
 }
 
+/* Copies view src into view dst (equal sizes), converting dtype if needed.
+ * The views must not overlap, except for being the very same memory. */
 int px_sv_copy(px_ctx *ctx, const px_sv *dst, const px_sv *src) {
   if (dst->dim != src->dim)
     return px_fail(ctx, "internal: copy between ranks %d and %d", src->dim, dst->dim);
@@ -345,4 +345,22 @@ int px_narrow_into(px_ctx *ctx, const px_tensor *self, int d, int64_t start, int
   s.sizes[d] = len;
   if (len > 0) s.data = px_sv_at(&s, start * self->strides[d]);
   return px_copy_view_out(ctx, out, &s);
+}
+
+void px_pad_nhwc(void *dst, const void *src, int64_t N, int64_t H, int64_t W, size_t pixel_bytes, int64_t pt,
+                 int64_t pl, int64_t pb, int64_t pr, int fill) {
+  const size_t row = (size_t)(W + pl + pr) * pixel_bytes, in_row = (size_t)W * pixel_bytes;
+  char *d = dst;
+  const char *x = src;
+  for (int64_t n = 0; n < N; n++) {
+    memset(d, fill, (size_t)pt * row);
+    d += (size_t)pt * row;
+    for (int64_t h = 0; h < H; h++, d += row, x += in_row) {
+      memset(d, fill, (size_t)pl * pixel_bytes);
+      memcpy(d + (size_t)pl * pixel_bytes, x, in_row);
+      memset(d + (size_t)pl * pixel_bytes + in_row, fill, (size_t)pr * pixel_bytes);
+    }
+    memset(d, fill, (size_t)pb * row);
+    d += (size_t)pb * row;
+  }
 }

@@ -48,6 +48,13 @@ int px_copy_reshape(px_ctx *ctx, px_tensor *out, const px_tensor *self);
 /* Copies self's slice [start, start + len) along dim d into out (resized). */
 int px_narrow_into(px_ctx *ctx, const px_tensor *self, int d, int64_t start, int64_t len, px_tensor *out);
 
+/* dst = src [N, H, W] pixels of pixel_bytes each, with pt / pb rows and pl /
+ * pr pixels of the byte `fill` around each image (a convolution's padding
+ * made real: 0 for floats, the zero point for int8). dst holds
+ * N * (H + pt + pb) * (W + pl + pr) pixels; the two must not overlap. */
+void px_pad_nhwc(void *dst, const void *src, int64_t N, int64_t H, int64_t W, size_t pixel_bytes, int64_t pt,
+                 int64_t pl, int64_t pb, int64_t pr, int fill);
+
 /* Fills all of t's elements with a scalar / an integer. */
 void px_fill_scalar(px_tensor *t, const px_value *v);
 void px_fill_int(px_tensor *t, int64_t v);
