@@ -2,7 +2,8 @@
 lowered to XNNPACK), the tiny llama with its custom attention, a set of
 operator programs aimed at every kernel that splits its work over the pool
 (elementwise with broadcasting and dtype conversion, softmax along the last and
-an inner dim, the norms, reductions of both loop forms), and every program
+an inner dim, the norms, reductions of both loop forms, a wide Winograd
+convolution), and every program
 the operator tests have exported into the export cache so far (up to
 CACHED_MAX of them, whatever their order of running left there) run at 1, 2
 and 3 threads with the same inputs and compared byte for byte.
@@ -159,6 +160,9 @@ OPS: dict[str, Callable[[], tuple[nn.Module, tuple[Any, ...]]]] = {
     ),
     "softmax": lambda: (Softmaxes(), (torch.randn(3, 17, 40), torch.randn(9, 33).double())),
     "norms": lambda: (Norms(), (torch.randn(4, 10, 48), torch.randn(2, 8, 5, 5))),
+    # 160 x 160 filters: 1.6 MiB once transformed, past what a core's L2 is
+    # given, so the products of a block of tiles split by position
+    "winograd_wide": lambda: (nn.Conv2d(160, 160, 3, padding=1), (torch.randn(1, 160, 9, 8),)),
     "reductions": lambda: (
         Reductions(),
         (torch.randn(37, 2100), torch.randn(5, 6, 7), torch.randint(-9, 9, (6, 300), dtype=torch.int32)),

@@ -218,6 +218,31 @@ static void wino_tiles(void *arg, int64_t b0, int64_t b1, int tid) {
   }
 }
 
+/* Several threads, filters past a core's L2: the products of one block of
+ * tiles split by position, each position's product whole on one thread
+ * (a product called from a chunk runs on that thread alone, workspace slot
+ * tid), so that a block waits three times rather than once per position
+ * and each core reads only its own positions' filters. Used where the
+ * threads divide the positions evenly. */
+typedef struct pos_job {
+  const wino_run *r;
+  const float *packed;
+  size_t pf;
+  char *work;
+  size_t work_b;
+  int64_t nb;
+  px_ctx *ctx;
+} pos_job;
+
+static void wino_pos(void *arg, int64_t p0, int64_t p1, int tid) {
+  const pos_job *J = arg;
+  const px_wino_geom *g = J->r->g;
+  for (int64_t p = p0; p < p1; p++)
+    px_gemm_f32_prepacked(J->ctx, J->work + (size_t)tid * J->work_b, J->nb, g->Cout, g->Cin,
+                          J->r->V + p * J->r->TB * g->Cin, g->Cin, 1, NULL, NULL, J->packed + p * J->pf, 0.0f,
+                          J->r->M + p * J->r->TB * g->Cout, g->Cout);
+}
+
 int px_wino_conv_nhwc(px_ctx *ctx, const px_wino_geom *g, const float *x, const float *packed,
                       const float *bias, float lo, float hi, float *y) {
   const int64_t TH = (g->OH + TM - 1) / TM, TW = (g->OW + TM - 1) / TM, T = g->N * TH * TW;
@@ -246,14 +271,20 @@ int px_wino_conv_nhwc(px_ctx *ctx, const px_wino_geom *g, const float *x, const 
   if (TB > T) TB = T;
   float *V = px_scratch(ctx, sizeof(float) * NP * (size_t)(TB * g->Cin));
   float *M = px_scratch(ctx, sizeof(float) * NP * (size_t)(TB * g->Cout));
-  void *work = px_scratch(ctx, px_gemm_f32_work_size(TB, g->Cout, g->Cin));
+  const bool by_pos = threads > 1 && NP % threads == 0;
+  const size_t work_b = (px_gemm_f32_thread_work_size(TB, g->Cout, g->Cin) + 63) / 64 * 64;
+  void *work = px_scratch(ctx, by_pos ? work_b * (size_t)threads : px_gemm_f32_work_size(TB, g->Cout, g->Cin));
   if (!V || !M || !work) return PYEXEC_ERR_EXECUTION;
   wino_run r = {g, x, bias, lo, hi, !(lo == -INFINITY && hi == INFINITY), y, V, M, 0, TB, TH, TW};
   for (int64_t t0 = 0; t0 < T; t0 += TB) {
     const int64_t nb = T - t0 < TB ? T - t0 : TB;
     r.t0 = t0;
     px_parallel_for(nb, 1, nb * NP * g->Cin * 4, wino_in, &r);
-    for (int p = 0; p < NP; p++) {
+    if (by_pos) {
+      pos_job P = {&r, packed, pf, work, work_b, nb, ctx};
+      px_parallel_for(NP, 1, nb * NP * g->Cin * g->Cout, wino_pos, &P);
+    }
+    for (int p = 0; !by_pos && p < NP; p++) {
       int rc = px_gemm_f32_prepacked(ctx, work, nb, g->Cout, g->Cin, V + p * TB * g->Cin, g->Cin,
                                      1, NULL, NULL, packed + p * pf, 0.0f, M + p * TB * g->Cout,
                                      g->Cout);
