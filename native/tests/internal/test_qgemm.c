@@ -1,7 +1,8 @@
 /*
  * test_qgemm.c - the integer GEMM (kernels/gemm/qgemm.h) against a naive
- * reference written here: int64 sums of (a - a_zp) * (w - zp), then the
- * float steps of the reference's A10 formulas in the documented order, so the
+ * reference written here: int64 sums of (a - a_zp) * (w - zp) (blockwise:
+ * of a * (w - zp), the zero point's term apart, as qgemm_impl.h says), then
+ * the float steps of the documented formulas in their order, so the
  * products must match bit for bit (and a double-precision reference within a
  * few float roundings). Every micro-kernel path this build and CPU have runs
  * (portable C, AVX2, AVX-512 VNNI, NEON, NEON dot product), over edge shapes:
@@ -147,15 +148,24 @@ static void run_case(const qcase *c) {
     for (int64_t n = 0; n < N; n++) {
       float f = 0.0f;
       double dref = 0.0;
+      if (c->block) { /* blockwise: the zero point's term first, -azp * sum_g wsum_g * scale_g */
+        float corr = 0.0f;
+        for (int64_t g = 0; g < nb; g++) {
+          int64_t ws = 0;
+          for (int64_t kk = 0; kk < bk; kk++) ws += w[n * K + g * bk + kk] - c->wzp;
+          corr = fmaf((float)ws, scales[n * nb + g], corr);
+        }
+        f = -(float)azp[m] * corr;
+      }
       for (int64_t g = 0; g < nb; g++) {
-        int64_t s = 0;
+        int64_t s = 0, x = 0;
         for (int64_t kk = 0; kk < bk; kk++) {
           int64_t k = g * bk + kk;
           s += (int64_t)(a[m * lda + k] - azp[m]) * (w[n * K + k] - c->wzp);
+          x += (int64_t)a[m * lda + k] * (w[n * K + k] - c->wzp);
         }
-        if (c->block) {
-          float t = (float)(int32_t)s * scales[n * nb + g];
-          f = g == 0 ? t : f + t;
+        if (c->block) { /* then each block's sum without the zero point, one fused multiply-add */
+          f = fmaf((float)(int32_t)(uint32_t)(uint64_t)x, scales[n * nb + g], f);
           dref += (double)s * scales[n * nb + g];
         } else {
           f = (float)(int32_t)s;
@@ -303,7 +313,7 @@ static void test_products(void) {
                  .nanbias = 1, .clamp = cl};
     run_case(&nb4);
   }
-  /* blockwise sums past int16 (kept as int32) */
+  /* blockwise weight sums past int16 */
   qcase wc8 = {.bits = 8, .M = 3, .N = 17, .K = 1024, .block = 512, .wconst = 1, .bf16 = 1};
   run_case(&wc8);
   qcase wc4 = {.bits = 4, .M = 2, .N = 17, .K = 8192, .block = 4096, .wconst = 1, .wzp = 15};
@@ -330,9 +340,8 @@ static void test_products(void) {
  * one where 8-row calls take over at any row count (K > 768), not
  * multiples of 8, with and without prefetching (M <= 8, K <= 512); and
  * blockwise 4-bit weights with several blocks, padded blocks and bfloat16
- * or float scales. Then the limits of the blockwise kernel's float step
- * (blocks of 8192, |azp| 16384, the largest products) and past them, where
- * the product goes tile by tile instead: every output still equal. */
+ * or float scales. Then large blocks (8192 and 16384 values, |azp| 16384,
+ * the largest products, sums past 2^24): every output still equal. */
 static void test_rows(void) {
   static const int64_t Ns[] = {17, 50, 70, 100};
   for (int64_t M = 1; M <= 16; M++)
@@ -354,17 +363,17 @@ static void test_rows(void) {
       c4.bf16 = (int)(in != 1);
       run_case(&c4);
     }
-  /* at the float step's limits: |x| up to 1920 * 8192, |azp * wsum| up to
-   * 16384 * 15 * 8192, both with low bits set */
+  /* |x| up to 1920 * 8192, |azp * wsum| up to 16384 * 15 * 8192, both
+   * with low bits set */
   qcase big = {.bits = 4, .M = 9, .N = 17, .K = 16384, .block = 8192, .wconst = 1, .wzp = 15, .aneg = 1,
                .azp = 16384, .bf16 = 1};
   run_case(&big);
   qcase rnd4 = {.bits = 4, .M = 6, .N = 40, .K = 16384, .block = 8192, .azp = -16384, .with_bias = 1};
   run_case(&rnd4);
-  /* past them: azp * wsum beyond int32 (the sums wrap, on every path
-   * alike), and |x| past 2^24 in a block of 16384 */
+  /* |azp * wsum| past int32 (the zero point's term is taken in float),
+   * and |x| past 2^24 in a block of 16384 */
   qcase wrap = {.bits = 4, .M = 9, .N = 17, .K = 16384, .block = 8192, .wconst = 1, .wzp = 15, .aneg = 1,
-                .azp = 20000, .wraps = 1};
+                .azp = 20000};
   run_case(&wrap);
   qcase past = {.bits = 4, .M = 3, .N = 17, .K = 16384, .block = 16384, .wconst = 1, .wzp = 15, .aneg = 1, .azp = 100};
   run_case(&past);

@@ -32,9 +32,9 @@ struct px_qweights {
   int32_t sbias;   /* see qgemm_impl.h */
   int blockwise;   /* desc.block > 0 */
   uint8_t *packed; /* ntiles * tile_bytes */
-  void *wsum;      /* per channel: [tile][QG_NR] int32; blockwise: [tile][block][QG_NR], int16 if ws16 */
+  void *wsum;      /* per channel: [tile][QG_NR] int32 sums; blockwise: [tile][QG_NR] float corrections */
   void *scales;    /* per channel: [tile][QG_NR] float, padding channels 0 (blockwise: in the tiles) */
-  int ws16, sbf16; /* blockwise: sums int16, scales bfloat16 */
+  int sbf16;       /* blockwise: scales bfloat16 */
   float *bias;     /* [ntiles * QG_NR] or NULL */
   size_t bytes;
   int borrowed;    /* packed / wsum / scales / bias point into the cache file's mapping (core/pcache.h) */
@@ -49,7 +49,7 @@ static int qg_best_path(void) {
   (void)cpu;
 #if QG_X86
   if (cpu->avx512f && cpu->avx512bw && cpu->avx512vl && cpu->avx512vnni) return PX_QGEMM_AVX512_VNNI;
-  if (cpu->avx2) return PX_QGEMM_AVX2;
+  if (cpu->avx2 && cpu->fma) return PX_QGEMM_AVX2; /* blockwise steps are fused multiply-adds */
 #endif
 #if QG_NEON
   if (cpu->dotprod) return PX_QGEMM_NEON_DOT;
@@ -64,7 +64,7 @@ static int qg_has_path(int path) {
     return 1;
 #if QG_X86
   case PX_QGEMM_AVX2:
-    return px_cpu()->avx2;
+    return px_cpu()->avx2 && px_cpu()->fma;
   case PX_QGEMM_AVX512_VNNI:
     return qg_best_path() == PX_QGEMM_AVX512_VNNI;
 #endif
@@ -197,9 +197,9 @@ size_t px_qweights_bytes(const px_qweights *w) { return w ? w->bytes : 0; }
 /* An entry: this header, then packed, wsum, scales and bias (each at a
  * 64-byte aligned offset; absent ones empty). Every geometry field must be
  * what the description gives; the sizes follow from it. */
-#define QW_TAG 0x32575150u /* "PQW2": blockwise sums apart from the tiles */
+#define QW_TAG 0x33575150u /* "PQW3": blockwise zero-point corrections apart from the tiles */
 typedef struct qw_blob_hdr {
-  int32_t bits, blockwise, ws16, sbf16, has_bias, sbias, bias8, zero_point;
+  int32_t bits, blockwise, sbf16, has_bias, sbias, bias8, zero_point, pad;
   int64_t N, K, nb;
 } qw_blob_hdr;
 
@@ -207,7 +207,6 @@ static void qw_header(const px_qweights *w, qw_blob_hdr *h) {
   memset(h, 0, sizeof *h);
   h->bits = w->bits;
   h->blockwise = w->blockwise;
-  h->ws16 = w->ws16;
   h->sbf16 = w->sbf16;
   h->has_bias = w->bias != NULL;
   h->sbias = w->sbias;
@@ -222,7 +221,7 @@ static void qw_sizes(const px_qweights *w, const qw_blob_hdr *h, size_t sizes[5]
   size_t npad = (size_t)w->ntiles * QG_NR;
   sizes[0] = sizeof *h;
   sizes[1] = (size_t)w->ntiles * (size_t)w->tile_bytes;
-  sizes[2] = w->blockwise ? npad * (size_t)w->nb * (w->ws16 ? 2 : 4) : npad * sizeof(int32_t);
+  sizes[2] = npad * sizeof(int32_t); /* int32 sums, or float corrections */
   sizes[3] = w->blockwise ? 0 : npad * sizeof(float);
   sizes[4] = h->has_bias ? npad * sizeof(float) : 0;
 }
@@ -252,11 +251,10 @@ static int qw_from_cache(px_qweights *w, const px_qweights_desc *d, int64_t nb, 
   int blockwise = d->block > 0;
   if (h.bits != d->bits || h.N != d->N || h.K != d->K || h.nb != nb || h.blockwise != blockwise ||
       h.has_bias != (d->bias != NULL) || h.zero_point != d->zero_point || h.bias8 != QG_BIAS8 ||
-      h.sbias != (d->bits == 4 ? d->zero_point : QG_BIAS8) || (h.ws16 != 0 && h.ws16 != 1) ||
-      (h.sbf16 != 0 && h.sbf16 != 1) || (!blockwise && (h.ws16 || h.sbf16)))
+      h.sbias != (d->bits == 4 ? d->zero_point : QG_BIAS8) || (h.sbf16 != 0 && h.sbf16 != 1) ||
+      (!blockwise && h.sbf16) || h.pad != 0)
     return 0;
   qw_geometry(w, d, nb); /* the header's sbias and blockwise were checked equal to these */
-  w->ws16 = h.ws16;
   w->sbf16 = h.sbf16;
   w->blk_bytes = w->nu * w->unit_bytes + (w->blockwise ? QG_NR * (w->sbf16 ? 2 : 4) : 0);
   w->tile_bytes = nb * w->blk_bytes;
@@ -353,9 +351,10 @@ px_qweights *px_qweights_pack(const px_qweights_desc *d) {
       }
       sums[((n / QG_NR) * nb + g) * QG_NR + n % QG_NR] = sum;
     }
-  /* blockwise: sums as int16 and scales as bfloat16 when every one fits
-   * exactly; the scales stored after each block's weights (one stream per
-   * tile), the sums apart ([tile][block][QG_NR], as `sums` is) */
+  /* blockwise: scales as bfloat16 when every one is exactly one, stored
+   * after each block's weights (one stream per tile); the sums kept only
+   * as each channel's correction for the activations' zero point,
+   * corr = sum_g wsum_g * scale_g (qg_blocks), in place of the sums */
   if (w->blockwise) {
     w->sbf16 = 1;
     for (int64_t i = 0; i < nscales && w->sbf16; i++) {
@@ -363,19 +362,27 @@ px_qweights *px_qweights_pack(const px_qweights_desc *d) {
       memcpy(&u, &d->scales[i], sizeof u);
       w->sbf16 = (u & 0xFFFF) == 0;
     }
-    w->ws16 = 1;
-    for (size_t i = 0; i < nmeta && w->ws16; i++) w->ws16 = sums[i] >= INT16_MIN && sums[i] <= INT16_MAX;
+    float *corr = qg_alloc(npad * sizeof(float));
+    if (!corr) {
+      free(sums);
+      px_qweights_free(w);
+      px_no_memory("quantized weights");
+      return NULL;
+    }
+    for (int64_t n = 0; n < (int64_t)npad; n++) {
+      float c = 0.0f; /* 0 for the padding channels */
+      for (int64_t g = 0; n < d->N && g < nb; g++)
+        c = fmaf((float)sums[(n / QG_NR * nb + g) * QG_NR + n % QG_NR], d->scales[n * nb + g], c);
+      corr[n] = c;
+    }
+    free(sums);
+    sums = (int32_t *)(void *)corr;
   }
   int64_t ssz = w->sbf16 ? 2 : 4;
   w->blk_bytes = w->nu * w->unit_bytes + (w->blockwise ? QG_NR * ssz : 0);
   w->tile_bytes = nb * w->blk_bytes;
   size_t packed_bytes = (size_t)w->ntiles * (size_t)w->tile_bytes;
   w->packed = qg_alloc(packed_bytes);
-  if (w->ws16) /* narrowed in place: each int32 is read before its bytes are written over */
-    for (size_t i = 0; i < nmeta; i++) {
-      int16_t s16 = (int16_t)sums[i];
-      memcpy((char *)sums + 2 * i, &s16, 2);
-    }
   w->wsum = sums;
   sums = NULL;
   if (!w->blockwise) w->scales = qg_alloc(npad * sizeof(float));
@@ -424,7 +431,7 @@ px_qweights *px_qweights_pack(const px_qweights_desc *d) {
       }
     }
   }
-  w->bytes = sizeof *w + packed_bytes + nmeta * (w->ws16 ? 2 : 4) + (w->blockwise ? 0 : npad * sizeof(float)) +
+  w->bytes = sizeof *w + packed_bytes + npad * sizeof(int32_t) + (w->blockwise ? 0 : npad * sizeof(float)) +
              (d->bias ? npad * sizeof(float) : 0);
   if (cache) {
     qw_blob_hdr h;
@@ -535,16 +542,12 @@ static void qg_f32_out_c(const int32_t *raw, const float *facc, int mr, int nn, 
 /* Tile t's blockwise weights as the micro-kernels read them (the rows'
  * fields, sa or nrc and azp, left to the caller). */
 static qg_blocks qg_tile_blocks(const px_qweights *w, int64_t t) {
-  const int64_t wsz = w->ws16 ? 2 : 4;
   return (qg_blocks){.nb = w->nb,
                      .sbias = w->sbias,
-                     .wsum = (const uint8_t *)w->wsum + t * w->nb * QG_NR * wsz,
+                     .corr = (const float *)w->wsum + t * QG_NR,
                      .scales = w->packed + t * w->tile_bytes + w->nu * w->unit_bytes,
-                     .ws16 = w->ws16,
                      .sbf16 = w->sbf16,
                      .wstride = w->blk_bytes,
-                     .ws_stride = QG_NR * wsz,
-                     .ws_tile = w->nb * QG_NR * wsz,
                      .bk = w->bk,
                      .astride = w->bkp};
 }
@@ -808,11 +811,9 @@ static int qg_qd8_f32(px_ctx *ctx, const px_qweights *w, int64_t M, const int8_t
     px_parallel_for((w->ntiles + QG_GV - 1) / QG_GV, 1, w->K * w->N, qg_run_gemv, &J);
     return 0;
   }
-  /* Several rows of blockwise 4-bit weights: where the path's kernel is
-   * exact (qg_gemm_fn), with the activation sums times -sbias once. */
-  J.gemm = w->blockwise && w->bits == 4 && w->bk <= QG_EXACT_BK ? qg_gemm_kernel() : NULL;
-  for (int64_t m = 0; J.gemm && m < M; m++)
-    if (a_zp[m] < -QG_EXACT_AZP || a_zp[m] > QG_EXACT_AZP) J.gemm = NULL;
+  /* Several rows of blockwise 4-bit weights, where the path has a kernel
+   * for them (qg_gemm_fn), with the activation sums times -sbias once. */
+  J.gemm = w->blockwise && w->bits == 4 ? qg_gemm_kernel() : NULL;
   if (J.gemm) {
     int32_t *nrc = px_scratch(ctx, (size_t)(M * w->nb) * sizeof(int32_t));
     if (!nrc) return PYEXEC_ERR_OUT_OF_MEMORY;

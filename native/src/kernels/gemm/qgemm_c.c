@@ -3,6 +3,7 @@
  * has the packed layout and the contract): plain C over the same packed
  * bytes as the SIMD paths, every path's reference (the tests compare them).
  */
+#include <math.h>
 #include <string.h>
 
 #include "kernels/gemm/qgemm_impl.h"
@@ -63,7 +64,8 @@ static void qg_ukr_c(int bits, const uint8_t *w, const int8_t *a, int64_t lda, i
     return;
   }
   float *f = out;
-  for (int i = 0; i < mr * QG_NR; i++) f[i] = 0.0f;
+  for (int i = 0; i < mr; i++)
+    for (int j = 0; j < QG_NR; j++) f[i * QG_NR + j] = -(float)b->azp[i] * b->corr[j];
   for (int64_t g = 0; g < b->nb; g++, w += b->wstride, a += b->astride) {
     if (bits == 8)
       qg_block8_c(w, a, lda, mr, nu, acc);
@@ -71,10 +73,8 @@ static void qg_ukr_c(int bits, const uint8_t *w, const int8_t *a, int64_t lda, i
       qg_block4_c(w, a, lda, mr, nu, acc);
     for (int i = 0; i < mr; i++) {
       int32_t c = qg_wrap_mul(b->sbias, b->sa[i * b->nb + g]);
-      for (int j = 0; j < QG_NR; j++) {
-        int32_t v = qg_wrap(acc[i][j] - (uint32_t)c - (uint32_t)qg_wrap_mul(b->azp[i], qg_blk_wsum(b, g, j)));
-        f[i * QG_NR + j] = f[i * QG_NR + j] + (float)v * qg_blk_scale(b, g, j);
-      }
+      for (int j = 0; j < QG_NR; j++)
+        f[i * QG_NR + j] = fmaf((float)qg_wrap(acc[i][j] - (uint32_t)c), qg_blk_scale(b, g, j), f[i * QG_NR + j]);
     }
   }
 }

@@ -12,10 +12,8 @@
  *   4-bit unit (64 bytes): byte[j * 4 + i] = s(n0 + j, k0 + i)
  *                                           | s(n0 + j, k0 + 4 + i) << 4
  * Blockwise weights follow each block's units with its 16 scales
- * (qg_blocks), so a tile is still one stream of bytes; each block's 16
- * weight sums are kept apart, [tile][block][16], for the kernels that read
- * them (the one-row kernels take them from the weights they load: a decode
- * step streams only the weights and scales).
+ * (qg_blocks), so a tile is one stream of bytes; each channel's correction
+ * for the activations' zero point (qg_blocks) is kept apart, one float.
  * s is the stored weight: 4-bit, the nibble as given (0..15); 8-bit, the
  * centred weight w - zero_point plus QG_BIAS8 (128 on x86, where VNNI's
  * vpdpbusd wants unsigned weights, so s is a uint8; 0 elsewhere, s an int8).
@@ -46,26 +44,31 @@
 #endif
 
 /* Per-block scales (blockwise weights): the micro-kernel itself turns each
- * block's corrected int32 sums into floats and adds them up, in block order:
- *   out[i][j] = sum_g float(raw_g[i][j] - sbias * sa[i * nb + g]
- *                           - azp[i] * wsum[g * QG_NR + j]) * scales[g * QG_NR + j]
- * (int32 arithmetic wrapping; a separate multiply and add, no fused
- * multiply-add, so every path rounds the same way). To keep blockwise 4-bit
- * weights close to their file size, the sums are stored as int16 when they
- * fit and the scales as bfloat16 when every one is exactly a bfloat16 (as
- * XNNPACK's qb4w scales are). */
+ * block's sums into floats and adds them up, in block order, with one fused
+ * multiply-add a block, from a start that carries the activations' zero
+ * point for all the blocks at once:
+ *   f = -(float)azp[i] * corr[j]
+ *   f = fma((float)(raw_g[i][j] - sbias * sa[i * nb + g]), scales[g * QG_NR + j], f)   for g = 0 .. nb - 1
+ * (the difference in wrapping int32), where corr[j] = sum_g wsum_g[j] *
+ * scales_g[j] is taken at packing, one fused multiply-add a block in the
+ * same order from 0. Every path computes these same roundings. A block's
+ * step is then a conversion and one fused multiply-add per row and
+ * channel; XNNPACK takes the zero point's term out of each block's integer
+ * sum instead, which costs the x86 kernel two more operations a block
+ * (about 15% of an 8-row product at blocks of 32) and agrees with this to
+ * within an ulp or so of the output. The scales are stored as bfloat16 when
+ * every one is exactly a bfloat16 (as XNNPACK's qb4w scales are), to keep
+ * 4-bit weights close to their file size. */
 typedef struct qg_blocks {
   int64_t nb;          /* blocks */
   int32_t sbias;       /* see above */
   const int32_t *sa;   /* activation sums of the call's rows */
   const int32_t *nrc;  /* qg_gemm_fn only, instead of sa: -sbias * sa[i * nb + g] (wrapping) */
   const int32_t *azp;  /* activation zero points of the call's rows */
-  const void *wsum;    /* block 0's QG_NR weight sums: int16 if ws16, else int32 */
+  const float *corr;   /* the tile's QG_NR corrections (tile t's, a kernel given several, corr + t * QG_NR) */
   const void *scales;  /* block 0's QG_NR scales: bfloat16 if sbf16, else float */
-  int ws16, sbf16;     /* (block g's scales are wstride bytes on: they follow its weights) */
+  int sbf16;           /* (block g's scales are wstride bytes on: they follow its weights) */
   int64_t wstride;     /* weight bytes per block of the tile */
-  int64_t ws_stride;   /* bytes from one block's weight sums to the next's */
-  int64_t ws_tile;     /* bytes from one tile's weight sums to the next tile's */
   int64_t bk;          /* depth values per block (the rest of astride is zero padding) */
   int64_t astride;     /* activation bytes per block of a packed row */
 } qg_blocks;
@@ -76,12 +79,8 @@ typedef struct qg_blocks {
 typedef void (*qg_ukr_fn)(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t nu,
                           const qg_blocks *b, void *out);
 
-/* Block g's weight sums and scales (qg_blocks). */
-static inline const void *qg_blk_ws(const qg_blocks *b, int64_t g) { return (const char *)b->wsum + g * b->ws_stride; }
+/* Block g's scales (qg_blocks). */
 static inline const void *qg_blk_sc(const qg_blocks *b, int64_t g) { return (const char *)b->scales + g * b->wstride; }
-static inline int32_t qg_blk_wsum(const qg_blocks *b, int64_t g, int j) {
-  return b->ws16 ? ((const int16_t *)qg_blk_ws(b, g))[j] : ((const int32_t *)qg_blk_ws(b, g))[j];
-}
 static inline float qg_bf16(uint16_t h) {
   uint32_t u = (uint32_t)h << 16;
   float f;
@@ -147,11 +146,7 @@ typedef void (*qg_f32pc8_fn)(const uint8_t *w, int64_t tile_bytes, int nt, const
  * qg_f32_out_fn's blockwise step with p's as, bias, lo, hi and nn (p's
  * arrays as qg_f32pc8_fn's; its other fields unused): row i, channel j of
  * tile t at out[i * ldc + t * QG_NR + j]. Each tile's unpacked weights
- * serve every row. Only for blocks of at most QG_EXACT_BK values and
- * activation zero points within +-QG_EXACT_AZP, where the x86 kernel's
- * shorter step is exact (qgemm_x86.c); other products go tile by tile. */
-#define QG_EXACT_BK 8192
-#define QG_EXACT_AZP 16384
+ * serve every row. */
 typedef void (*qg_gemm_fn)(const uint8_t *w, int64_t tile_bytes, int nt, const int8_t *a, int64_t lda, int mr,
                            int64_t nu, const qg_blocks *b, const qg_pc_out *p, float *out, int64_t ldc);
 

@@ -149,26 +149,20 @@ QG_DOT_T static void qg_block4_sdot(const uint8_t *w, const int8_t *a, int64_t l
 
 /* ---- blocks -------------------------------------------------------------------- */
 
-/* Block g's raw sums corrected and added, scaled, into f (qg_blocks): a
- * separate multiply and add, as every path does. */
+/* Block g's raw sums corrected, scaled and added into f (qg_blocks): one
+ * fused multiply-add, as every path does. */
 static void qg_epi_neon(const int32_t *raw, int mr, const qg_blocks *b, int64_t g, float *f) {
-  int32x4_t ws[4];
   float32x4_t sc[4];
   for (int v = 0; v < 4; v++) {
     int at = 4 * v;
-    ws[v] = b->ws16 ? vmovl_s16(vld1_s16((const int16_t *)qg_blk_ws(b, g) + at))
-                    : vld1q_s32((const int32_t *)qg_blk_ws(b, g) + at);
     sc[v] = b->sbf16 ? vreinterpretq_f32_u32(vshll_n_u16(vld1_u16((const uint16_t *)qg_blk_sc(b, g) + at), 16))
                      : vld1q_f32((const float *)qg_blk_sc(b, g) + at);
   }
   for (int i = 0; i < mr; i++) {
     int32x4_t c = vdupq_n_s32(qg_wrap_mul(b->sbias, b->sa[i * b->nb + g]));
-    int32x4_t z = vdupq_n_s32(b->azp[i]);
     for (int v = 0; v < 4; v++) {
       int32x4_t x = vsubq_s32(vld1q_s32(raw + i * QG_NR + 4 * v), c);
-      x = vsubq_s32(x, vmulq_s32(z, ws[v]));
-      float32x4_t p = vmulq_f32(vcvtq_f32_s32(x), sc[v]);
-      vst1q_f32(f + i * QG_NR + 4 * v, vaddq_f32(vld1q_f32(f + i * QG_NR + 4 * v), p));
+      vst1q_f32(f + i * QG_NR + 4 * v, vfmaq_f32(vld1q_f32(f + i * QG_NR + 4 * v), vcvtq_f32_s32(x), sc[v]));
     }
   }
 }
@@ -183,7 +177,8 @@ static void qg_blocks_neon(qg_block_fn fn, const uint8_t *w, const int8_t *a, in
   }
   int32_t raw[QG_MR * QG_NR];
   float *f = out;
-  for (int i = 0; i < mr * QG_NR; i++) f[i] = 0.0f;
+  for (int i = 0; i < mr; i++)
+    for (int j = 0; j < QG_NR; j++) f[i * QG_NR + j] = -(float)b->azp[i] * b->corr[j];
   for (int64_t g = 0; g < b->nb; g++, w += b->wstride, a += b->astride) {
     fn(w, a, lda, mr, nu, raw);
     qg_epi_neon(raw, mr, b, g, f);
@@ -212,24 +207,19 @@ void qg_ukr4_sdot(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_
 
 /* One row times nt tiles of blockwise 4-bit weights (qg_gemv_fn), two tiles
  * at a time: the low and the high nibbles of each tile go to accumulators of
- * their own (16 chains of sdot in flight instead of 4 chains of two), a
- * third sdot against ones sums the block's weights (low plus high nibble,
- * at most 30 a byte) so that the stored sums are not streamed, and each
- * block ends as qg_epi_neon ends it, in registers. */
+ * their own (16 chains of sdot in flight instead of 4 chains of two), and
+ * each block ends as qg_epi_neon ends it, in registers. */
 QG_DOT void qg_gemv4_sdot_n(const int nt, const uint8_t *w, int64_t tb, const int8_t *a, int64_t nu,
                             const qg_blocks *b, float *out) {
   const uint8x16_t mask = vdupq_n_u8(15);
-  const int8x16_t ones = vdupq_n_s8(1);
-  /* a block's weight sums from the weights themselves (the stored ones are
-   * not read): the nibbles' sum (the padding's are 0) less zp * bk */
-  const int32x4_t zpbk = vdupq_n_s32(qg_wrap_mul(b->sbias, (int32_t)b->bk));
   float32x4_t f[2][4];
+  const float32x4_t z = vdupq_n_f32(-(float)b->azp[0]);
   for (int t = 0; t < nt; t++)
-    for (int v = 0; v < 4; v++) f[t][v] = vdupq_n_f32(0.0f);
+    for (int v = 0; v < 4; v++) f[t][v] = vmulq_f32(z, vld1q_f32(b->corr + t * QG_NR + 4 * v));
   for (int64_t g = 0; g < b->nb; g++, w += b->wstride, a += b->astride) {
-    int32x4_t cl[2][4], ch[2][4], sw[2][4];
+    int32x4_t cl[2][4], ch[2][4];
     for (int t = 0; t < nt; t++)
-      for (int v = 0; v < 4; v++) cl[t][v] = ch[t][v] = sw[t][v] = vdupq_n_s32(0);
+      for (int v = 0; v < 4; v++) cl[t][v] = ch[t][v] = vdupq_n_s32(0);
     for (int64_t u = 0; u < nu; u++) {
       const int8x8_t av = vld1_s8(a + u * 8);
       _Pragma("GCC unroll 2") for (int t = 0; t < nt; t++) {
@@ -239,20 +229,17 @@ QG_DOT void qg_gemv4_sdot_n(const int nt, const uint8_t *w, int64_t tb, const in
           const int8x16_t lo = vreinterpretq_s8_u8(vandq_u8(x, mask)), hi = vreinterpretq_s8_u8(vshrq_n_u8(x, 4));
           cl[t][v] = vdotq_lane_s32(cl[t][v], lo, av, 0);
           ch[t][v] = vdotq_lane_s32(ch[t][v], hi, av, 1);
-          sw[t][v] = vdotq_s32(sw[t][v], vaddq_s8(lo, hi), ones);
         }
       }
     }
-    const int32x4_t c = vdupq_n_s32(qg_wrap_mul(b->sbias, b->sa[g])), z = vdupq_n_s32(b->azp[0]);
+    const int32x4_t c = vdupq_n_s32(qg_wrap_mul(b->sbias, b->sa[g]));
     for (int t = 0; t < nt; t++) {
       const uint8_t *sp = (const uint8_t *)qg_blk_sc(b, g) + t * tb;
       for (int v = 0; v < 4; v++) {
-        const int32x4_t wsum = vsubq_s32(sw[t][v], zpbk);
         float32x4_t sc = b->sbf16 ? vreinterpretq_f32_u32(vshll_n_u16(vld1_u16((const uint16_t *)sp + 4 * v), 16))
                                   : vld1q_f32((const float *)sp + 4 * v);
         int32x4_t x = vsubq_s32(vaddq_s32(cl[t][v], ch[t][v]), c);
-        x = vsubq_s32(x, vmulq_s32(z, wsum));
-        f[t][v] = vaddq_f32(f[t][v], vmulq_f32(vcvtq_f32_s32(x), sc));
+        f[t][v] = vfmaq_f32(f[t][v], vcvtq_f32_s32(x), sc);
       }
     }
   }
@@ -264,7 +251,7 @@ QG_DOT_T void qg_gemv4_sdot(const uint8_t *w, int64_t tile_bytes, int nt, const 
                             const qg_blocks *b, float *out) {
   for (int t = 0; t < nt; t += 2) {
     qg_blocks bt = *b;
-    bt.wsum = (const uint8_t *)b->wsum + t * b->ws_tile;
+    bt.corr = b->corr + t * QG_NR;
     bt.scales = (const uint8_t *)b->scales + t * tile_bytes;
     if (nt - t >= 2)
       qg_gemv4_sdot_n(2, w + t * tile_bytes, tile_bytes, a, nu, &bt, out + t * QG_NR);

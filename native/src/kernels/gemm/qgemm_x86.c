@@ -27,6 +27,10 @@ static inline int32_t qg_load4(const int8_t *p) {
 
 #define QG_AVX2_T __attribute__((target("avx2")))
 #define QG_AVX2 QG_AVX2_T __attribute__((always_inline)) static inline
+/* the blockwise kernels, whose steps are fused multiply-adds (the AVX2 path
+ * is only chosen where the CPU has FMA) */
+#define QG_AVX2F_T __attribute__((target("avx2,fma")))
+#define QG_AVX2F QG_AVX2F_T __attribute__((always_inline)) static inline
 
 /* The sum of n int8 values (qg_sum_fn): bytes flipped to unsigned (x ^ 0x80
  * = x + 128) and summed by vpsadbw, 64 bytes a step into two accumulators
@@ -180,11 +184,16 @@ QG_AVX2 void qg_block4_avx2(const uint8_t *w, const int8_t *a, int64_t lda, int 
 
 /* Blockwise 4-bit weights with each block finished in registers (the 8da4w
  * decode case: at M = 1 nothing but the weights goes through memory). */
-QG_AVX2 void qg_rows4b_avx2(const uint8_t *w, const int8_t *a, int64_t lda, const int mr, int64_t nu,
+QG_AVX2F void qg_rows4b_avx2(const uint8_t *w, const int8_t *a, int64_t lda, const int mr, int64_t nu,
                             const qg_blocks *b, float *out) {
   const __m256i mask = _mm256_set1_epi8(15), ones = _mm256_set1_epi16(1);
   __m256 f0[QG_MR], f1[QG_MR];
-  QG_UNROLL for (int i = 0; i < mr; i++) f0[i] = f1[i] = _mm256_setzero_ps();
+  const __m256 corr0 = _mm256_loadu_ps(b->corr), corr1 = _mm256_loadu_ps(b->corr + 8);
+  QG_UNROLL for (int i = 0; i < mr; i++) {
+    const __m256 z = _mm256_set1_ps(-(float)b->azp[i]);
+    f0[i] = _mm256_mul_ps(z, corr0);
+    f1[i] = _mm256_mul_ps(z, corr1);
+  }
   for (int64_t g = 0; g < b->nb; g++, w += b->wstride, a += b->astride) {
     __m256i c0[QG_MR], c1[QG_MR];
     QG_UNROLL for (int i = 0; i < mr; i++) c0[i] = c1[i] = _mm256_setzero_si256();
@@ -212,17 +221,7 @@ QG_AVX2 void qg_rows4b_avx2(const uint8_t *w, const int8_t *a, int64_t lda, cons
         c1[i] = _mm256_add_epi32(c1[i], _mm256_madd_epi16(p1[i], ones));
       }
     }
-    __m256i ws0, ws1;
     __m256 sc0, sc1;
-    if (b->ws16) {
-      const int16_t *p = qg_blk_ws(b, g);
-      ws0 = _mm256_cvtepi16_epi32(_mm_loadu_si128((const __m128i *)p));
-      ws1 = _mm256_cvtepi16_epi32(_mm_loadu_si128((const __m128i *)(p + 8)));
-    } else {
-      const int32_t *p = qg_blk_ws(b, g);
-      ws0 = _mm256_loadu_si256((const __m256i *)p);
-      ws1 = _mm256_loadu_si256((const __m256i *)(p + 8));
-    }
     if (b->sbf16) {
       const uint16_t *p = qg_blk_sc(b, g);
       sc0 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), 16));
@@ -234,11 +233,8 @@ QG_AVX2 void qg_rows4b_avx2(const uint8_t *w, const int8_t *a, int64_t lda, cons
     }
     QG_UNROLL for (int i = 0; i < mr; i++) {
       __m256i cc = _mm256_set1_epi32(qg_wrap_mul(b->sbias, b->sa[i * b->nb + g]));
-      __m256i z = _mm256_set1_epi32(b->azp[i]);
-      __m256i v0 = _mm256_sub_epi32(_mm256_sub_epi32(c0[i], cc), _mm256_mullo_epi32(z, ws0));
-      __m256i v1 = _mm256_sub_epi32(_mm256_sub_epi32(c1[i], cc), _mm256_mullo_epi32(z, ws1));
-      f0[i] = _mm256_add_ps(f0[i], _mm256_mul_ps(_mm256_cvtepi32_ps(v0), sc0));
-      f1[i] = _mm256_add_ps(f1[i], _mm256_mul_ps(_mm256_cvtepi32_ps(v1), sc1));
+      f0[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(c0[i], cc)), sc0, f0[i]);
+      f1[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(c1[i], cc)), sc1, f1[i]);
     }
   }
   QG_UNROLL for (int i = 0; i < mr; i++) {
@@ -247,33 +243,26 @@ QG_AVX2 void qg_rows4b_avx2(const uint8_t *w, const int8_t *a, int64_t lda, cons
   }
 }
 
-/* Block g's raw sums corrected and added, scaled, into f (qg_blocks). */
-QG_AVX2 void qg_epi_avx2(const int32_t *raw, int mr, const qg_blocks *b, int64_t g, float *f) {
-  __m256i ws[2];
+/* Block g's raw sums corrected, scaled and added into f (qg_blocks). */
+QG_AVX2F void qg_epi_avx2(const int32_t *raw, int mr, const qg_blocks *b, int64_t g, float *f) {
   __m256 sc[2];
   for (int h = 0; h < 2; h++) {
     int at = 8 * h;
-    ws[h] = b->ws16 ? _mm256_cvtepi16_epi32(_mm_loadu_si128((const __m128i *)((const int16_t *)qg_blk_ws(b, g) + at)))
-                    : _mm256_loadu_si256((const __m256i *)((const int32_t *)qg_blk_ws(b, g) + at));
     sc[h] = b->sbf16 ? _mm256_castsi256_ps(_mm256_slli_epi32(
                            _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)((const uint16_t *)qg_blk_sc(b, g) + at))), 16))
                      : _mm256_loadu_ps((const float *)qg_blk_sc(b, g) + at);
   }
   for (int i = 0; i < mr; i++) {
     __m256i c = _mm256_set1_epi32(qg_wrap_mul(b->sbias, b->sa[i * b->nb + g]));
-    __m256i z = _mm256_set1_epi32(b->azp[i]);
     for (int h = 0; h < 2; h++) {
-      __m256i v = _mm256_loadu_si256((const __m256i *)(raw + i * QG_NR + 8 * h));
-      v = _mm256_sub_epi32(v, c);
-      v = _mm256_sub_epi32(v, _mm256_mullo_epi32(z, ws[h]));
-      __m256 p = _mm256_mul_ps(_mm256_cvtepi32_ps(v), sc[h]);
+      __m256i v = _mm256_sub_epi32(_mm256_loadu_si256((const __m256i *)(raw + i * QG_NR + 8 * h)), c);
       float *fo = f + i * QG_NR + 8 * h;
-      _mm256_storeu_ps(fo, _mm256_add_ps(_mm256_loadu_ps(fo), p));
+      _mm256_storeu_ps(fo, _mm256_fmadd_ps(_mm256_cvtepi32_ps(v), sc[h], _mm256_loadu_ps(fo)));
     }
   }
 }
 
-QG_AVX2 void qg_ukr_avx2(const int bits, const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t nu,
+QG_AVX2F void qg_ukr_avx2(const int bits, const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t nu,
                          const qg_blocks *b, void *out) {
   if (!b) {
     if (bits == 8)
@@ -301,7 +290,8 @@ QG_AVX2 void qg_ukr_avx2(const int bits, const uint8_t *w, const int8_t *a, int6
   }
   int32_t raw[QG_MR * QG_NR];
   float *f = out;
-  for (int i = 0; i < mr * QG_NR; i++) f[i] = 0.0f;
+  for (int i = 0; i < mr; i++)
+    for (int j = 0; j < QG_NR; j++) f[i * QG_NR + j] = -(float)b->azp[i] * b->corr[j];
   for (int64_t g = 0; g < b->nb; g++, w += b->wstride, a += b->astride) {
     if (bits == 8)
       qg_block8_avx2(w, a, lda, mr, nu, raw);
@@ -311,12 +301,12 @@ QG_AVX2 void qg_ukr_avx2(const int bits, const uint8_t *w, const int8_t *a, int6
   }
 }
 
-QG_AVX2_T void qg_ukr8_avx2(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t nu,
+QG_AVX2F_T void qg_ukr8_avx2(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t nu,
                             const qg_blocks *b, void *out) {
   qg_ukr_avx2(8, w, a, lda, mr, nu, b, out);
 }
 
-QG_AVX2_T void qg_ukr4_avx2(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t nu,
+QG_AVX2F_T void qg_ukr4_avx2(const uint8_t *w, const int8_t *a, int64_t lda, int mr, int64_t nu,
                             const qg_blocks *b, void *out) {
   qg_ukr_avx2(4, w, a, lda, mr, nu, b, out);
 }
@@ -397,7 +387,8 @@ QG_VNNI void qg_rows_vnni(const int bits, const uint8_t *w, const int8_t *a, int
                           int64_t nu, const qg_blocks *b, void *out) {
   const __m512i mask = _mm512_set1_epi8(15);
   __m512 f[QG_MR];
-  QG_UNROLL for (int i = 0; i < mr; i++) f[i] = _mm512_setzero_ps();
+  QG_UNROLL for (int i = 0; i < mr; i++)
+    f[i] = b ? _mm512_mul_ps(_mm512_set1_ps(-(float)b->azp[i]), _mm512_loadu_ps(b->corr)) : _mm512_setzero_ps();
   int64_t nb = b ? b->nb : 1;
   for (int64_t g = 0; g < nb; g++) {
     __m512i c0[QG_MR], c1[QG_MR];
@@ -427,16 +418,13 @@ QG_VNNI void qg_rows_vnni(const int bits, const uint8_t *w, const int8_t *a, int
         _mm512_storeu_si512((void *)(raw + i * QG_NR), _mm512_add_epi32(c0[i], c1[i]));
       return;
     }
-    __m512i ws = b->ws16 ? _mm512_cvtepi16_epi32(_mm256_loadu_si256((const __m256i *)qg_blk_ws(b, g)))
-                         : _mm512_loadu_si512(qg_blk_ws(b, g));
     __m512 sc = b->sbf16 ? _mm512_castsi512_ps(_mm512_slli_epi32(
                                _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)qg_blk_sc(b, g))), 16))
                          : _mm512_loadu_ps((const float *)qg_blk_sc(b, g));
     QG_UNROLL for (int i = 0; i < mr; i++) {
       __m512i v = _mm512_add_epi32(c0[i], c1[i]);
       v = _mm512_sub_epi32(v, _mm512_set1_epi32(qg_wrap_mul(b->sbias, b->sa[i * nb + g])));
-      v = _mm512_sub_epi32(v, _mm512_mullo_epi32(_mm512_set1_epi32(b->azp[i]), ws));
-      f[i] = _mm512_add_ps(f[i], _mm512_mul_ps(_mm512_cvtepi32_ps(v), sc));
+      f[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(v), sc, f[i]);
     }
     w += b->wstride;
     a += b->astride;
@@ -501,51 +489,39 @@ QG_VNNI void qg_sums8_vnni(const int mr, const int nt, const uint8_t *w, int64_t
 
 /* One row times nt tiles of blockwise 4-bit weights (qg_gemv_fn). Per unit
  * and tile: one load, two masks and two vpdpbusd into the tile's own pair of
- * accumulators, the row's two broadcasts shared by every tile, and two more
- * vpdpbusd against ones for the block's weight sums, so that the stored
- * sums are not read: a decode step streams 10% fewer bytes (blocks of 32),
- * and the multiply-adds are not what limits it. The high nibbles are
- * multiplied in place (v & 0xF0 is 16 times the nibble, at most 240 as an
- * unsigned byte) and their sums divided by 16 at the block's end: exact, as
- * each is a multiple of 16 that cannot wrap for the block sizes the driver
- * sends here (see qgemm.c). The block's end is the
- * blockwise step of qg_rows_vnni, tile by tile. Each tile's stream is
- * prefetched 2 KiB ahead: from memory, 25 -> 33 GB/s on one Zen 5 core
- * (a plain read of memory there: 26-34). */
+ * accumulators, the row's two broadcasts shared by every tile. The high
+ * nibbles are multiplied in place (v & 0xF0 is 16 times the nibble, at most
+ * 240 as an unsigned byte) and their sums divided by 16 at the block's end:
+ * exact, as each is a multiple of 16 that cannot wrap for the block sizes
+ * the driver sends here (see qgemm.c). The block's end is qg_blocks' step,
+ * tile by tile. Each tile's stream is prefetched 2 KiB ahead: from memory,
+ * 25 -> 33 GB/s on one Zen 5 core (a plain read of memory there: 26-34). */
 QG_VNNI void qg_gemv4_vnni_n(const int nt, const uint8_t *w, int64_t tb, const int8_t *a, int64_t nu,
                              const qg_blocks *b, float *out) {
-  const __m512i mlo = _mm512_set1_epi8(0x0F), mhi = _mm512_set1_epi8((char)0xF0), ones = _mm512_set1_epi8(1);
-  /* a block's weight sums, sum of (s - zp) over its bk values: the stored
-   * nibbles' sum (the padding's are 0) less zp * bk */
-  const __m512i zpbk = _mm512_set1_epi32(qg_wrap_mul(b->sbias, (int32_t)b->bk));
+  const __m512i mlo = _mm512_set1_epi8(0x0F), mhi = _mm512_set1_epi8((char)0xF0);
   __m512 f[QG_GV];
-  QG_UNROLL for (int t = 0; t < nt; t++) f[t] = _mm512_setzero_ps();
+  QG_UNROLL for (int t = 0; t < nt; t++)
+    f[t] = _mm512_mul_ps(_mm512_set1_ps(-(float)b->azp[0]), _mm512_loadu_ps(b->corr + t * QG_NR));
   for (int64_t g = 0; g < b->nb; g++, w += b->wstride, a += b->astride) {
-    __m512i cl[QG_GV], ch[QG_GV], sl[QG_GV], sh[QG_GV];
-    QG_UNROLL for (int t = 0; t < nt; t++) cl[t] = ch[t] = sl[t] = sh[t] = _mm512_setzero_si512();
+    __m512i cl[QG_GV], ch[QG_GV];
+    QG_UNROLL for (int t = 0; t < nt; t++) cl[t] = ch[t] = _mm512_setzero_si512();
     for (int64_t u = 0; u < nu; u++) {
       const __m512i x0 = _mm512_set1_epi32(qg_load4(a + u * 8)), x1 = _mm512_set1_epi32(qg_load4(a + u * 8 + 4));
       QG_UNROLL for (int t = 0; t < nt; t++) {
         const __m512i v = _mm512_loadu_si512((const void *)(w + t * tb + u * 64));
         _mm_prefetch((const char *)(w + t * tb + u * 64 + 2048), _MM_HINT_T0);
-        const __m512i lo = _mm512_and_si512(v, mlo), hi = _mm512_and_si512(v, mhi);
-        QG_DPBUSD(cl[t], lo, x0);
-        QG_DPBUSD(ch[t], hi, x1);
-        QG_DPBUSD(sl[t], lo, ones);
-        QG_DPBUSD(sh[t], hi, ones);
+        QG_DPBUSD(cl[t], _mm512_and_si512(v, mlo), x0);
+        QG_DPBUSD(ch[t], _mm512_and_si512(v, mhi), x1);
       }
     }
-    const __m512i rowc = _mm512_set1_epi32(qg_wrap_mul(b->sbias, b->sa[g])), z = _mm512_set1_epi32(b->azp[0]);
+    const __m512i rowc = _mm512_set1_epi32(qg_wrap_mul(b->sbias, b->sa[g]));
     QG_UNROLL for (int t = 0; t < nt; t++) {
       const uint8_t *sp = (const uint8_t *)qg_blk_sc(b, g) + t * tb;
-      const __m512i wsum = _mm512_sub_epi32(_mm512_add_epi32(sl[t], _mm512_srai_epi32(sh[t], 4)), zpbk);
       __m512 sc = b->sbf16 ? _mm512_castsi512_ps(_mm512_slli_epi32(
                                  _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)sp)), 16))
                            : _mm512_loadu_ps((const float *)sp);
-      __m512i v = _mm512_add_epi32(cl[t], _mm512_srai_epi32(ch[t], 4));
-      v = _mm512_sub_epi32(v, rowc);
-      v = _mm512_sub_epi32(v, _mm512_mullo_epi32(z, wsum));
-      f[t] = _mm512_add_ps(f[t], _mm512_mul_ps(_mm512_cvtepi32_ps(v), sc));
+      const __m512i v = _mm512_sub_epi32(_mm512_add_epi32(cl[t], _mm512_srai_epi32(ch[t], 4)), rowc);
+      f[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(v), sc, f[t]);
     }
   }
   QG_UNROLL for (int t = 0; t < nt; t++) _mm512_storeu_ps(out + t * QG_NR, f[t]);
@@ -845,30 +821,21 @@ QG_VNNI_T void qg_f32pc8_vnni(const uint8_t *w, int64_t tile_bytes, int nt, cons
  * weights. Per unit, each tile's 64 bytes are loaded and unpacked once
  * (mask; shift and mask) for all the rows, then per row two broadcasts and
  * four vpdpbusd. Each block's accumulators start at b->nrc (-sbias * sa),
- * so that they end as x = sum_k a * (w - zp); the block's step is then,
- * per row and tile, a conversion, one fused negative multiply-add and
- * qgemm_impl.h's separate multiply and add:
- *   float(x - azp * wsum) = fnmadd(float(azp), float(wsum), float(x))
- * exactly, as the driver sends only blocks of at most 8192 values and
- * |azp| <= 16384 (QG_EXACT_*): |x| <= 128 * 15 * 8192 < 2^24, so float(x)
- * is x, float(azp) and float(wsum) are exact, and the fused operation
- * rounds x - azp * wsum once, an integer below 2^31, as the conversion of
- * the wrapping int32 difference rounds it. (The integer step, sub, set1,
- * vpmulld and sub, took 10 uops a row and tile where this takes 4, against
- * 8 vpdpbusd at blocks of 32.) The float sums live in fo (L1), QG_MR8 x 2
- * vectors; after the last block they get qg_f32_out_fn's blockwise step
- * (times as, plus bias, clamp) and are stored. */
+ * so that its step is qg_blocks', a conversion and one fused multiply-add
+ * per row and tile. The float sums live in fo (L1), QG_MR8 x 2 vectors
+ * started at qg_blocks' zero-point term; after the last block they get
+ * qg_f32_out_fn's blockwise step (times as, plus bias, clamp) and are
+ * stored. */
 QG_VNNI void qg_gemm4_vnni_n(const int full, int mr, int nt, const uint8_t *w, int64_t tb, const int8_t *a,
                              int64_t lda, int64_t nu, const qg_blocks *b, const qg_pc_out *p, float *fo, float *out,
                              int64_t ldc) {
   const __m512i mask = _mm512_set1_epi8(15);
   if (nt < 2) tb = 0;
-  const int64_t wst = nt < 2 ? 0 : b->ws_tile; /* the second tile's sums (the first's again when one) */
-  float azf[QG_MR8]; /* every row set, so that the compiler sees them set; rows past mr unused */
+  const __m512 corr0 = _mm512_loadu_ps(b->corr), corr1 = _mm512_loadu_ps(b->corr + (nt < 2 ? 0 : QG_NR));
   QG_UNROLL8 for (int i = 0; i < QG_MR8; i++) {
-    azf[i] = full || i < mr ? (float)b->azp[i] : 0.0f;
-    _mm512_storeu_ps(fo + (2 * i) * QG_NR, _mm512_setzero_ps());
-    _mm512_storeu_ps(fo + (2 * i + 1) * QG_NR, _mm512_setzero_ps());
+    const __m512 z = _mm512_set1_ps(full || i < mr ? -(float)b->azp[i] : 0.0f);
+    _mm512_storeu_ps(fo + (2 * i) * QG_NR, _mm512_mul_ps(z, corr0));
+    _mm512_storeu_ps(fo + (2 * i + 1) * QG_NR, _mm512_mul_ps(z, corr1));
   }
   for (int64_t g = 0; g < b->nb; g++, w += b->wstride, a += b->astride) {
     __m512i c[QG_MR8][2];
@@ -890,17 +857,14 @@ QG_VNNI void qg_gemm4_vnni_n(const int full, int mr, int nt, const uint8_t *w, i
       }
     }
     _Pragma("GCC unroll 2") for (int t = 0; t < 2; t++) {
-      const uint8_t *ws = (const uint8_t *)qg_blk_ws(b, g) + t * wst, *sp = (const uint8_t *)qg_blk_sc(b, g) + t * tb;
-      const __m512 wsum = _mm512_cvtepi32_ps(b->ws16 ? _mm512_cvtepi16_epi32(_mm256_loadu_si256((const __m256i *)ws))
-                                                     : _mm512_loadu_si512((const void *)ws));
+      const uint8_t *sp = (const uint8_t *)qg_blk_sc(b, g) + t * tb;
       const __m512 sc = b->sbf16 ? _mm512_castsi512_ps(_mm512_slli_epi32(
                                        _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)sp)), 16))
                                  : _mm512_loadu_ps((const float *)sp);
       QG_UNROLL8 for (int i = 0; i < QG_MR8; i++) {
         if (!full && i >= mr) break;
-        const __m512 v = _mm512_fnmadd_ps(_mm512_set1_ps(azf[i]), wsum, _mm512_cvtepi32_ps(c[i][t]));
         float *f = fo + (2 * i + t) * QG_NR;
-        _mm512_storeu_ps(f, _mm512_add_ps(_mm512_loadu_ps(f), _mm512_mul_ps(v, sc)));
+        _mm512_storeu_ps(f, _mm512_fmadd_ps(_mm512_cvtepi32_ps(c[i][t]), sc, _mm512_loadu_ps(f)));
       }
     }
   }
@@ -926,7 +890,7 @@ QG_VNNI_T void qg_gemm4_vnni(const uint8_t *w, int64_t tile_bytes, int nt, const
   float fo[QG_MR8 * 2 * QG_NR];
   for (int t0 = 0; t0 < nt; t0 += 2) {
     qg_blocks bt = *b;
-    bt.wsum = (const uint8_t *)b->wsum + t0 * b->ws_tile, bt.scales = (const uint8_t *)b->scales + t0 * tile_bytes;
+    bt.corr = b->corr + t0 * QG_NR, bt.scales = (const uint8_t *)b->scales + t0 * tile_bytes;
     qg_pc_out q = *p;
     q.bias = p->bias ? p->bias + t0 * QG_NR : NULL, q.nn -= t0 * QG_NR;
     const int n2 = nt - t0 < 2 ? nt - t0 : 2;
