@@ -5,10 +5,14 @@
  * splitting, with (threads - 1) workers; the calling thread works too. A job
  * is cut statically: with T threads taking part, into C = min(U, 4T) chunks,
  * chunk c holding grain units [c*U/C, (c+1)*U/C) of the U = ceil(n/grain)
- * units, so the cut is a pure function of (n, grain, T). The chunks are
- * taken in order by whichever of the T threads is free (the caller is tid 0,
- * worker i tid i), so a thread the OS preempts on a busy machine holds up
- * one chunk, not a fixed share.
+ * units, so the cut is a pure function of (n, grain, T). Thread i (the
+ * caller is tid 0, worker i tid i) first takes the chunks of its own share,
+ * [i*C/T, (i+1)*C/T), in order; then it takes chunks from the back of the
+ * others' shares. So a thread the OS preempts on a busy machine holds up one
+ * chunk, not a fixed share, and in the usual case each thread runs the same
+ * share of every job: the rows a kernel reads are mostly the rows the same
+ * core wrote in the kernel before (EfficientNet-B0 at two threads 9% faster
+ * than with chunks taken in order by whichever thread was free).
  *
  * One job owns the workers at a time. A range that cannot own them - a
  * nested px_parallel_for from inside a chunk, or another application thread
@@ -97,18 +101,25 @@ typedef struct worker {
   pthread_t thread;
 } worker;
 
-/* The claim word: which job is current and which of its chunks is next.
- * Bits 40..63 the job's generation, 27..39 the threads taking part, 13..26
- * the chunk count, 0..12 the next chunk. A chunk is taken by a
- * compare-and-swap on the whole word, so a thread can only ever take a chunk
- * of the job it read, and only if its index is below that job's thread count. */
-#define CW_NEXT_BITS 13
+/* The claim word: which job is current. Bits 40..63 the job's generation,
+ * 27..39 the threads taking part, 13..26 the chunk count. Each thread taking
+ * part has a share word: bits 40..63 the generation again, 20..39 the end
+ * and 0..19 the start of the chunks of its share not yet taken. A chunk is
+ * taken by a compare-and-swap on a share word (start + 1 by its thread, end
+ * - 1 by another), so a thread can only ever take a chunk of the job it
+ * read, and only if its index is below that job's thread count. */
 #define CW_CHUNKS_SHIFT 13
 #define CW_THREADS_SHIFT 27
 #define CW_GEN_SHIFT 40
 #define CW_MASK13 ((uint64_t)0x1fff)
 #define PX_MAX_CHUNKS 4096 /* below 2^13 */
 #define CHUNKS_PER_THREAD 4
+
+#define SW_END_SHIFT 20
+#define SW_MASK20 ((uint64_t)0xfffff)
+typedef struct {
+  _Alignas(64) atomic_uint_fast64_t w;
+} share_word;
 
 typedef struct pool {
   pthread_mutex_t mu;
@@ -121,6 +132,7 @@ typedef struct pool {
   job cur;            /* written before the claim word names its job */
   _Alignas(64) atomic_uint_fast64_t claim; /* stored under mu */
   _Alignas(64) atomic_int done_chunks;
+  share_word share[PX_MAX_THREADS]; /* thread i's share of the current job's chunks */
   atomic_uint wakes; /* pool_wake's count, changed under mu */
 } pool;
 
@@ -324,18 +336,31 @@ static void run_chunk(const job *j, int c, int tid) {
   if (b < e) j->fn(j->arg, b, e, tid);
 }
 
-/* Takes the next chunk of the job the claim word names, as thread `index`;
- * -1 when there is none for it. *gen receives the job's generation. */
+/* One chunk from share word sw of job generation g: its first (from the
+ * front) or its last; -1 when it has none left or belongs to another job. */
+static int take_from(share_word *sw, uint64_t g, bool front) {
+  uint64_t w = atomic_load_explicit(&sw->w, memory_order_acquire);
+  for (;;) {
+    uint64_t start = w & SW_MASK20, end = (w >> SW_END_SHIFT) & SW_MASK20;
+    if ((w >> CW_GEN_SHIFT) != g || start >= end) return -1;
+    uint64_t next = front ? w + 1 : w - ((uint64_t)1 << SW_END_SHIFT);
+    if (atomic_compare_exchange_weak_explicit(&sw->w, &w, next, memory_order_acq_rel, memory_order_acquire))
+      return (int)(front ? start : end - 1);
+  }
+}
+
+/* Takes a chunk of the job the claim word names, as thread `index`: the
+ * next of its own share, else the last of another's (the next thread's
+ * first); -1 when there is none for it. *gen receives the job's generation. */
 static int claim_chunk(pool *pl, int index, uint64_t *gen) {
   uint64_t c = atomic_load_explicit(&pl->claim, memory_order_acquire);
-  for (;;) {
-    *gen = c >> CW_GEN_SHIFT;
-    uint64_t next = c & CW_MASK13, chunks = (c >> CW_CHUNKS_SHIFT) & CW_MASK13;
-    int threads = (int)((c >> CW_THREADS_SHIFT) & CW_MASK13);
-    if (next >= chunks || index >= threads) return -1;
-    if (atomic_compare_exchange_weak_explicit(&pl->claim, &c, c + 1, memory_order_acq_rel, memory_order_acquire))
-      return (int)next;
-  }
+  *gen = c >> CW_GEN_SHIFT;
+  int threads = (int)((c >> CW_THREADS_SHIFT) & CW_MASK13);
+  if (index >= threads) return -1;
+  int chunk = take_from(&pl->share[index], *gen, true);
+  for (int k = 1; chunk < 0 && k < threads; k++)
+    chunk = take_from(&pl->share[(index + k) % threads], *gen, false);
+  return chunk;
 }
 
 /* Runs chunks of the current job as thread `index` until none is left for
@@ -536,9 +561,10 @@ void px_parallel_for(int64_t n, int64_t grain, int64_t cost, px_parallel_fn fn, 
     fn(arg, 0, n, 0);
     return;
   }
-  /* Several chunks per thread, taken as threads come free: a thread the OS
-   * preempts holds up only its current chunk (the others take the rest). The
-   * chunks depend only on (n, grain, t). */
+  /* Several chunks per thread, each thread's share first, then the others'
+   * from their ends: a thread the OS preempts holds up only its current
+   * chunk (the others take the rest of its share). The chunks depend only
+   * on (n, grain, t). */
   int64_t nchunks = units < (int64_t)t * CHUNKS_PER_THREAD ? units : (int64_t)t * CHUNKS_PER_THREAD;
   if (nchunks > PX_MAX_CHUNKS) nchunks = PX_MAX_CHUNKS;
   pl->cur = (job){.fn = fn, .arg = arg, .n = n, .grain = grain, .units = units, .nchunks = (int)nchunks,
@@ -546,6 +572,11 @@ void px_parallel_for(int64_t n, int64_t grain, int64_t cost, px_parallel_fn fn, 
   atomic_store_explicit(&pl->done_chunks, 0, memory_order_relaxed);
   pl->gen = (pl->gen + 1) & ((UINT64_C(1) << (64 - CW_GEN_SHIFT)) - 1);
   uint64_t word = pl->gen << CW_GEN_SHIFT | (uint64_t)t << CW_THREADS_SHIFT | (uint64_t)nchunks << CW_CHUNKS_SHIFT;
+  for (int i = 0; i < t; i++) /* published by the claim word's release below */
+    atomic_store_explicit(&pl->share[i].w,
+                          pl->gen << CW_GEN_SHIFT | (uint64_t)((i + 1) * nchunks / t) << SW_END_SHIFT |
+                              (uint64_t)(i * nchunks / t),
+                          memory_order_relaxed);
   pthread_mutex_lock(&pl->mu);
   atomic_store_explicit(&pl->claim, word, memory_order_release);
   for (int i = 0; i < t - 1; i++)

@@ -3,7 +3,8 @@
  * every range covered exactly once in grain-aligned chunks (as many as the
  * pool's rule says) with tids below the count, small work inline, nested ranges inline, several application
  * threads at once (one owns the workers, the others run inline, never more
- * threads busy than the count), count changes between jobs, and a fork
+ * threads busy than the count), each thread's own share of a job first and
+ * the others' taken from their ends, count changes between jobs, and a fork
  * after a parallel run. Linked with the library's objects; run under
  * `make test`, ASan (`make asan-test`) and ThreadSanitizer (`make tsan-test`).
  */
@@ -13,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/parallel.h"
@@ -196,6 +198,47 @@ static void test_concurrent_callers(void) {
   CHECK(atomic_load(&g_busy_max) <= APPS + 2);
 }
 
+/* ---- shares: each thread its own chunks first, then the others' from the back -- */
+
+/* Two threads, eight chunks of one unit: thread 0's share is 0-3, thread
+ * 1's 4-7. Whoever runs chunk 0 stays in it until the seven others are
+ * done, which only stealing lets happen: with thread 0 held there, thread 1
+ * runs its share in order, then thread 0's from the back (3, 2, 1). A pool
+ * that did not steal would leave chunk 0 waiting out its timeout. */
+typedef struct held {
+  atomic_int done, order_len, timed_out;
+  int order[8], tid_of[8];
+} held;
+
+static void held_fn(void *p, int64_t b, int64_t e, int tid) {
+  held *h = p;
+  (void)e;
+  h->tid_of[b] = tid;
+  if (b == 0) {
+    const time_t t0 = time(NULL);
+    while (atomic_load(&h->done) < 7)
+      if (time(NULL) - t0 > 10) {
+        atomic_store(&h->timed_out, 1);
+        break;
+      }
+  }
+  if (tid == 1) h->order[atomic_fetch_add(&h->order_len, 1)] = (int)b;
+  atomic_fetch_add(&h->done, 1);
+}
+
+static void test_shares(void) {
+  px_parallel_set_num_threads(2);
+  for (int r = 0; r < 20; r++) {
+    held h = {0};
+    px_parallel_for(8, 1, BIG, held_fn, &h);
+    CHECK(atomic_load(&h.timed_out) == 0 && atomic_load(&h.done) == 8);
+    if (atomic_load(&h.timed_out)) break;
+    if (h.tid_of[0] != 0) continue; /* the owner came late to its own first chunk */
+    static const int expect[7] = {4, 5, 6, 7, 3, 2, 1};
+    CHECK(atomic_load(&h.order_len) == 7 && !memcmp(h.order, expect, sizeof expect));
+  }
+}
+
 /* ---- count API and pinning -------------------------------------------------- */
 
 static void test_count(void) {
@@ -250,6 +293,7 @@ int main(void) {
   test_cover();
   test_nested();
   test_concurrent_callers();
+  test_shares();
   test_fork();
   if (failures) {
     fprintf(stderr, "test_parallel: %d of %d checks failed\n", failures, checks);
