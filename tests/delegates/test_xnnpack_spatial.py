@@ -161,8 +161,15 @@ def test_conv2d_reading_the_input_through_tap_pointers(conv, act, shape, threads
 
 @pytest.mark.parametrize(
     "channels, mult, kernel, stride, padding, dilation",
-    [(24, 1, 3, 1, 1, 1), (8, 3, 3, 2, 1, 1), (5, 2, (5, 3), (1, 2), (2, 0), (1, 2)), (40, 1, 5, 2, 2, 1)],
-    ids=["3x3", "multiplier3-stride2", "multiplier2-odd", "5x5-stride2"],
+    [
+        (24, 1, 3, 1, 1, 1),
+        (8, 3, 3, 2, 1, 1),
+        (5, 2, (5, 3), (1, 2), (2, 0), (1, 2)),
+        (40, 1, 5, 2, 2, 1),
+        (72, 1, 7, 1, 3, 1),
+        (16, 1, 3, 1, 2, 2),
+    ],
+    ids=["3x3", "multiplier3-stride2", "multiplier2-odd", "5x5-stride2", "7x7", "3x3-dilated"],
 )
 def test_depthwise_conv2d(channels, mult, kernel, stride, padding, dilation):
     torch.manual_seed(2)
