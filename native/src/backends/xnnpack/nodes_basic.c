@@ -19,6 +19,7 @@
 #include "core/cpu.h"
 #include "core/parallel.h"
 #include "kernels/elementwise/flat.h"
+#include "kernels/norm/softmax.h"
 
 /* A row-major px_tensor describing v's current dims (data shared). */
 static void view_of(const xnn_value *v, int dtype, px_tensor *t) {
@@ -359,26 +360,12 @@ typedef struct softmax_job {
   int64_t cols;
 } softmax_job;
 
-/* Rows [r0, r1), each whole on one thread. */
+/* Rows [r0, r1), each whole on one thread: the portable softmax's
+ * vectorised row (kernels/norm/softmax.h). */
 static void softmax_rows(void *arg, int64_t r0, int64_t r1, int tid) {
   (void)tid;
   const softmax_job *J = arg;
-  const float *x = J->x;
-  float *y = J->y;
-  const int64_t cols = J->cols;
-  for (int64_t r = r0; r < r1; r++) {
-    const float *xr = x + r * cols;
-    float *yr = y + r * cols;
-    float mx = -INFINITY;
-    for (int64_t c = 0; c < cols; c++) mx = xr[c] > mx ? xr[c] : mx;
-    float sum = 0.0f;
-    for (int64_t c = 0; c < cols; c++) {
-      yr[c] = expf(xr[c] - mx);
-      sum += yr[c];
-    }
-    const float inv = 1.0f / sum;
-    for (int64_t c = 0; c < cols; c++) yr[c] *= inv;
-  }
+  for (int64_t r = r0; r < r1; r++) px_f32_softmax_row(J->cols, J->x + r * J->cols, J->y + r * J->cols);
 }
 
 int xnn_exec_softmax(px_ctx *ctx, const xnn_node *node, xnn_value *values) {

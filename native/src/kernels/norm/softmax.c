@@ -8,6 +8,7 @@
 
 #include "core/parallel.h"
 #include "kernels/common.h"
+#include "kernels/norm/softmax.h"
 #if defined(__aarch64__)
 #include "kernels/elementwise/math_neon.h" /* NEON rows with FMA (elementwise/activation_neon.c) */
 #endif
@@ -139,6 +140,8 @@ static void softmax_row_f32(int64_t n, const float *x, float *y, bool log) {
 #endif
   softmax_row_v4(n, x, y, log);
 }
+
+void px_f32_softmax_row(int64_t n, const float *x, float *y) { softmax_row_f32(n, x, y, false); }
 
 /* Strided rows in double (other dtypes, or float32 along a non-last dim). */
 static void softmax_strided(const px_tensor *in, px_tensor *out, int64_t n, int64_t stride,
