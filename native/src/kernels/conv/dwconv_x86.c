@@ -25,7 +25,17 @@
  * rows[ki] is input row oh*sh - pt + ki*dh at channel 0 (a zero row in the
  * padding), w the filter [KH*KW][C]. The sum is bias + taps in (ki, kj)
  * order, as in dw_pixel (a padding row adds zeros). */
-#define DW_WIN_MAX(KW_) (6 + (KW_)) /* 3 * sw + KW_ at sw <= 2 */
+/* Four pixels' sums (C floats apart from o) clamped to [vlo, vhi] and
+ * stored, the channels in m. */
+static inline __attribute__((target("avx512f"), always_inline)) void dw_store4(float *o, int64_t C, __mmask16 m,
+                                                                               __m512 vlo, __m512 vhi, __m512 a0,
+                                                                               __m512 a1, __m512 a2, __m512 a3) {
+  _mm512_mask_storeu_ps(o, m, _mm512_min_ps(vhi, _mm512_max_ps(vlo, a0)));
+  _mm512_mask_storeu_ps(o + C, m, _mm512_min_ps(vhi, _mm512_max_ps(vlo, a1)));
+  _mm512_mask_storeu_ps(o + 2 * C, m, _mm512_min_ps(vhi, _mm512_max_ps(vlo, a2)));
+  _mm512_mask_storeu_ps(o + 3 * C, m, _mm512_min_ps(vhi, _mm512_max_ps(vlo, a3)));
+}
+
 
 /* Four pixels' sums over one 16-channel block (lanes in m), the window path:
  * input pixel j of filter row ki at rows[ki] + (base + j) * C + c. */
@@ -70,11 +80,7 @@
         const __m512 b = _mm512_maskz_loadu_ps(m, bias + c);                                     \
         __m512 a0 = b, a1 = b, a2 = b, a3 = b;                                                   \
         DW_FOUR_WIN(KH_, KW_, SW_, DW_LOAD_MASK)                                                 \
-        float *o = orow + ow * C + c;                                                            \
-        _mm512_mask_storeu_ps(o, m, _mm512_min_ps(vhi, _mm512_max_ps(vlo, a0)));                 \
-        _mm512_mask_storeu_ps(o + C, m, _mm512_min_ps(vhi, _mm512_max_ps(vlo, a1)));             \
-        _mm512_mask_storeu_ps(o + 2 * C, m, _mm512_min_ps(vhi, _mm512_max_ps(vlo, a2)));         \
-        _mm512_mask_storeu_ps(o + 3 * C, m, _mm512_min_ps(vhi, _mm512_max_ps(vlo, a3)));         \
+        dw_store4(orow + ow * C + c, C, m, vlo, vhi, a0, a1, a2, a3);                            \
       }                                                                                          \
     }                                                                                            \
     *ow_done = ow;                                                                               \
@@ -105,11 +111,7 @@
             a3 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, q + 3 * xs), wt, a3);                  \
           }                                                                                      \
         }                                                                                        \
-        float *o = orow + ow * C + c;                                                            \
-        _mm512_mask_storeu_ps(o, m, _mm512_min_ps(vhi, _mm512_max_ps(vlo, a0)));                 \
-        _mm512_mask_storeu_ps(o + C, m, _mm512_min_ps(vhi, _mm512_max_ps(vlo, a1)));             \
-        _mm512_mask_storeu_ps(o + 2 * C, m, _mm512_min_ps(vhi, _mm512_max_ps(vlo, a2)));         \
-        _mm512_mask_storeu_ps(o + 3 * C, m, _mm512_min_ps(vhi, _mm512_max_ps(vlo, a3)));         \
+        dw_store4(orow + ow * C + c, C, m, vlo, vhi, a0, a1, a2, a3);                            \
       }                                                                                          \
     }                                                                                            \
     for (; ow < ow1; ow++)                                                                       \
