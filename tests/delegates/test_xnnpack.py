@@ -345,6 +345,51 @@ def test_delegate_reads_an_unplanned_input_in_place(unplanned: bytes) -> None:
         assert_close(got, model(x), rtol=1e-5, atol=1e-6)
 
 
+class EdgeReshapes(torch.nn.Module):
+    """StaticReshapes at the graph's edges: one reads the delegate's input,
+    two write its outputs (one of them read again outside the delegate)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = torch.nn.Linear(8, 8)
+        self.b = torch.nn.Linear(8, 6)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        y = self.a(x.reshape(24, 8)).reshape(4, 6, 8)
+        return y, torch.tanh(self.b(x)).reshape(4, 36), y.sum(-1)
+
+
+@pytest.mark.parametrize("planned", [True, False], ids=["planned", "unplanned"])
+def test_reshapes_at_the_edges_move_no_bytes_and_change_no_result(planned: bool) -> None:
+    """An edge reshape's value lives in the caller's tensor (its node moves
+    nothing): results stay ExecuTorch's and eager's call after call, with
+    outputs bound to the caller's tensors and an input read in place."""
+    torch.manual_seed(0)
+    model = EdgeReshapes().eval()
+    pte = export_xnnpack(model, (torch.randn(4, 6, 8),), alloc_graph_input=planned, alloc_graph_output=planned)
+    method = pyexec.load(pte).load_method("forward")
+    with method.profile() as p:
+        method.execute([torch.zeros(4, 6, 8)])
+    assert [e.name for e in p.events].count("StaticReshape") == 3
+    bound = [torch.full((4, 6, 8), float("nan")), torch.full((4, 36), float("nan"))]
+    if not planned:
+        for i, t in enumerate(bound):
+            method.set_output(t, i)
+    for seed in range(3):
+        x = torch.randn(4, 6, 8, generator=torch.Generator().manual_seed(seed))
+        method.set_inputs([x.clone() if planned else x])
+        if not planned:
+            x.mul_(-0.5)  # read in place: the run sees the change
+        got = method.execute()
+        with torch.no_grad():
+            eager = model(x)
+        for g, e, r in zip(got, eager, run_with_executorch(pte, [x])):
+            assert_close(g, r, rtol=1e-5, atol=1e-6)
+            assert_close(g, e, rtol=1e-5, atol=1e-6)
+        if not planned:
+            assert got[0] is bound[0] and got[1] is bound[1]
+
+
 # ---- SiLU: the exporter's Sigmoid and Multiply, fused at load --------------------------------
 
 

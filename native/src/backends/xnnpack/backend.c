@@ -7,7 +7,9 @@
  * execute binds the external values to the call's arguments by external_id
  * (the other arguments, ints, SymInts and the like, are ignored), propagates
  * shapes through every node, resizes the outputs, runs the nodes in order
- * and widens int32 indices into int64 outputs. fp16 / bf16 values are
+ * and widens int32 indices into int64 outputs. A StaticReshape at the
+ * graph's edge (xnn_edge) moves nothing: its stored side lives in the
+ * external tensor's memory for the call. fp16 / bf16 values are
  * float32 storage (xnn_graph.h): their inputs are widened into it at bind,
  * a node's such outputs rounded in place after it runs where XNNPACK rounds
  * them (plan_rounding), and the outputs narrowed into their tensors at the
@@ -27,6 +29,16 @@
 #include "core/limits.h"
 #include "kernels/convert/convert16.h"
 
+/* A StaticReshape at the graph's edge, from a stored value to an external
+ * output or from an external input to a stored value, moves bytes that could
+ * stay where they are: each call, its stored value is placed in the external
+ * tensor's memory (the node then moves nothing), unless that memory overlaps
+ * an external tensor of the other direction (redirect_edges). */
+typedef struct xnn_edge {
+  uint32_t stored, external; /* values */
+  void *home;                /* the stored value's own bytes in the arena */
+} xnn_edge;
+
 typedef struct xnn_delegate {
   xnn_graph g;
   const xnn_node_ops **ops; /* per node */
@@ -34,6 +46,8 @@ typedef struct xnn_delegate {
   void *arena;              /* intermediates */
   size_t arena_len;
   bool arena_mapped;
+  xnn_edge *edges;
+  uint32_t nedges;
 } xnn_delegate;
 
 static void xnn_destroy(void *handle) {
@@ -42,6 +56,7 @@ static void xnn_destroy(void *handle) {
   xnn_graph_free(&d->g);
   free(d->ops);
   free(d->rounds);
+  free(d->edges);
   if (d->arena) px_big_free(d->arena, d->arena_len, d->arena_mapped);
   free(d);
 }
@@ -155,6 +170,70 @@ static pyexec_status plan_rounding(xnn_delegate *d) {
   return PYEXEC_OK;
 }
 
+/* The edge reshapes (xnn_edge): a float32 StaticReshape whose input is a
+ * stored value written by one node and read by this one alone, and whose
+ * output is a plain external output; or whose input is a plain external
+ * input and whose output is a stored value no other node writes. */
+static pyexec_status plan_edges(xnn_delegate *d) {
+  const xnn_graph *g = &d->g;
+  const uint32_t nv = g->nvalues;
+  uint32_t *writes = calloc((size_t)nv + 1, sizeof *writes), *reads = calloc((size_t)nv + 1, sizeof *reads);
+  if (!writes || !reads || !(d->edges = calloc(g->nnodes + 1, sizeof *d->edges))) {
+    free(writes), free(reads);
+    return px_no_memory("XNNPACK delegate");
+  }
+  for (uint32_t i = 0; i < g->nnodes; i++) {
+    const xnn_node *nd = &g->nodes[i];
+    for (uint32_t k = 0; k < nd->nin; k++)
+      if (nd->in[k] < nv) reads[nd->in[k]]++;
+    for (uint32_t k = 0; k < nd->nout; k++)
+      if (nd->out[k] < nv) writes[nd->out[k]]++;
+  }
+  for (uint32_t i = 0; i < g->nnodes; i++) {
+    const xnn_node *nd = &g->nodes[i];
+    if (d->ops[i]->exec != xnn_exec_static_reshape || nd->nin != 1 || nd->nout != 1 || nd->in[0] >= nv ||
+        nd->out[0] >= nv)
+      continue;
+    const uint32_t x = nd->in[0], y = nd->out[0];
+    const xnn_value *vx = &g->values[x], *vy = &g->values[y];
+    if (vx->datatype != XNN_DT_FP32 || vy->datatype != XNN_DT_FP32 || vx->half || vy->half) continue;
+    if (!vx->flags && !vx->constant && writes[x] == 1 && reads[x] == 1 && writes[y] == 1 &&
+        vy->flags == XNN_VALUE_EXTERNAL_OUTPUT)
+      d->edges[d->nedges++] = (xnn_edge){x, y, vx->data};
+    else if (vx->flags == XNN_VALUE_EXTERNAL_INPUT && !vy->flags && !vy->constant && writes[y] == 1)
+      d->edges[d->nedges++] = (xnn_edge){y, x, vy->data};
+  }
+  free(writes), free(reads);
+  return PYEXEC_OK;
+}
+
+static bool bytes_overlap(const void *a, size_t na, const void *b, size_t nb) {
+  const uint8_t *p = a, *q = b;
+  return na && nb && p < q + nb && q < p + na;
+}
+
+/* Each call, after the outputs are sized: an edge reshape's stored value
+ * lives in its external tensor's memory, unless that memory overlaps an
+ * external tensor of the other direction (an input the graph still reads
+ * while the value is written, or an output written while it is read). */
+static void redirect_edges(xnn_delegate *d) {
+  const xnn_graph *g = &d->g;
+  for (uint32_t e = 0; e < d->nedges; e++) {
+    const xnn_edge *ed = &d->edges[e];
+    xnn_value *s = &g->values[ed->stored];
+    const xnn_value *x = &g->values[ed->external];
+    const size_t n = (size_t)xnn_numel(x) * sizeof(float);
+    const uint32_t other = x->flags & XNN_VALUE_EXTERNAL_OUTPUT ? XNN_VALUE_EXTERNAL_INPUT : XNN_VALUE_EXTERNAL_OUTPUT;
+    bool clear = x->data != NULL;
+    for (uint32_t i = 0; i < g->nvalues && clear; i++) {
+      const xnn_value *v = &g->values[i];
+      const size_t nv = (size_t)xnn_numel(v) * xnn_datatype_size(v->datatype);
+      if ((v->flags & other) && bytes_overlap(x->data, n, v->data, nv)) clear = false;
+    }
+    s->data = clear ? x->data : ed->home;
+  }
+}
+
 static pyexec_status xnn_init(px_ctx *ctx, const uint8_t *payload, size_t size, const px_compile_spec *specs,
                               size_t nspecs, const px_named_data *named, void **handle) {
   (void)specs; /* ExecuTorch's XNNPACK runtime reads no compile spec either */
@@ -190,6 +269,7 @@ static pyexec_status xnn_init(px_ctx *ctx, const uint8_t *payload, size_t size, 
     if (d->ops[i]->prepare(ctx, nd, d->g.values))
       st = px_invalid_program("XNNPACK payload: node %u: %s", i, ctx->msg[0] ? ctx->msg : "prepare failed");
   }
+  if (!st) st = plan_edges(d);
   if (st) {
     xnn_destroy(d);
     return st;
@@ -435,6 +515,7 @@ static int xnn_execute(px_ctx *ctx, void *handle, px_value *const *args, size_t 
   }
   ctx->op = op;
   if (!rc) rc = resize_outputs(ctx, d, args);
+  if (!rc) redirect_edges(d);
   /* The nodes run with denormals off, as XNNPACK runs its operators (on the
    * pool too: its jobs take this thread's mode), so results below the
    * smallest normal float are ExecuTorch's: zero. */
