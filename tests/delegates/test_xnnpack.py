@@ -494,6 +494,26 @@ def _bits(t: torch.Tensor) -> torch.Tensor:
     return t.contiguous().view(torch.int32)
 
 
+def _relu_sum_and_clamped_product(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return torch.relu(a + b), torch.clamp(a * b, -1.0, 1.0)
+
+
+def test_output_bounds_keep_executorchs_signed_zeros_and_nans() -> None:
+    """An Add with a ReLU folded into its output bounds, and a Clamp node:
+    XNNPACK takes the maximum with the lower bound, then the minimum with
+    the upper, so a -0.0 sum stays -0.0 (it is not below 0) and a NaN stays a
+    NaN. pyexec's bits must be ExecuTorch's, sign bits included, on every
+    lane (the vector body and the tail)."""
+    special = [float("nan"), -0.0, 0.0, 2.0, -3.0, float("inf"), -float("inf"), 0.5]
+    a = torch.tensor(special * 5 + [-0.0, 0.0, float("nan")])
+    b = torch.tensor([1.0, -0.0, -0.0, 1.0, 1.0, 1.0, 1.0, float("nan")] * 5 + [-0.0, -0.0, 2.0])
+    pte = export_xnnpack(Lambda(_relu_sum_and_clamped_product), (a, b))
+    got = pyexec.load(pte).load_method("forward").execute([a, b])
+    for g, r in zip(got, run_with_executorch(pte, [a, b])):
+        assert torch.equal(_bits(g), _bits(r)), (g, r)
+    assert torch.signbit(got[0][1]) and got[0][0].isnan()  # -0.0 + -0.0 through the ReLU bound
+
+
 def test_delegate_runs_with_denormals_off_as_executorch_and_only_there() -> None:
     """XNNPACK runs its operators with denormals off (a result below the
     smallest normal float is zero, and so is such an input): ExecuTorch's

@@ -12,10 +12,19 @@
 
 /* ---- binary --------------------------------------------------------------------- */
 
+/* An output clamp as XNNPACK's kernels apply it: max with the lower bound,
+ * then min with the upper, each written so that a NaN operand comes out as
+ * is (x86 max / min return their second operand when either is NaN, the
+ * shape GCC turns into one instruction each, not a NaN test and blends). */
+static inline float clamp_out(float v, float lo, float hi) {
+  const float t = lo > v ? lo : v;
+  return hi < t ? hi : t;
+}
+
 /* Each operation twice: as is, and clamped to [d[0], d[1]]. */
 #define BIN_CL(OP, E)                                  \
   BIN(OP##_f32, float, uint32_t, float, , E)           \
-  BIN(OP##_cl_f32, float, uint32_t, float, const T lo = PARAM(0); const T hi = PARAM(1), CLAMPP(E, lo, hi))
+  BIN(OP##_cl_f32, float, uint32_t, float, const T lo = PARAM(0); const T hi = PARAM(1), clamp_out(E, lo, hi))
 BIN_CL(add, x + y)
 BIN_CL(sub, x - y)
 BIN_CL(mul, x * y)
