@@ -91,14 +91,10 @@ QD8_AVX512 void qg_qd8_range_avx512(const float *r, int64_t K, float *rmin, floa
     lo[0] = _mm512_min_ps(x, lo[0]);
     hi[0] = _mm512_max_ps(x, hi[0]);
   }
-  float l[4][16], h[4][16];
-  for (int c = 0; c < 4; c++) _mm512_storeu_ps(l[c], lo[c]), _mm512_storeu_ps(h[c], hi[c]);
-  float a = 0.0f, b = 0.0f;
-  for (int c = 0; c < 4; c++)
-    for (int i = 0; i < 16; i++) {
-      a = l[c][i] < a ? l[c][i] : a;
-      b = h[c][i] > b ? h[c][i] : b;
-    }
+  /* the chains hold neither NaNs nor -0.0, so the order they are combined
+   * in (vectors, then lanes by shuffles) gives the same extremes */
+  float a = _mm512_reduce_min_ps(_mm512_min_ps(_mm512_min_ps(lo[0], lo[1]), _mm512_min_ps(lo[2], lo[3])));
+  float b = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_max_ps(hi[0], hi[1]), _mm512_max_ps(hi[2], hi[3])));
   for (; k < K; k++) {
     a = r[k] < a ? r[k] : a;
     b = r[k] > b ? r[k] : b;
