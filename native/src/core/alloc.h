@@ -14,4 +14,11 @@
 void *px_big_alloc(size_t n, bool *mapped);
 void px_big_free(void *p, size_t n, bool mapped);
 
+/* Whether the bytes [a, a + an) and [b, b + bn) meet (an empty range meets
+ * nothing). */
+static inline bool px_bytes_overlap(const void *a, size_t an, const void *b, size_t bn) {
+  const char *x = a, *y = b;
+  return an && bn && x < y + bn && y < x + an;
+}
+
 #endif /* PX_ALLOC_H */

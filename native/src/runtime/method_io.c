@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "core/error.h"
 #include "core/parallel.h"
 #include "runtime/executor.h"
@@ -46,21 +47,16 @@ static void format_shape(char *buf, size_t cap, int dim, const int64_t *sizes) {
   if (n < cap) snprintf(buf + n, cap - n, "]");
 }
 
-static bool ranges_overlap(const void *a, size_t an, const void *b, size_t bn) {
-  uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
-  return an && bn && x < y + bn && y < x + an;
-}
-
 /* Whether [p, p + n) overlaps the method's planned memory (arenas_only) or
  * also the storage it allocated for unplanned outputs; *output is set to the
  * output whose storage it overlaps, or -1 for planned memory. */
 static bool in_method_memory(const pyexec_method *m, const void *p, size_t n, bool arenas_only, int64_t *output) {
   *output = -1;
   for (uint32_t i = 1; i < m->narenas; i++)
-    if (ranges_overlap(p, n, m->arenas[i], m->arena_sizes[i])) return true;
+    if (px_bytes_overlap(p, n, m->arenas[i], m->arena_sizes[i])) return true;
   for (uint32_t i = 0; !arenas_only && i < m->nout; i++) {
     const px_output *o = &m->outs[i];
-    if (o->own && ranges_overlap(p, n, o->own, m->values[o->vidx].u.t->capacity)) {
+    if (o->own && px_bytes_overlap(p, n, o->own, m->values[o->vidx].u.t->capacity)) {
       *output = i;
       return true;
     }
@@ -130,7 +126,7 @@ static pyexec_status check_tensor_input(pyexec_method *m, uint32_t j, const px_t
                                  j);
     for (uint32_t i = 0; i < m->nout; i++) {
       const px_output *o = &m->outs[i];
-      if (o->bound && ranges_overlap(x->data, *need, o->bound, o->bound_nbytes))
+      if (o->bound && px_bytes_overlap(x->data, *need, o->bound, o->bound_nbytes))
         return px_invalid_argument("input %u overlaps the memory bound to output %u", j, i);
     }
   }
@@ -301,7 +297,7 @@ pyexec_status px_method_set_output_ptr(pyexec_method *m, size_t index, void *dat
     else if ((uintptr_t)data % es)
       st = px_invalid_argument("output %zu: buffer is not aligned to %zu bytes", index, es);
     for (uint32_t i = 0; !st && i < m->nout; i++)
-      if (i != index && m->outs[i].bound && ranges_overlap(data, nbytes, m->outs[i].bound, m->outs[i].bound_nbytes))
+      if (i != index && m->outs[i].bound && px_bytes_overlap(data, nbytes, m->outs[i].bound, m->outs[i].bound_nbytes))
         st = px_invalid_argument("output %zu overlaps the memory bound to output %u", index, i);
     int64_t own;
     if (!st && in_method_memory(m, data, nbytes, false, &own) && own != (int64_t)index) {
@@ -315,7 +311,7 @@ pyexec_status px_method_set_output_ptr(pyexec_method *m, size_t index, void *dat
     for (uint32_t j = 0; !st && j < m->nin; j++) {
       const px_value *iv = &m->values[m->inputs[j]];
       if (!m->input_set[j] || iv->tag != PX_V_TENSOR || iv->u.t->mem != PX_MEM_UNPLANNED) continue;
-      if (ranges_overlap(data, nbytes, iv->u.t->data, iv->u.t->nbytes))
+      if (px_bytes_overlap(data, nbytes, iv->u.t->data, iv->u.t->nbytes))
         st = px_invalid_argument("output %zu overlaps the memory of input %u", index, j);
     }
   }

@@ -207,11 +207,6 @@ static pyexec_status plan_edges(xnn_delegate *d) {
   return PYEXEC_OK;
 }
 
-static bool bytes_overlap(const void *a, size_t na, const void *b, size_t nb) {
-  const uint8_t *p = a, *q = b;
-  return na && nb && p < q + nb && q < p + na;
-}
-
 /* Each call, after the outputs are sized: an edge reshape's stored value
  * lives in its external tensor's memory, unless that memory overlaps an
  * external tensor of the other direction (an input the graph still reads
@@ -227,8 +222,8 @@ static void redirect_edges(xnn_delegate *d) {
     bool clear = x->data != NULL;
     for (uint32_t i = 0; i < g->nvalues && clear; i++) {
       const xnn_value *v = &g->values[i];
-      const size_t nv = (size_t)xnn_numel(v) * xnn_datatype_size(v->datatype);
-      if ((v->flags & other) && bytes_overlap(x->data, n, v->data, nv)) clear = false;
+      if (v->flags & other)
+        clear = !px_bytes_overlap(x->data, n, v->data, (size_t)xnn_numel(v) * xnn_datatype_size(v->datatype));
     }
     s->data = clear ? x->data : ed->home;
   }

@@ -16,6 +16,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "core/cpu.h"
 #include "core/parallel.h"
 #include "kernels/common.h"
@@ -478,9 +479,7 @@ DEFINE_CONV_NAIVE(conv_naive_u64, uint64_t)
 
 /* Whether a's and b's bytes overlap. */
 static bool overlaps(const px_tensor *a, const px_tensor *b) {
-  if (!a || !b || !a->nbytes || !b->nbytes) return false;
-  const char *pa = a->data, *pb = b->data;
-  return pa < pb + b->nbytes && pb < pa + a->nbytes;
+  return a && b && px_bytes_overlap(a->data, a->nbytes, b->data, b->nbytes);
 }
 
 /* aten::convolution.out(Tensor input, Tensor weight, Tensor? bias,

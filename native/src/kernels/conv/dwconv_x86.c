@@ -8,23 +8,6 @@
 #if PX_DW_X86
 #include <immintrin.h>
 
-
-/* Depthwise with multiplier 1 on AVX-512, output columns [ow0, ow1) of one
- * output row whose taps are all inside the input's columns: four output
- * pixels at a time (four independent chains), each 16-channel block of them
- * summing its KH_ x KW_ taps. Pixels are the outer loop: the filter block is
- * reloaded from L1 for each four pixels, but the input is read in address
- * order, every channel of a pixel at once (channel blocks outside, with the
- * filter held in registers, read one 64-byte slice of every pixel per pass
- * over the row and ran 17% slower on mobilenet_v2's depthwise layers).
- * Without dilation and at strides 1 and 2 the four pixels' taps of one
- * filter row lie in 3 * sw + KW_ consecutive input pixels, which are loaded
- * once into registers for all of them (13 loads rather than 20 for a 5x5 at
- * stride 1, so the multiply-adds rather than the loads set the pace); whole
- * 16-channel blocks load without a mask, the last partial one with.
- * rows[ki] is input row oh*sh - pt + ki*dh at channel 0 (a zero row in the
- * padding), w the filter [KH*KW][C]. The sum is bias + taps in (ki, kj)
- * order, as in dw_pixel (a padding row adds zeros). */
 /* Four pixels' sums (C floats apart from o) clamped to [vlo, vhi] and
  * stored, the channels in m. */
 static inline __attribute__((target("avx512f"), always_inline)) void dw_store4(float *o, int64_t C, __mmask16 m,
@@ -35,7 +18,6 @@ static inline __attribute__((target("avx512f"), always_inline)) void dw_store4(f
   _mm512_mask_storeu_ps(o + 2 * C, m, _mm512_min_ps(vhi, _mm512_max_ps(vlo, a2)));
   _mm512_mask_storeu_ps(o + 3 * C, m, _mm512_min_ps(vhi, _mm512_max_ps(vlo, a3)));
 }
-
 
 /* Four pixels' sums over one 16-channel block (lanes in m), the window path:
  * input pixel j of filter row ki at rows[ki] + (base + j) * C + c. */
@@ -56,6 +38,22 @@ static inline __attribute__((target("avx512f"), always_inline)) void dw_store4(f
 #define DW_LOAD_FULL(p) _mm512_loadu_ps(p)
 #define DW_LOAD_MASK(p) _mm512_maskz_loadu_ps(m, p)
 
+/* Depthwise with multiplier 1 on AVX-512, output columns [ow0, ow1) of one
+ * output row whose taps are all inside the input's columns: four output
+ * pixels at a time (four independent chains), each 16-channel block of them
+ * summing its KH_ x KW_ taps. Pixels are the outer loop: the filter block is
+ * reloaded from L1 for each four pixels, but the input is read in address
+ * order, every channel of a pixel at once (channel blocks outside, with the
+ * filter held in registers, read one 64-byte slice of every pixel per pass
+ * over the row and ran 17% slower on mobilenet_v2's depthwise layers).
+ * Without dilation and at strides 1 and 2 the four pixels' taps of one
+ * filter row lie in 3 * sw + KW_ consecutive input pixels, which are loaded
+ * once into registers for all of them (13 loads rather than 20 for a 5x5 at
+ * stride 1, so the multiply-adds rather than the loads set the pace); whole
+ * 16-channel blocks load without a mask, the last partial one with.
+ * rows[ki] is input row oh*sh - pt + ki*dh at channel 0 (a zero row in the
+ * padding), w the filter [KH*KW][C]. The sum is bias + taps in (ki, kj)
+ * order, as in dw_pixel (a padding row adds zeros). */
 #define DEFINE_DW_ROW512(NAME, KH_, KW_)                                                       \
   static inline __attribute__((target("avx512f"), always_inline)) void NAME##_win(          \
       const int SW_, const float *const *rows, int64_t C, int64_t pl, int64_t ow0, int64_t ow1, \
@@ -69,11 +67,7 @@ static inline __attribute__((target("avx512f"), always_inline)) void dw_store4(f
         const __m512 b = _mm512_loadu_ps(bias + c);                                              \
         __m512 a0 = b, a1 = b, a2 = b, a3 = b;                                                   \
         DW_FOUR_WIN(KH_, KW_, SW_, DW_LOAD_FULL)                                                 \
-        float *o = orow + ow * C + c;                                                            \
-        _mm512_storeu_ps(o, _mm512_min_ps(vhi, _mm512_max_ps(vlo, a0)));                         \
-        _mm512_storeu_ps(o + C, _mm512_min_ps(vhi, _mm512_max_ps(vlo, a1)));                     \
-        _mm512_storeu_ps(o + 2 * C, _mm512_min_ps(vhi, _mm512_max_ps(vlo, a2)));                 \
-        _mm512_storeu_ps(o + 3 * C, _mm512_min_ps(vhi, _mm512_max_ps(vlo, a3)));                 \
+        dw_store4(orow + ow * C + c, C, (__mmask16)0xFFFF, vlo, vhi, a0, a1, a2, a3);             \
       }                                                                                          \
       if (c < C) {                                                                               \
         const __mmask16 m = (__mmask16)((1u << (C - c)) - 1);                                    \

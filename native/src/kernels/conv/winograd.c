@@ -218,12 +218,14 @@ static void wino_tiles(void *arg, int64_t b0, int64_t b1, int tid) {
   }
 }
 
-/* Several threads, filters past a core's L2: the products of one block of
- * tiles split by position, each position's product whole on one thread
- * (a product called from a chunk runs on that thread alone, workspace slot
- * tid), so that a block waits three times rather than once per position
- * and each core reads only its own positions' filters. Used where the
- * threads divide the positions evenly. */
+/* The products of one block of tiles, positions [p0, p1). Over the pool
+ * (several threads dividing the positions evenly, filters past a core's
+ * L2): each position's product whole on one thread (a product called from
+ * a chunk runs on that thread alone, workspace slot tid), so that a block
+ * waits three times rather than once per position and each core reads only
+ * its own positions' filters. Otherwise called once for all positions on
+ * the calling thread, each product split over the pool. A product given
+ * its workspace cannot fail. */
 typedef struct pos_job {
   const wino_run *r;
   const float *packed;
@@ -280,16 +282,11 @@ int px_wino_conv_nhwc(px_ctx *ctx, const px_wino_geom *g, const float *x, const 
     const int64_t nb = T - t0 < TB ? T - t0 : TB;
     r.t0 = t0;
     px_parallel_for(nb, 1, nb * NP * g->Cin * 4, wino_in, &r);
-    if (by_pos) {
-      pos_job P = {&r, packed, pf, work, work_b, nb, ctx};
+    pos_job P = {&r, packed, pf, work, work_b, nb, ctx};
+    if (by_pos)
       px_parallel_for(NP, 1, nb * NP * g->Cin * g->Cout, wino_pos, &P);
-    }
-    for (int p = 0; !by_pos && p < NP; p++) {
-      int rc = px_gemm_f32_prepacked(ctx, work, nb, g->Cout, g->Cin, V + p * TB * g->Cin, g->Cin,
-                                     1, NULL, NULL, packed + p * pf, 0.0f, M + p * TB * g->Cout,
-                                     g->Cout);
-      if (rc) return rc;
-    }
+    else /* one position after another, each product over the pool */
+      wino_pos(&P, 0, NP, 0);
     px_parallel_for(nb, 1, nb * NP * g->Cout * 4, wino_out, &r);
   }
   return 0;
