@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import _dtypes
-from ._ffi import lib
+from ._errors import check
+from ._ffi import ffi, lib
 
 
 @dataclass(frozen=True, repr=False)
@@ -98,6 +99,24 @@ def tensor_info(v: Any, output: bool) -> TensorInfo | None:
         # holds for every output it computes: only inputs keep the flag.
         is_mutated=bool(v.is_mutated) and not output,
     )
+
+
+def read_attributes(program: Any, bname: bytes) -> dict[str, TensorInfo]:
+    """The attributes of a method (the library's program pointer, the
+    method's name as bytes): name -> TensorInfo, in the method's value order."""
+    count = ffi.new("size_t *")
+    check(lib.pyexec_program_attribute_count(program, bname, count))
+    info = ffi.new("pyexec_value_info *")
+    needed = ffi.new("size_t *")
+    found: dict[str, TensorInfo] = {}
+    for i in range(count[0]):
+        check(lib.pyexec_program_attribute_info(program, bname, i, info, ffi.NULL, 0, needed))
+        buf = ffi.new("char[]", needed[0])
+        check(lib.pyexec_program_attribute_info(program, bname, i, info, buf, needed[0], needed))
+        meta = tensor_info(info, output=False)
+        assert meta is not None
+        found[ffi.string(buf).decode()] = meta
+    return found
 
 
 @dataclass(frozen=True)

@@ -18,9 +18,10 @@ from ._events import Collected, read_profile
 from ._ffi import ffi, lib
 from ._handles import MethodHandle, ProgramBase, pickle_state
 from ._inputs import Inputs
-from ._meta import MethodMeta
+from ._meta import MethodMeta, TensorInfo, dim_order_if_not_row_major, read_attributes
 from ._outputs import Binding, Outputs
 from ._profile import Profile
+from ._tensors import check_numpy_code, numpy_view, to_torch
 
 _OUTPUT_TYPES = ("auto", "torch", "numpy")
 _run = lib.pyexec_method_run
@@ -97,6 +98,7 @@ class Method:
     Method whole and unlocked (os.register_at_fork hooks)."""
 
     _handle: MethodHandle | None = None
+    _attribute_infos: dict[str, TensorInfo] | None = None
 
     def __init__(self, program: ProgramBase, name: str, output_type: str = "auto") -> None:
         if not isinstance(program, ProgramBase):
@@ -375,6 +377,54 @@ class Method:
                 check(lib.pyexec_method_profile_set_limit(self._m, max_events))
             check(lib.pyexec_method_profile_enable(self._m, 1 if on else 0))
             return got
+
+    def attribute_names(self) -> list[str]:
+        """The names of the method's attributes (Program.attributes), in order."""
+        return list(self._attributes())
+
+    def _attributes(self) -> dict[str, TensorInfo]:
+        got = self._attribute_infos
+        if got is None:
+            with self._lock:
+                self._check_open()
+                assert self._handle is not None
+                got = self._attribute_infos = read_attributes(self._handle.program.ptr, self.meta.name.encode())
+        return got
+
+    def get_attribute(self, name: str, clone: bool = True) -> Any:
+        """The current value of attribute `name` (see Program.attributes): a
+        mutable buffer as the last execute left it, or a named constant.
+        `clone` True gives a copy the caller owns; False a view of the
+        method's memory, which the next execute may change. numpy or torch as
+        the method's output_type says ("auto": torch when torch is imported).
+
+        Raises:
+            InvalidArgumentError: no attribute has that name (the message lists
+                those the method has), or the method is closed.
+            UnsupportedError: a bfloat16 attribute asked for as numpy.
+        """
+        infos = self._attributes()
+        if not isinstance(name, str) or name not in infos:
+            names = ", ".join(repr(n) for n in infos) or "none"
+            raise InvalidArgumentError(
+                f"method '{self.meta.name}' has no attribute {name!r} (its attributes: {names})"
+            )
+        index = list(infos).index(name)
+        info = infos[name]
+        with self._lock:
+            self._check_open()
+            value = ffi.new("pyexec_value *")
+            check(lib.pyexec_method_get_attribute(self._m, index, value))
+            t = value.tensor
+            shape = tuple(t.sizes[0:t.dim])
+            kind = self._inputs.kind if self._output_type == "auto" else self._output_type
+            if kind == "numpy":
+                check_numpy_code(t.dtype, f"attribute {name!r}")
+            array = numpy_view(int(ffi.cast("uintptr_t", t.data)), t.dtype, shape, self._handle,
+                               dim_order_if_not_row_major(info))
+            if clone:
+                array = array.copy()
+            return to_torch(array, t.dtype) if kind == "torch" else array
 
     def get_outputs(self, clone_outputs: bool = True) -> list[Any]:
         """The outputs of the last execute again, as execute returns them

@@ -10,7 +10,7 @@ from typing import Any, Protocol, Union
 from ._errors import InvalidArgumentError, UnsupportedError, check
 from ._ffi import ffi, lib
 from ._handles import ProgramBase, ProgramHandle, origin_of, pickle_state, verified
-from ._meta import DelegateInfo, MethodMeta, MethodNames, tensor_info
+from ._meta import DelegateInfo, MethodMeta, MethodNames, TensorInfo, read_attributes, tensor_info
 from ._method import Method
 
 
@@ -163,6 +163,7 @@ class Program(ProgramBase):
             names.append(ffi.string(lib.pyexec_program_method_name(p, i)).decode())
         self._names = tuple(names)
         self._meta: dict[str, MethodMeta] = {}
+        self._attributes: dict[str, dict[str, TensorInfo]] = {}
 
     @property
     def method_names(self) -> MethodNames:
@@ -230,6 +231,27 @@ class Program(ProgramBase):
         meta = MethodMeta(name=name, inputs=tuple(ins), outputs=tuple(outs))
         self._meta[name] = meta
         return meta
+
+    def attributes(self, name: str = "forward") -> dict[str, TensorInfo]:
+        """The attributes of method `name`: the tensors the program names
+        (mutable buffers exported with ExecutorchBackendConfig(
+        emit_mutable_buffer_names=True), weights kept in a data file), by
+        name, in the method's value order (ExecuTorch's
+        MethodMeta.attribute_tensor_meta). Read without loading the method;
+        `Method.get_attribute(name)` gives a loaded method's current value.
+
+        Raises:
+            InvalidArgumentError: the program has no such method, or is closed.
+            InvalidProgramError: a tensor of the method is malformed.
+        """
+        p = self._ptr()
+        bname = self._check_name(name)
+        got = self._attributes.get(name)
+        if got is not None:
+            return dict(got)
+        found = read_attributes(p, bname)
+        self._attributes[name] = found
+        return dict(found)
 
     def operators(self, name: str = "forward") -> tuple[list[str], list[str]]:
         """(operators method `name` uses, those this library has no kernel

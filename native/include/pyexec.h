@@ -310,6 +310,22 @@ PYEXEC_API pyexec_status pyexec_program_output_info(
     const pyexec_program *program, const char *name, size_t index,
     pyexec_value_info *out);
 
+/* Attributes of method `name`: the tensors the program names (a
+ * fully_qualified_name in the file), such as mutable buffers exported with
+ * ExecutorchBackendConfig(emit_mutable_buffer_names=True) and weights kept in
+ * a data file, in the order of the method's values (ExecuTorch's
+ * MethodMeta::num_attributes / attribute_tensor_meta). The count is stored
+ * in *count. attribute_info describes attribute `index` into *out and writes
+ * its name into `fqn` (capacity `cap` bytes, always NUL-terminated when
+ * cap > 0, truncated to fit); *needed, when not NULL, receives the length the
+ * name needs, including the terminator. PYEXEC_ERR_INVALID_ARGUMENT for an
+ * unknown method or an index out of range. */
+PYEXEC_API pyexec_status pyexec_program_attribute_count(
+    const pyexec_program *program, const char *name, size_t *count);
+PYEXEC_API pyexec_status pyexec_program_attribute_info(
+    const pyexec_program *program, const char *name, size_t index,
+    pyexec_value_info *out, char *fqn, size_t cap, size_t *needed);
+
 /* Writes into `buf` (capacity `cap` bytes, always NUL-terminated when cap > 0)
  * the operators method `name` uses, one `name.overload` per line, sorted, and
  * sets *missing to how many of them have no kernel in this library (those
@@ -441,6 +457,15 @@ PYEXEC_API pyexec_status pyexec_method_execute(pyexec_method *method);
 PYEXEC_API pyexec_status pyexec_method_get_output(pyexec_method *method,
                                                   size_t index,
                                                   pyexec_value *out);
+
+/* Describes attribute `index` (see pyexec_program_attribute_info) as the
+ * method holds it now: a tensor whose `data` is the method's own storage
+ * (a mutable buffer's current value, updated by every execute) or the
+ * program's constant. Valid until the method is freed; the caller must not
+ * write through it while another call runs on the method. */
+PYEXEC_API pyexec_status pyexec_method_get_attribute(pyexec_method *method,
+                                                     size_t index,
+                                                     pyexec_value *out);
 
 /* Describes outputs 0..count-1 at once (as pyexec_method_get_output does for
  * one), into out[0..count-1]; count must not exceed the number of outputs. */

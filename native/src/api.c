@@ -66,6 +66,18 @@ PYEXEC_API pyexec_status pyexec_program_output_info(const pyexec_program *p, con
                                                     pyexec_value_info *out) {
   return px_program_output_info(p, name, index, out);
 }
+PYEXEC_API pyexec_status pyexec_program_attribute_count(const pyexec_program *p, const char *name,
+                                                        size_t *count) {
+  return px_program_attribute_count(p, name, count);
+}
+PYEXEC_API pyexec_status pyexec_program_attribute_info(const pyexec_program *p, const char *name, size_t index,
+                                                       pyexec_value_info *out, char *fqn, size_t cap,
+                                                       size_t *needed) {
+  return px_program_attribute_info(p, name, index, out, fqn, cap, needed);
+}
+PYEXEC_API pyexec_status pyexec_method_get_attribute(pyexec_method *m, size_t index, pyexec_value *out) {
+  return px_method_get_attribute(m, index, out);
+}
 PYEXEC_API pyexec_status pyexec_program_method_operators(const pyexec_program *p, const char *name, char *buf,
                                                          size_t cap, size_t *needed, size_t *missing) {
   return px_program_method_operators(p, name, buf, cap, needed, missing);

@@ -12,7 +12,10 @@ tests reach a runtime:
   the same buffer and the same flattened inputs, `forward` executed, the
   outputs returned as a list of torch tensors, as ExecuTorch's version does;
 - `executorch.runtime.Runtime`, which the runtime API tests and a few operator
-  tests import, replaced before any test module is imported.
+  tests import, replaced before any test module is imported;
+- `executorch.extension.pybindings.portable_lib` (the Module API, which its own
+  tests and the bundled-program test import), replaced by pyexec.portable_lib
+  the same way.
 
 Export, partitioning, quantization, the eager references and the tolerances
 are ExecuTorch's, untouched (the other changes are for speed only: torch.export's
@@ -34,6 +37,10 @@ import pytest
 # The shipped tests, relative to the executorch package.
 XNNPACK_OPS = "backends/xnnpack/test/ops"
 RUNTIME = ["runtime/test/test_runtime.py", "runtime/test/test_runtime_xnnpack.py"]
+# The Module API's tests (executorch.extension.pybindings.portable_lib), with
+# pyexec.portable_lib in its place, and the bundled-program test that runs one.
+PYBINDINGS = ["extension/pybindings/test/test_pybindings.py", "extension/pybindings/test/test_backend_pybinding.py",
+              "devtools/bundled_program/test/test_end2end.py"]
 
 # The fixed part the test command runs (the whole set takes about 20 minutes
 # of one core, mostly exporting and lowering): every XNNPACK operator file but
@@ -59,16 +66,19 @@ def suite_paths(name: str) -> list[str]:
     root = executorch_root()
     ops = root / XNNPACK_OPS
     runtime = [str(root / p) for p in RUNTIME]
+    pybindings = [str(root / p) for p in PYBINDINGS]
     if name == "xnnpack-ops":
         return [str(ops)]
     if name == "runtime":
         return runtime
+    if name == "pybindings":
+        return pybindings
     if name == "all":
-        return [str(ops), *runtime]
+        return [str(ops), *runtime, *pybindings]
     if name == "ci":
         files = sorted(p.name for p in ops.glob("test_*.py") if p.name not in CI_EXCLUDED)
-        return [str(ops / f) for f in files] + runtime
-    raise SystemExit(f"unknown suite {name!r}: all, xnnpack-ops, runtime or ci")
+        return [str(ops / f) for f in files] + runtime + pybindings
+    raise SystemExit(f"unknown suite {name!r}: all, xnnpack-ops, runtime, pybindings or ci")
 
 
 _runs = {"programs": 0, "tests": 0}
@@ -121,6 +131,36 @@ class _Counted:
         return self._runtime.load_program(*args, **kwargs)
 
 
+def _counted(load: Any) -> Any:
+    """A pyexec.portable_lib loader that counts the programs it loads."""
+
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        _runs["programs"] += 1
+        return load(*args, **kwargs)
+
+    wrapped.__name__ = load.__name__
+    wrapped.__doc__ = load.__doc__
+    return wrapped
+
+
+def _swap_portable_lib() -> None:
+    """executorch.extension.pybindings.portable_lib becomes pyexec's (its
+    loaders counted), before any test module imports it."""
+    import types
+
+    import executorch.extension.pybindings
+
+    import pyexec.portable_lib as compat
+
+    swapped = types.ModuleType("executorch.extension.pybindings.portable_lib", compat.__doc__)
+    for name in compat.__all__:
+        value = getattr(compat, name)
+        swapped.__dict__[name] = _counted(value) if name.startswith(("_load_for", "_load_program", "_load_bundled")) \
+            else value
+    sys.modules["executorch.extension.pybindings.portable_lib"] = swapped
+    executorch.extension.pybindings.portable_lib = swapped  # type: ignore[attr-defined]
+
+
 def pytest_configure(config: pytest.Config) -> None:
     import executorch.runtime
     from executorch.backends.test.harness.stages import serialize
@@ -130,6 +170,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.option.collect_in_virtualenv = True
     serialize.Serialize.run_artifact = _run_artifact  # type: ignore[method-assign]
     executorch.runtime.Runtime = _Runtime  # type: ignore[misc,assignment]
+    _swap_portable_lib()
     # Speed only: torch.export's operator walk once per dispatcher state (the
     # same answer torch computes; support/cia_memo.py), and the Callable
     # aliases torch's py_impl builds, once per argument tuple

@@ -328,18 +328,23 @@ pyexec_status px_parse_tensor(const pyexec_program *p, const px_fb_table *t, con
     int8_t loc, dev;
     if (!px_fb_i8(&extra, EXTRA_LOCATION, 0, &loc) || !px_fb_i8(&extra, EXTRA_DEVICE_TYPE, 0, &dev))
       return BAD("%s: extra_tensor_info is malformed", where);
+    /* The name: an external tensor's key in the data file; a mutable
+     * buffer's (or parameter's) name when the exporter emits it, which makes
+     * the tensor one of the method's attributes. */
+    if (!px_fb_string(&extra, EXTRA_FQN, &d->fqn, &d->fqn_len))
+      return BAD("%s: extra_tensor_info.fully_qualified_name is malformed", where);
+    if (d->fqn_len && !px_fb_valid_name(d->fqn, d->fqn_len))
+      return BAD("%s: extra_tensor_info.fully_qualified_name is not valid UTF-8", where);
     if (loc == 1) { /* EXTERNAL: the bytes are in a data file, under the tensor's name */
-      if (!px_fb_string(&extra, EXTRA_FQN, &d->fqn, &d->fqn_len))
-        return BAD("%s: extra_tensor_info.fully_qualified_name is malformed", where);
       if (d->fqn_len == 0)
         return BAD("%s: tensor is external but has no fully_qualified_name", where);
-      if (!px_fb_valid_name(d->fqn, d->fqn_len))
-        return BAD("%s: extra_tensor_info.fully_qualified_name is not valid UTF-8", where);
       d->external = true;
     } else if (loc != 0) {
       return BAD("%s: extra_tensor_info.location %d is unknown", where, loc);
     }
-    if (dev != 0) return px_unsupported("%s: tensor is on a non-CPU device (device type %d)", where, dev);
+    if (dev != 0)
+      return px_unsupported("%s: tensor is on device %s (device type %d), and pyexec runs tensors on the CPU only",
+                            where, dev == 1 ? "cuda" : "other than the CPU", dev);
   }
   px_fb_table alloc;
   if (!px_fb_subtable(t, TENSOR_ALLOCATION_INFO, &alloc, &present)) return BAD("%s: allocation_info is malformed", where);

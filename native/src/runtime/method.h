@@ -137,6 +137,7 @@ pyexec_status px_method_input_info(const pyexec_method *m, size_t index, pyexec_
 pyexec_status px_method_output_info(const pyexec_method *m, size_t index, pyexec_value_info *out);
 int px_method_query_alias(const pyexec_method *m, size_t index, size_t *input_index);
 pyexec_status px_method_set_inputs(pyexec_method *m, const pyexec_value *inputs, size_t count);
+pyexec_status px_method_get_attribute(pyexec_method *m, size_t index, pyexec_value *out);
 pyexec_status px_method_clear_inputs(pyexec_method *m);
 pyexec_status px_method_check_bindable(const pyexec_method *m, size_t index);
 pyexec_status px_method_set_output_ptr(pyexec_method *m, size_t index, void *data, size_t nbytes);

@@ -364,6 +364,26 @@ pyexec_status px_method_get_output(pyexec_method *m, size_t index, pyexec_value 
   return PYEXEC_OK;
 }
 
+pyexec_status px_method_get_attribute(pyexec_method *m, size_t index, pyexec_value *out) {
+  if (!m || !out) return px_invalid_argument("method and out must not be NULL");
+  int32_t vidx;
+  pyexec_status st = px_plan_attribute(m->program, m->plan, index, NULL, &vidx, NULL);
+  if (st) return st;
+  if (vidx < 0 || (uint32_t)vidx >= m->nvalues || m->values[vidx].tag != PX_V_TENSOR)
+    return px_invalid_argument("attribute %zu of method '%s' is not a tensor value", index, m->plan->name);
+  pthread_mutex_lock(&m->lock);
+  const px_tensor *t = m->values[vidx].u.t;
+  memset(out, 0, sizeof *out);
+  out->kind = PYEXEC_VALUE_TENSOR;
+  out->tensor.dtype = t->dtype;
+  out->tensor.dim = t->dim;
+  out->tensor.sizes = t->sizes;
+  out->tensor.data = t->data;
+  out->tensor.nbytes = t->nbytes;
+  pthread_mutex_unlock(&m->lock);
+  return PYEXEC_OK;
+}
+
 pyexec_status px_method_get_outputs(pyexec_method *m, pyexec_value *out, size_t count) {
   if (!m || (count && !out)) return px_invalid_argument("method and out must not be NULL");
   if (count > m->nout)

@@ -250,3 +250,75 @@ pyexec_status px_program_delegate_describe(const pyexec_program *p, const char *
   if (unsupported) *unsupported = miss + !backend;
   return PYEXEC_OK;
 }
+
+/* ---- attributes: the named tensors of a method ---------------------------- */
+
+pyexec_status px_plan_attribute(const pyexec_program *p, const px_plan *plan, size_t index, size_t *count,
+                                int32_t *vidx, px_tensor_desc *desc) {
+  px_fb_vec values;
+  if (!px_fb_vector(&plan->table, PLAN_VALUES, 4, &values))
+    return BAD("method '%s': values are malformed", plan->name);
+  size_t n = 0;
+  for (uint32_t i = 0; i < values.count; i++) {
+    int tag;
+    px_fb_table payload;
+    pyexec_status st = px_plan_value(p, plan, i, &tag, &payload);
+    if (st) return st;
+    if (tag != PX_V_TENSOR) continue;
+    char where[48];
+    snprintf(where, sizeof where, "value %u", i);
+    px_tensor_desc d;
+    st = px_parse_tensor(p, &payload, where, &d);
+    if (st) return st;
+    if (d.fqn_len == 0) continue;
+    if (n == index && vidx) {
+      *vidx = (int32_t)i;
+      if (desc) *desc = d;
+      if (count) *count = n + 1;
+      return PYEXEC_OK;
+    }
+    n++;
+  }
+  if (count) *count = n;
+  if (vidx)
+    return px_invalid_argument("attribute index %zu is out of range (method '%s' has %zu)", index, plan->name, n);
+  return PYEXEC_OK;
+}
+
+pyexec_status px_program_attribute_count(const pyexec_program *p, const char *name, size_t *count) {
+  const px_plan *plan;
+  if (!count) return px_invalid_argument("count must not be NULL");
+  pyexec_status st = find_plan(p, name, &plan);
+  if (st) return st;
+  return px_plan_attribute(p, plan, 0, count, NULL, NULL);
+}
+
+pyexec_status px_program_attribute_info(const pyexec_program *p, const char *name, size_t index,
+                                        pyexec_value_info *out, char *fqn, size_t cap, size_t *needed) {
+  const px_plan *plan;
+  if (!out) return px_invalid_argument("out must not be NULL");
+  pyexec_status st = find_plan(p, name, &plan);
+  if (st) return st;
+  int32_t vidx;
+  px_tensor_desc d;
+  st = px_plan_attribute(p, plan, index, NULL, &vidx, &d);
+  if (st) return st;
+  memset(out, 0, sizeof *out);
+  out->kind = PYEXEC_VALUE_TENSOR;
+  out->dtype = d.dtype;
+  out->dim = d.dim;
+  out->is_memory_planned = d.has_alloc || d.data_buffer_idx != 0;
+  out->is_dynamic = d.dynamic;
+  out->is_contiguous = d.contiguous;
+  out->is_mutated = px_plan_value_written(p, plan, vidx);
+  memcpy(out->sizes, d.sizes, sizeof(int64_t) * (size_t)d.dim);
+  memcpy(out->dim_order, d.dim_order, (size_t)d.dim);
+  out->nbytes = d.nbytes;
+  if (needed) *needed = (size_t)d.fqn_len + 1;
+  if (fqn && cap) {
+    size_t k = d.fqn_len < cap - 1 ? d.fqn_len : cap - 1;
+    memcpy(fqn, d.fqn, k);
+    fqn[k] = '\0';
+  }
+  return PYEXEC_OK;
+}

@@ -34,4 +34,15 @@ pyexec_status px_program_delegate_count(const pyexec_program *p, const char *nam
 pyexec_status px_program_delegate_describe(const pyexec_program *p, const char *name, size_t index, char *buf,
                                            size_t cap, size_t *needed, size_t *unsupported);
 
+/* Attribute `index` of a plan (its tensor values that carry a
+ * fully_qualified_name, in value order, as ExecuTorch's MethodMeta counts
+ * them): with vidx NULL only counts them into *count; else stores the value
+ * index (and its description when desc is not NULL), or fails naming the
+ * index when it is out of range. */
+pyexec_status px_plan_attribute(const pyexec_program *p, const px_plan *plan, size_t index, size_t *count,
+                                int32_t *vidx, px_tensor_desc *desc);
+pyexec_status px_program_attribute_count(const pyexec_program *p, const char *name, size_t *count);
+pyexec_status px_program_attribute_info(const pyexec_program *p, const char *name, size_t index,
+                                        pyexec_value_info *out, char *fqn, size_t cap, size_t *needed);
+
 #endif /* PX_PROGRAM_INFO_H */
