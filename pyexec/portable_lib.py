@@ -224,9 +224,13 @@ class MethodMeta:
                 f"output_tensor_meta={strs(self._meta.outputs)})")
 
 
-def _normalize_inputs(inputs: Any, method_name: str) -> list[Any]:
+def _normalize_inputs(inputs: Any) -> Sequence[Any]:
     """ExecuTorch's rule: one tensor (torch, or anything with the buffer
-    protocol) is a call with that one input; else a flat sequence of inputs."""
+    protocol) is a call with that one input; else a flat sequence of inputs.
+    What each input is, pyexec's Method checks."""
+    kind = type(inputs)
+    if kind is tuple or kind is list:
+        return inputs  # type: ignore[no-any-return]
     torch = sys.modules.get("torch")
     if (torch is not None and isinstance(inputs, torch.Tensor)) or isinstance(inputs, np.ndarray):
         return [inputs]
@@ -236,30 +240,39 @@ def _normalize_inputs(inputs: Any, method_name: str) -> list[Any]:
         except TypeError:
             raise TypeError("Inputs must be a tensor buffer or a flat sequence") from None
         return [inputs]
-    out = list(inputs)
-    for i, x in enumerate(out):
+    return list(inputs)
+
+
+def _refused(e: Error, inputs: Sequence[Any], method_name: str) -> RuntimeError:
+    """The RuntimeError ExecuTorch raises for inputs pyexec refused (`e`):
+    its wording for a tensor on another device or an input of a type it does
+    not take, else pyexec's message."""
+    torch = sys.modules.get("torch")
+    for i, x in enumerate(inputs):
         if torch is not None and isinstance(x, torch.Tensor):
             if x.device.type != "cpu" and x.numel() != 0:
-                raise RuntimeError(
+                return RuntimeError(
                     f"Input {i} for method {method_name} is on device {x.device}, and only CPU and CUDA tensors can "
-                    f"be passed to a method. pyexec runs on the CPU: move it there with .cpu()"
+                    f"be passed to a method; pyexec runs on the CPU: move it there with .cpu()"
                 )
-        elif x is None or isinstance(x, (bool, int, float, np.ndarray, np.generic)):
-            continue
-        else:
+        elif not (x is None or isinstance(x, (bool, int, float, np.ndarray, np.generic))):
             try:
                 memoryview(x)
             except TypeError:
-                raise RuntimeError(
+                return RuntimeError(
                     f"Unsupported python type {type(x)}. Ensure that inputs are passed as a flat list of tensors."
-                ) from None
-    return out
+                )
+    return RuntimeError(str(e))
 
 
 def _call(method: Method, inputs: Any, clone_outputs: bool) -> list[Any]:
-    args = _normalize_inputs(inputs, method.meta.name)
-    with _as_runtime_error():
+    args = _normalize_inputs(inputs)
+    try:
         return method.execute(args, clone_outputs=clone_outputs)
+    except RuntimeError:
+        raise
+    except Error as e:
+        raise _refused(e, args, method.meta.name) from e
 
 
 class _Debug:
@@ -534,9 +547,11 @@ class ExecuTorchMethod:
 
     def set_inputs(self, inputs: Any) -> None:
         """Installs `inputs` for the next execute()."""
-        args = _normalize_inputs(inputs, self._method.meta.name)
-        with _as_runtime_error():
+        args = _normalize_inputs(inputs)
+        try:
             self._method.set_inputs(args)
+        except Error as e:
+            raise _refused(e, args, self._method.meta.name) from e
 
     def execute(self) -> None:
         """Runs the method on the installed inputs."""
