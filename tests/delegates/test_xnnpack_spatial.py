@@ -168,8 +168,13 @@ def test_conv2d_reading_the_input_through_tap_pointers(conv, act, shape, threads
         (40, 1, 5, 2, 2, 1),
         (72, 1, 7, 1, 3, 1),
         (16, 1, 3, 1, 2, 2),
+        # one input channel: runs as a plain convolution through the GEMM
+        (1, 24, 3, 1, 1, 1),
+        (1, 40, (8, 1), (4, 1), 0, 1),
+        (1, 6, 2, 1, 0, 1),
     ],
-    ids=["3x3", "multiplier3-stride2", "multiplier2-odd", "5x5-stride2", "7x7", "3x3-dilated"],
+    ids=["3x3", "multiplier3-stride2", "multiplier2-odd", "5x5-stride2", "7x7", "3x3-dilated",
+         "one-channel-3x3", "one-channel-strided-column", "one-channel-2x2"],
 )
 def test_depthwise_conv2d(channels, mult, kernel, stride, padding, dilation):
     torch.manual_seed(2)

@@ -138,6 +138,19 @@ def test_index_tensor_below_minus_size_fails_on_both_sides():
     )
 
 
+def test_index_tensor_on_the_last_dim_below_minus_size_fails_on_both_sides():
+    # x[:, j]: one index on the last dim, the kernel's row-gather path
+    x = state()
+    pte = export(IndexRead(), (x, idx(0, 3), idx(1, 2)))
+    assert_both_reject(
+        pte,
+        IndexRead(),
+        (x, idx(0, 1), idx(1, -9)),
+        f"aten::index.Tensor_out: index -9 is out of bounds for dimension 1 with size {COLS} (valid range "
+        f"[-{COLS}, {COLS - 1}])",
+    )
+
+
 class IndexPut(torch.nn.Module):
     def forward(self, x, i, v):
         return torch.index_put(x, (i,), v), torch.index_put(x, (i,), v, accumulate=True)

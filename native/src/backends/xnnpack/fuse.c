@@ -407,7 +407,8 @@ int xnn_fuse_blocks(xnn_graph *g) {
   int rc = 0;
   for (uint32_t i = 0; i < g->nnodes; i++) {
     const xnn_node *dw = &g->nodes[i];
-    if (f.gone[i] || dw->type != XNN_NODE_depthwise_conv2d || dw->nin < 2 || dw->nout != 1 ||
+    if (f.gone[i] || dw->type != XNN_NODE_depthwise_conv2d || dw->p.conv.groups < 2 || dw->nin < 2 ||
+        dw->nout != 1 ||
         dw->in[0] >= g->nvalues || dw->out[0] >= g->nvalues || !plain_f32(&values[dw->in[0]]) ||
         !plain_f32(&values[dw->out[0]]) || values[dw->in[0]].num_dims != 4 || isnan(dw->output_min) ||
         isnan(dw->output_max))

@@ -142,6 +142,13 @@ static int conv_prepare(px_ctx *ctx, xnn_node *node, xnn_value *values, int kind
                    (long long)p.dh, (long long)p.dw, (long long)p.pt, (long long)p.pr,
                    (long long)p.pb, (long long)p.pl, (long long)x->max_dims[1],
                    (long long)x->max_dims[2]);
+  /* A depthwise convolution of a one-channel input (one group, a depth
+   * multiplier of Cout) is a plain convolution with one input channel: with
+   * a kernel of several taps it runs as one, through the GEMM (the taps x
+   * channels filter is the GEMM's B as it stands), where the depthwise
+   * engine would walk the whole kernel once per output channel. */
+  const bool dw_as_gemm = kind == CONV_DEPTHWISE && p.G == 1 && p.KH * p.KW >= 8;
+  if (dw_as_gemm) kind = p.kind = CONV_PLAIN;
   /* ---- pack ---- */
   /* An fp16 / bf16 filter is widened into a temporary float32 copy, packed
    * like a float32 one, and its file pages handed back. */
@@ -204,6 +211,9 @@ static int conv_prepare(px_ctx *ctx, xnn_node *node, xnn_value *values, int kind
     memset(plan->bias, 0, (size_t)p.Cout * sizeof(float));
   if (wino) {
     /* transformed above */
+  } else if (dw_as_gemm) {
+    /* B(k, j) = filter[0][k][j]: row stride Cout, column stride 1 */
+    px_gemm_f32_prepack_b(p.Cout, p.K, fw, p.Cout, 1, plan->w);
   } else if (kind == CONV_PLAIN) {
     /* B(k, j) = filter[g*Cout_g + j][k]: row stride 1, column stride K */
     for (int64_t g = 0; g < p.G; g++)
@@ -515,6 +525,7 @@ int xnn_exec_conv2d(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
  * (kernels/dwconv.c) reads it as packed at prepare, with the bias. */
 int xnn_exec_depthwise_conv2d(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
   const conv_plan *p = node->packed;
+  if (p->kind == CONV_PLAIN) return xnn_exec_conv2d(ctx, node, values); /* one input channel (prepare) */
   const xnn_value *xv = &values[node->in[0]], *yv = &values[node->out[0]];
   px_dwconv d = {xv->dims[0], xv->dims[1], xv->dims[2], p->Cin, p->Cout_g, p->KH, p->KW,
                  p->sh, p->sw, p->dh, p->dw, p->pt, p->pl, yv->dims[1], yv->dims[2],

@@ -253,6 +253,40 @@ static int plan_run(px_ctx *ctx, const iplan *P, px_tensor *tgt, const px_tensor
   return 0;
 }
 
+#define GATHER_ROWS(T)                                                                  \
+  do {                                                                                  \
+    for (int64_t r = 0; r < rows; r++) {                                                \
+      const T *src = (const T *)self->data + r * S;                                     \
+      T *dst = (T *)out->data + r * n;                                                  \
+      for (int64_t j = 0; j < n; j++) dst[j] = src[pos[j]];                             \
+    }                                                                                   \
+  } while (0)
+
+/* self[..., idx] for one 1-D index on the last dim of a contiguous self into
+ * a contiguous out (a reflection or replication pad, a gather of columns):
+ * the indices checked and wrapped once into positions, then each row copied
+ * through them. Same elements as plan_run's walk. */
+static int gather_last_dim(px_ctx *ctx, const iplan *P, const px_tensor *self, px_tensor *out) {
+  const int64_t n = P->bsizes[0], S = self->sizes[self->dim - 1], stride = P->bstride[0][0];
+  int64_t rows = 1;
+  for (int d = 0; d < self->dim - 1; d++) rows *= self->sizes[d];
+  if (n == 0 || rows == 0) return 0;
+  int64_t *pos = px_scratch(ctx, sizeof(int64_t) * (size_t)n);
+  if (!pos) return PYEXEC_ERR_EXECUTION;
+  for (int64_t j = 0; j < n; j++) {
+    int64_t v = load_index(P->idata[0], P->idtype[0], j * stride);
+    if (v < -S || v >= S) return index_oob(ctx, v, self->dim - 1, S, true);
+    pos[j] = v < 0 ? v + S : v;
+  }
+  switch (px_elsize(self->dtype)) {
+    case 1: GATHER_ROWS(uint8_t); break;
+    case 2: GATHER_ROWS(uint16_t); break;
+    case 4: GATHER_ROWS(uint32_t); break;
+    default: GATHER_ROWS(uint64_t); break;
+  }
+  return 0;
+}
+
 /* index.Tensor_out(Tensor self, Tensor?[] indices, *, Tensor(a!) out) */
 static int k_index(px_ctx *ctx, px_value *const *args) {
   px_tensor *self = args[0]->u.t, *out = args[2]->u.t;
@@ -263,6 +297,9 @@ static int k_index(px_ctx *ctx, px_value *const *args) {
   if (rc) return rc;
   rc = px_resize(ctx, out, P.rdim, P.rsizes);
   if (rc) return rc;
+  if (P.ni == 1 && P.nb == 1 && P.tdim[0] == self->dim - 1 && P.bpos == self->dim - 1 && self->contiguous &&
+      out->contiguous)
+    return gather_last_dim(ctx, &P, self, out);
   return plan_run(ctx, &P, self, out, OP_GATHER);
 }
 
