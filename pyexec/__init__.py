@@ -2,6 +2,7 @@
 outputs, over a small C library."""
 
 from . import _errors, _ffi
+from ._bundled import BundledResult, BundledTestCase, BundledTestSuite, VerificationError, verify_bundled
 from ._errors import (
     Error,
     ExecutionError,
@@ -50,6 +51,11 @@ def kernels() -> list[str]:
 
 
 __all__ = [
+    "BundledResult",
+    "BundledTestCase",
+    "BundledTestSuite",
+    "VerificationError",
+    "verify_bundled",
     "DelegateInfo",
     "Error",
     "ExecutionError",
