@@ -2,7 +2,14 @@
 outputs, over a small C library."""
 
 from . import _errors, _ffi
-from ._bundled import BundledResult, BundledTestCase, BundledTestSuite, VerificationError, verify_bundled
+from ._bundled import (
+    BundledResult,
+    BundledTestCase,
+    BundledTestSuite,
+    VerificationError,
+    run_bundled,
+    verify_bundled,
+)
 from ._errors import (
     Error,
     ExecutionError,
@@ -55,6 +62,7 @@ __all__ = [
     "BundledTestCase",
     "BundledTestSuite",
     "VerificationError",
+    "run_bundled",
     "verify_bundled",
     "DelegateInfo",
     "Error",

@@ -605,7 +605,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     r.add_argument("file", help="the .pte program")
     r.add_argument("-i", "--input", action="extend", nargs="+", default=[], metavar="NAME=VALUE", help=input_help)
     r.add_argument("-o", "--output-dir", help="write the outputs here as output0.npy, ... (default: print them)")
-    r.add_argument("-m", "--method", help="the method to run (default: forward; with --verify, every tested method)")
+    r.add_argument("-m", "--method",
+                   help="the method to run (default: forward); with --verify, the one method to verify "
+                   "(else every tested method)")
     r.add_argument("--data", metavar="FILE", help=data_help)
     r.add_argument("--verify", action="store_true",
                    help="a bundled program (.bpte): run every test case it holds and compare the outputs with "

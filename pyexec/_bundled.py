@@ -285,8 +285,13 @@ def verify_bundled(
     Raises:
         VerificationError: the first output that does not match, naming the
             method, the test case index and the output index, and how it
-            differs.
-        and what run_bundled raises.
+            differs; or a test case without expected outputs.
+        InvalidArgumentError: as run_bundled (no test suites, no suite for
+            `method_name`, a negative tolerance).
+        InvalidProgramError: as run_bundled (a test case that does not fit
+            its method, a suite for a method the program lacks).
+        Error: what loading or running the method raises, with the method
+            and test case named.
     """
     results = run_bundled(program, method_name, rtol, atol)
     for r in results:
