@@ -153,7 +153,19 @@ def value_type_unknown() -> bytes:
     return f.put("<B", f.field(v, VALUE_TYPE), 9).bytes()
 
 
+def pte_labelled_bp08() -> bytes:
+    """A plain program whose identifier says bundled: another schema's tables."""
+    data = (ROOT / "native" / "tests" / "data" / "add_mul.pte").read_bytes()
+    return data[:4] + b"BP08" + data[8:]
+
+
+def bundle_labelled_et12() -> bytes:
+    return good().put("4s", 4, b"ET12").bytes()
+
+
 CRAFTED: dict[str, tuple[Callable[[], bytes], str, str]] = {
+    "pte_labelled_bp08": (pte_labelled_bp08, "InvalidProgramError", "bundled program holds no program"),
+    "bundle_labelled_et12": (bundle_labelled_et12, "InvalidProgramError", "is malformed"),
     "bp07": (bp07, "UnsupportedError", "bundled program identifier 'BP07' is not supported"),
     "program_beyond_file": (program_beyond_file, "InvalidProgramError", "bundled program: program is malformed"),
     "program_misaligned": (program_misaligned, "InvalidProgramError", "program"),
