@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 from support.bundled import encode_cases, forward_cases, make_bundle, manager, suites
-from support.export import assert_close
+from support.export import assert_close, export_manager
 
 import pyexec
 from pyexec.__main__ import main as cli
@@ -340,3 +340,35 @@ def test_cli_run_runs_a_bpte_like_a_pte(bundles: Bundles, tmp_path: Path, capsys
     assert cli(["run", str(bundles.path), "-m", "encode", "-i", f"0={tmp_path / 'a.npy'}", f"1={tmp_path / 'q.npy'}",
                 "-o", str(tmp_path)]) == 0
     np.testing.assert_array_equal(np.load(tmp_path / "output0.npy"), a * q + 1)
+
+
+class HalfPrecision(torch.nn.Module):
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return x * 2 + 1, (y * y).float()
+
+
+def test_bfloat16_and_float16_test_values_verify_as_executorch_does(tmp_path: Path) -> None:
+    """bfloat16 values (numpy has none) come as torch tensors and compare bit
+    for bit; float16 within the tolerances; ExecuTorch gives the same verdicts."""
+    from executorch.devtools.bundled_program.config import MethodTestCase, MethodTestSuite
+    from executorch.devtools.bundled_program.core import BundledProgram
+    from executorch.devtools.bundled_program.serialize import serialize_from_bundled_program_to_flatbuffer
+
+    x, y = torch.randn(2, 3).to(torch.bfloat16), torch.randn(4).half()
+    mgr = export_manager(HalfPrecision(), (x, y))
+    m = HalfPrecision()
+    good = [MethodTestCase(inputs=[x, y], expected_outputs=list(m(x, y)))]
+    off = list(m(x, y))
+    off[0] = off[0].clone()
+    off[0].view(-1)[3] += 0.0625  # one bfloat16 step or more: any difference fails, whatever the tolerance
+    bad = [MethodTestCase(inputs=[x, y], expected_outputs=off)]
+    for cases, ok in ((good, True), (bad, False)):
+        data = bytes(serialize_from_bundled_program_to_flatbuffer(
+            BundledProgram(mgr, [MethodTestSuite(method_name="forward", test_cases=cases)])))
+        program = pyexec.load(data)
+        case = program.bundled_test_suites["forward"].test_cases[0]
+        assert isinstance(case.inputs[0], torch.Tensor) and case.inputs[0].dtype == torch.bfloat16
+        assert torch.equal(case.inputs[0], x) and np.array_equal(case.inputs[1], y.numpy())
+        (result,) = pyexec.run_bundled(program, rtol=1e-2, atol=1e-2)
+        assert result.passed is ok, result.mismatch
+        assert (et_verify(data, "forward", 0, 1e-2, 1e-2) is not None) is ok
