@@ -2,6 +2,14 @@
 outputs, over a small C library."""
 
 from . import _errors, _ffi
+from ._bundled import (
+    BundledResult,
+    BundledTestCase,
+    BundledTestSuite,
+    VerificationError,
+    run_bundled,
+    verify_bundled,
+)
 from ._errors import (
     Error,
     ExecutionError,
@@ -50,6 +58,12 @@ def kernels() -> list[str]:
 
 
 __all__ = [
+    "BundledResult",
+    "BundledTestCase",
+    "BundledTestSuite",
+    "VerificationError",
+    "run_bundled",
+    "verify_bundled",
     "DelegateInfo",
     "Error",
     "ExecutionError",

@@ -22,6 +22,7 @@ from . import (
     Method,
     Program,
     TensorInfo,
+    _cli_bundled,
     _dtypes,
     get_num_threads,
     load,
@@ -67,6 +68,8 @@ def inspect(path: str, data: str | None = None) -> int:
         if missing:
             print(f"  MISSING kernels ({len(missing)}): {', '.join(missing)}")
         _print_delegates(program, name)
+    if program.is_bundled:
+        _cli_bundled.print_test_suites(program)
     return 0
 
 
@@ -293,6 +296,24 @@ def run(path: str, method_name: str, specs: Sequence[str], output_dir: str | Non
         np.save(target, array)
         print(f"output {i}: {_format_value(array).splitlines()[0]}{notes[i]} -> {target}")
     return 0
+
+
+def verify(path: str, method_name: str | None, specs: Sequence[str], rtol: float, atol: float,
+           data: str | None = None, threads: int | None = None) -> int:
+    """`run --verify`: every test case of a bundled program, PASS or FAIL each."""
+    if specs:
+        raise UsageError("--verify runs the bundled test cases' own inputs; drop --input")
+    if not (rtol >= 0 and atol >= 0):
+        raise UsageError(f"--rtol and --atol must be at least 0, got {rtol} and {atol}")
+    _set_threads(threads)
+    program = _load_program(path, data)
+    if not program.is_bundled:
+        raise UsageError(f"{path} is not a bundled program (.bpte): it holds no test cases to verify")
+    suites = program.bundled_test_suites
+    if method_name is not None and method_name not in suites:
+        tested = ", ".join(repr(n) for n in suites) or "none"
+        raise UsageError(f"the bundled program has no test cases for method {method_name!r} (tested: {tested})")
+    return _cli_bundled.verify(program, method_name, rtol, atol)
 
 
 # ---- bench -----------------------------------------------------------------
@@ -584,8 +605,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     r.add_argument("file", help="the .pte program")
     r.add_argument("-i", "--input", action="extend", nargs="+", default=[], metavar="NAME=VALUE", help=input_help)
     r.add_argument("-o", "--output-dir", help="write the outputs here as output0.npy, ... (default: print them)")
-    r.add_argument("-m", "--method", default="forward", help="the method to run (default: %(default)s)")
+    r.add_argument("-m", "--method",
+                   help="the method to run (default: forward); with --verify, the one method to verify "
+                   "(else every tested method)")
     r.add_argument("--data", metavar="FILE", help=data_help)
+    r.add_argument("--verify", action="store_true",
+                   help="a bundled program (.bpte): run every test case it holds and compare the outputs with "
+                   "the expected ones; exit status 1 when one differs")
+    r.add_argument("--rtol", type=float, default=1e-5, help="with --verify: relative tolerance (default: %(default)s)")
+    r.add_argument("--atol", type=float, default=1e-8, help="with --verify: absolute tolerance (default: %(default)s)")
     r.add_argument("-t", "--threads", type=int, metavar="N",
                    help="threads pyexec's kernels may use " + threads_default)
     b = sub.add_parser("bench", help="latency distribution over many runs with random inputs, and ExecuTorch's",
@@ -624,8 +652,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "demo":
             return demo(args.steps)
+        if args.command == "run" and args.verify:
+            return verify(args.file, args.method, args.input, args.rtol, args.atol, args.data, args.threads)
         if args.command == "run":
-            return run(args.file, args.method, args.input, args.output_dir, args.data, args.threads)
+            return run(args.file, args.method or "forward", args.input, args.output_dir, args.data, args.threads)
         if args.command == "profile":
             return profile(args.file, args.method, args.input, args.runs, args.warmup, args.seed, args.data,
                            args.trace, args.etdump, args.threads)

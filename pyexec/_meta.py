@@ -95,9 +95,8 @@ def tensor_info(v: Any, output: bool) -> TensorInfo | None:
         nbytes=int(v.nbytes),
         is_memory_planned=bool(v.is_memory_planned),
         is_dynamic=bool(v.is_dynamic),
-        # The library reports whether the program writes the value, which
-        # holds for every output it computes: only inputs keep the flag.
-        is_mutated=bool(v.is_mutated) and not output,
+        # The library sets it only for an input the program writes in place.
+        is_mutated=bool(v.is_mutated),
     )
 
 

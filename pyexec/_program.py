@@ -7,6 +7,10 @@ from __future__ import annotations
 import os
 from typing import Any, Protocol, Union
 
+import numpy as np
+
+from . import _dtypes
+from ._bundled import BundledTestCase, BundledTestSuite
 from ._errors import InvalidArgumentError, UnsupportedError, check
 from ._ffi import ffi, lib
 from ._handles import ProgramBase, ProgramHandle, origin_of, pickle_state, verified
@@ -164,6 +168,8 @@ class Program(ProgramBase):
         self._names = tuple(names)
         self._meta: dict[str, MethodMeta] = {}
         self._attributes: dict[str, dict[str, TensorInfo]] = {}
+        self._bundled = bool(lib.pyexec_program_is_bundled(p))
+        self._suites: dict[str, BundledTestSuite] | None = None
 
     @property
     def method_names(self) -> MethodNames:
@@ -195,6 +201,30 @@ class Program(ProgramBase):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    @property
+    def is_bundled(self) -> bool:
+        """Whether the file is a bundled program (.bpte): a program wrapped
+        with test sets (ExecuTorch's BundledProgram). The program inside is
+        what runs; `bundled_test_suites` holds the test sets."""
+        return self._bundled
+
+    @property
+    def bundled_test_suites(self) -> dict[str, BundledTestSuite]:
+        """The test sets of a bundled program by method name, in the file's
+        order: each test case's inputs and expected outputs (numpy arrays,
+        read-only, in the method's logical layout; int, float or bool for
+        scalars). Empty for a plain program. Run them with
+        `pyexec.verify_bundled(program)`.
+
+        Raises:
+            InvalidArgumentError: the program is closed.
+            UnsupportedError: a bfloat16 tensor while torch is not imported
+                (numpy has no bfloat16; with torch they are torch tensors).
+        """
+        if self._suites is None:
+            self._suites = _read_test_suites(self._ptr())
+        return dict(self._suites)
 
     def metadata(self, name: str) -> MethodMeta:
         """ExecuTorch's spelling of method_meta(name)."""
@@ -342,6 +372,58 @@ class Program(ProgramBase):
         """The program again, from a pickled (source, data file): the bytes, or
         the path once the file there hashes to what was pickled."""
         return cls(verified("program", source), None if data is None else verified("data file", data))
+
+
+def _test_value(v: Any, where: str) -> Any:
+    """A pyexec_test_value as Python: a read-only array in the tensor's
+    logical layout (its bytes copied), or an int, float or bool."""
+    if v.kind == lib.PYEXEC_VALUE_INT:
+        return int(v.i)
+    if v.kind == lib.PYEXEC_VALUE_DOUBLE:
+        return float(v.d)
+    if v.kind == lib.PYEXEC_VALUE_BOOL:
+        return bool(v.b)
+    dim = int(v.dim)
+    sizes = [int(s) for s in v.sizes[0:dim]]
+    order = [int(d) for d in v.dim_order[0:dim]]
+    raw = ffi.buffer(v.data, v.nbytes)[:] if v.nbytes else b""
+    in_memory = [sizes[d] for d in order]  # the bytes hold the dims in dim_order
+    logical = [order.index(k) for k in range(dim)]
+    code = int(v.dtype)
+    if code in _dtypes.NUMPY:
+        arr = np.frombuffer(raw, dtype=_dtypes.NUMPY[code]).copy().reshape(in_memory).transpose(logical)
+        arr.flags.writeable = False
+        return arr
+    torch = _dtypes.torch_module()
+    if torch is None:
+        raise UnsupportedError(f"{where}: a {_dtypes.NAMES[code]} tensor needs torch (numpy has no such dtype); "
+                               "import torch first")
+    by_code = _dtypes.torch_maps()[1]
+    return torch.frombuffer(bytearray(raw), dtype=by_code[code]).reshape(in_memory).permute(logical)
+
+
+def _read_test_suites(p: Any) -> dict[str, BundledTestSuite]:
+    """The test suites of a (bundled) program, read from the library."""
+    suites: dict[str, BundledTestSuite] = {}
+    ncases = ffi.new("size_t *")
+    nvalues = ffi.new("size_t *")
+    v = ffi.new("pyexec_test_value *")
+    for s in range(lib.pyexec_program_test_suite_count(p)):
+        name = ffi.string(lib.pyexec_program_test_suite_method(p, s)).decode()
+        check(lib.pyexec_program_test_case_count(p, s, ncases))
+        cases = []
+        for c in range(ncases[0]):
+            values: list[tuple[Any, ...]] = []
+            for expected, what in ((0, "input"), (1, "expected output")):
+                check(lib.pyexec_program_test_value_count(p, s, c, expected, nvalues))
+                row = []
+                for k in range(nvalues[0]):
+                    check(lib.pyexec_program_test_value(p, s, c, expected, k, v))
+                    row.append(_test_value(v, f"method '{name}', test case {c}, {what} {k}"))
+                values.append(tuple(row))
+            cases.append(BundledTestCase(inputs=values[0], expected_outputs=values[1]))
+        suites.setdefault(name, BundledTestSuite(method_name=name, test_cases=tuple(cases)))
+    return suites
 
 
 class OperatorRegistry:

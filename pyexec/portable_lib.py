@@ -33,11 +33,12 @@ import sys
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Optional, Union
+from typing import Any, Optional, Union
 
 import numpy as np
 
 from . import _dtypes
+from ._bundled import BundledTestCase, BundledTestSuite, compare
 from ._errors import Error
 from ._etdump import write_etdump
 from ._events import ProfileEvent
@@ -47,9 +48,6 @@ from ._method import Method
 from ._profile import Profile
 from ._program import Program
 from ._program import Runtime as _Runtime
-
-if TYPE_CHECKING:
-    from ._bundled import BundledTestCase, BundledTestSuite
 
 __all__ = [
     "BundledModule",
@@ -236,7 +234,7 @@ def _normalize_inputs(inputs: Any) -> Sequence[Any]:
         return [inputs]
     if isinstance(inputs, (str, bytes)) or not isinstance(inputs, Sequence):
         try:
-            memoryview(inputs)
+            memoryview(inputs)  # type: ignore[arg-type]  # anything with the buffer protocol
         except TypeError:
             raise TypeError("Inputs must be a tensor buffer or a flat sequence") from None
         return [inputs]
@@ -433,51 +431,15 @@ class ExecuTorchModule:
         return f"<pyexec.portable_lib.ExecuTorchModule methods={self.method_names()}>"
 
 
-def compare_outputs(actual: Sequence[Any], expected: Sequence[Any], rtol: float, atol: float) -> str | None:
-    """None when every output matches its expected value, else what differs
-    (ExecuTorch's rule: same dtype and shape; floating elements equal, both
-    NaN, or |a - e| <= atol + |rtol * e|; other dtypes exactly equal)."""
-    if len(actual) != len(expected):
-        return f"the method returned {len(actual)} outputs, the test set expects {len(expected)}"
-    for i, (a, e) in enumerate(zip(actual, expected)):
-        a_name, a_float, a_v = _values(a)
-        e_name, _, e_v = _values(e)
-        if a_name != e_name or a_v.shape != e_v.shape:
-            return f"output {i} is {a_name}{list(a_v.shape)}, the test set expects {e_name}{list(e_v.shape)}"
-        if a_float:
-            with np.errstate(invalid="ignore", over="ignore"):
-                err = np.abs(a_v - e_v)
-                close = np.isfinite(err) & (err <= atol + np.abs(rtol * e_v))
-                ok = (a_v == e_v) | (np.isnan(a_v) & np.isnan(e_v)) | close
-        else:
-            ok = a_v == e_v
-        if not np.all(ok):
-            k = int(np.argmin(np.asarray(ok).ravel()))
-            return (f"output {i} differs at flat index {k}: {a_v.ravel()[k]!r}, expected {e_v.ravel()[k]!r} "
-                    f"(rtol {rtol}, atol {atol})")
-    return None
-
-
-def _values(x: Any) -> tuple[str, bool, np.ndarray]:
-    """(dtype name as torch spells it, floating?, the values: float64 for floating dtypes)."""
-    torch = sys.modules.get("torch")
-    if torch is not None and isinstance(x, torch.Tensor):
-        t = x.detach().cpu()
-        name = str(t.dtype).removeprefix("torch.")
-        if t.is_floating_point():
-            return name, True, t.double().numpy()
-        return name, False, t.numpy()
-    if isinstance(x, (bool, int, float)):
-        x = np.asarray(x)
-    arr = np.asarray(x)
-    if np.issubdtype(arr.dtype, np.floating):
-        return str(arr.dtype), True, arr.astype(np.float64)
-    return ("bool" if arr.dtype == np.bool_ else str(arr.dtype)), False, arr
-
-
 def _verify(method_name: str, testset_idx: int, outputs: Sequence[Any], case: BundledTestCase, rtol: float,
             atol: float) -> None:
-    problem = compare_outputs(outputs, case.expected_outputs, rtol, atol)
+    problem = None
+    if len(outputs) != len(case.expected_outputs):
+        problem = f"the method returned {len(outputs)} outputs, the test set expects {len(case.expected_outputs)}"
+    for i, (got, want) in enumerate(zip(outputs, case.expected_outputs)):
+        why = compare(want, got, rtol, atol)
+        if problem is None and why is not None:
+            problem = f"output {i}: {why}"
     if problem is not None:
         raise RuntimeError(f"Result verification failed: method '{method_name}', test set {testset_idx}: {problem}")
 

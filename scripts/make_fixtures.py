@@ -3,7 +3,8 @@
 
     python scripts/make_fixtures.py
 
-Besides the API fixtures it writes native/tests/data/models/: a few real
+Besides the API fixtures (and two_methods.bpte, a bundled program from
+tests/support/bundled.py) it writes native/tests/data/models/: a few real
 programs (a conv net, a transformer encoder layer, an MLP lowered to XNNPACK,
 a PT2E-quantized MLP), each NAME.pte with NAME.io holding its inputs and the
 outputs computed here on x86, for native/tests/run_fixtures.c (the model runner
@@ -29,6 +30,7 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
+from support.bundled import make_bundle  # noqa: E402
 from support.export import export_program, run_with_executorch  # noqa: E402
 from support.external import export_external  # noqa: E402
 from support.models import cnn, mlp, transformer  # noqa: E402
@@ -139,12 +141,14 @@ def main() -> None:
     pte, ptd = export_external(AddWeight(), (torch.randn(2, 3),))
     (out / "add_weight.pte").write_bytes(pte)
     (out / "add_weight.ptd").write_bytes(ptd)
+    # a bundled program (.bpte): two methods with test cases, one with a dynamic batch dim
+    (out / "two_methods.bpte").write_bytes(make_bundle())
     models = out / "models"
     models.mkdir(exist_ok=True)
     for name, (pte, io) in model_fixtures().items():
         (models / f"{name}.pte").write_bytes(pte)
         (models / f"{name}.io").write_bytes(io)
-    for f in sorted([*out.glob("*.pte"), *out.glob("*.ptd"), *models.glob("*")]):
+    for f in sorted([*out.glob("*.pte"), *out.glob("*.ptd"), *out.glob("*.bpte"), *models.glob("*")]):
         print(f"{f.relative_to(ROOT)}: {f.stat().st_size} bytes")
 
 

@@ -152,12 +152,63 @@ def data_file_pairs() -> dict[str, tuple[bytes, bytes]]:
     return pairs
 
 
+def bundled_seeds() -> dict[str, bytes]:
+    """Bundled programs (.bpte, ExecuTorch's BundledProgram: a program with
+    test cases), the real one of tests/support/bundled.py and malformed
+    variants of it: the program vector's length past the end of the file, the
+    program moved off its alignment, a test tensor whose data is shorter than
+    its shape, and a test value of an unknown type. Written as they are with
+    `--bundled DIR` (native/fuzz/seeds holds them)."""
+    import struct
+
+    from support.bundled import make_bundle
+
+    good = make_bundle()
+
+    def field(b: bytes | bytearray, table: int, slot: int) -> int:
+        vt = table - struct.unpack_from("<i", b, table)[0]
+        return table + struct.unpack_from("<H", b, vt + 4 + 2 * slot)[0]
+
+    def ref(b: bytes | bytearray, p: int) -> int:
+        return p + struct.unpack_from("<I", b, p)[0]
+
+    def item(b: bytes | bytearray, table: int, slot: int, i: int) -> int:
+        v = ref(b, field(b, table, slot))
+        return ref(b, v + 4 + 4 * i)
+
+    root = struct.unpack_from("<I", good, 0)[0]
+    out = {"bundled_two_methods.bpte": good}
+    b = bytearray(good)
+    struct.pack_into("<I", b, ref(b, field(b, root, 2)), len(b))  # BundledProgram.program: length past the file
+    out["bundled_program_past_end.bpte"] = bytes(b)
+    b = bytearray(good)
+    p = field(b, root, 2)
+    struct.pack_into("<I", b, p, struct.unpack_from("<I", b, p)[0] + 4)
+    out["bundled_program_misaligned.bpte"] = bytes(b)
+    case = item(good, item(good, root, 1, 0), 1, 0)  # encode, test case 0
+    tensor = ref(good, field(good, item(good, case, 1, 0), 1))  # its expected output 0
+    b = bytearray(good)
+    data = ref(b, field(b, tensor, 2))
+    struct.pack_into("<I", b, data, struct.unpack_from("<I", b, data)[0] - 1)
+    out["bundled_data_short.bpte"] = bytes(b)
+    b = bytearray(good)
+    b[field(b, item(b, case, 0, 1), 0)] = 9  # input 1's value type
+    out["bundled_value_type_unknown.bpte"] = bytes(b)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", type=Path, default=ROOT / "native" / "build" / "fuzz" / "seeds")
     parser.add_argument("--max-bytes", type=int, default=256 * 1024, help="skip programs larger than this")
     parser.add_argument("--pack", nargs=3, type=Path, metavar=("PTE", "PTD", "OUT"), help="write one pair and stop")
+    parser.add_argument("--bundled", type=Path, metavar="DIR", help="write only the bundled-program seeds, to DIR")
     args = parser.parse_args()
+    if args.bundled:
+        for name, data in bundled_seeds().items():
+            (args.bundled / name).write_bytes(data)
+            print(f"{args.bundled / name}: {len(data)} bytes")
+        return
     if args.pack:
         pte, ptd, out = args.pack
         out.write_bytes(pack(pte.read_bytes(), ptd.read_bytes()))
@@ -191,6 +242,7 @@ def main() -> None:
     programs["llama_portable"] = llama_example("portable")[0]
     inputs = {f"{name}.pte": data for name, data in programs.items()}
     inputs.update({f"{name}.pxpd": pack(pte, ptd) for name, (pte, ptd) in data_file_pairs().items()})
+    inputs.update(bundled_seeds())
 
     written = 0
     for name, data in sorted(inputs.items()):

@@ -160,13 +160,13 @@ pytest_regular() {
 # with the ASan runtime preloaded, and the library calls it makes (load from
 # bytes, execute) are the ones the rest of the suite checks under ASan.
 # Under ASan: the tests that feed the library malformed or unusual input
-# (hostile programs, payloads and data files, binding and lifetime rules,
+# (hostile programs, bundles, payloads and data files, binding and lifetime rules,
 # threads, the API's argument checks), the fused inverted-residual blocks
 # (ring buffers of rows, indexed by hand) and the operator tests; the whole
 # suite's numerics already ran against the regular library above. The CLI's
 # tests are left out: the CLI is Python over the same calls, and each of
 # its tests starts interpreters (half this stage's time under ASan).
-ASAN_TESTS=(tests/unit/test_errors.py tests/unit/test_hostile.py tests/unit/test_library.py
+ASAN_TESTS=(tests/unit/test_errors.py tests/unit/test_hostile.py tests/unit/test_hostile_bundled.py tests/unit/test_library.py
   tests/unit/test_threads_leaks.py tests/unit/test_threads_pool.py
   tests/delegates/test_xnnpack_hostile.py tests/delegates/test_xnnpack_args.py tests/delegates/test_xnnpack_blocks.py
   tests/integration/test_binding.py tests/integration/test_lifetime.py tests/integration/test_external_data.py

@@ -223,6 +223,46 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
   return 0;
 }
 
+/* The test sets of a bundled program (.bpte): every value the library
+ * reports must be what it says (a known kind; a tensor's bytes all there). */
+static void read_test_sets(const pyexec_program *prog) {
+  size_t nsuites = pyexec_program_test_suite_count(prog);
+  check(pyexec_program_is_bundled(prog) || nsuites == 0);
+  check(pyexec_program_test_suite_method(prog, nsuites) == NULL);
+  for (size_t s = 0; s < nsuites && s < MAX_METHODS; s++) {
+    check(pyexec_program_test_suite_method(prog, s) != NULL);
+    size_t ncases = 0;
+    if (pyexec_program_test_case_count(prog, s, &ncases) != PYEXEC_OK) continue;
+    for (size_t c = 0; c < ncases && c < MAX_IO; c++) {
+      for (int e = 0; e < 2; e++) {
+        size_t nvals = 0;
+        if (pyexec_program_test_value_count(prog, s, c, e, &nvals) != PYEXEC_OK) continue;
+        for (size_t k = 0; k <= nvals && k < MAX_IO; k++) {
+          pyexec_test_value v;
+          pyexec_status st = pyexec_program_test_value(prog, s, c, e, k, &v);
+          check((st == PYEXEC_OK) == (k < nvals));
+          if (st != PYEXEC_OK || v.kind != PYEXEC_VALUE_TENSOR) {
+            check(st != PYEXEC_OK || v.kind == PYEXEC_VALUE_INT || v.kind == PYEXEC_VALUE_DOUBLE ||
+                  v.kind == PYEXEC_VALUE_BOOL);
+            continue;
+          }
+          check(v.dim >= 0 && v.dim <= PYEXEC_MAX_DIM);
+          uint64_t numel = 1;
+          for (int d = 0; d < v.dim; d++) {
+            check(v.sizes[d] >= 0 && v.dim_order[d] < v.dim);
+            numel *= (uint64_t)v.sizes[d];
+          }
+          check(numel * pyexec_dtype_size(v.dtype) == v.nbytes);
+          const volatile uint8_t *p = v.data;
+          uint8_t acc = 0;
+          for (size_t b = 0; b < v.nbytes; b++) acc ^= p[b];
+          (void)acc;
+        }
+      }
+    }
+  }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   const uint8_t *pte, *ptd;
   size_t pte_size, ptd_size;
@@ -246,6 +286,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
           check(pyexec_program_attach_data_buffer(prog, ptd, ptd_size) == PYEXEC_ERR_INVALID_ARGUMENT);
       }
     }
+    read_test_sets(prog);
     size_t n = pyexec_program_method_count(prog);
     check(pyexec_program_method_name(prog, n) == NULL);
     for (size_t i = 0; i < n && i < MAX_METHODS; i++) {

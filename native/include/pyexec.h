@@ -226,7 +226,12 @@ typedef struct pyexec_value_info {
   int32_t is_memory_planned; /* 1: storage is part of the method's plan */
   int32_t is_dynamic;        /* 1: sizes may change up to the bound */
   int32_t is_contiguous;     /* 1: dim_order is 0, 1, ..., dim-1 */
-  int32_t is_mutated;        /* 1: the program writes this value */
+  /* Inputs: 1 when the program writes the input in place (what
+   * torch.export records as a user-input mutation: the caller's tensor is
+   * updated when the input is unplanned, and its new value is also an output,
+   * the one pyexec_method_query_alias maps to it). Outputs: always 0 (every
+   * output is written; pyexec_method_query_alias says which is an input). */
+  int32_t is_mutated;
   int32_t reserved;
   int64_t sizes[PYEXEC_MAX_DIM];
   uint8_t dim_order[PYEXEC_MAX_DIM];
@@ -358,6 +363,71 @@ PYEXEC_API pyexec_status pyexec_program_delegate_count(
 PYEXEC_API pyexec_status pyexec_program_delegate_describe(
     const pyexec_program *program, const char *name, size_t index, char *buf,
     size_t cap, size_t *needed, size_t *unsupported);
+
+/* ------------------------------------------------------------------------ */
+/* Bundled programs (.bpte)                                                 */
+/* ------------------------------------------------------------------------ */
+
+/* A bundled program (ExecuTorch's BundledProgram, file identifier "BP08",
+ * usually a .bpte file) wraps a program with test sets: for some methods,
+ * test cases of inputs and the outputs expected from them. Every load
+ * function accepts one: the program loaded is the one inside (read in place,
+ * as a part of the mapped file or of the buffer, without another copy), and
+ * the test sets are read with the functions below. The whole bundle is
+ * checked at load (every offset, count, tensor shape and data length), so
+ * that a malformed one is PYEXEC_ERR_INVALID_PROGRAM naming the field, and
+ * an unknown bundle version ("BP07") PYEXEC_ERR_UNSUPPORTED. Whether a test
+ * case fits its method (input count, dtypes, shapes) is not checked here: a
+ * method input check (pyexec_method_set_inputs) does that when it is run. */
+
+/* One input or expected output of a test case. */
+typedef struct pyexec_test_value {
+  int32_t kind;  /* PYEXEC_VALUE_TENSOR, _INT, _DOUBLE or _BOOL */
+  int32_t dtype; /* tensors: a pyexec_dtype code */
+  int32_t dim;   /* tensors: rank */
+  int32_t b;     /* _BOOL: 0 or 1 */
+  int64_t i;     /* _INT */
+  double d;      /* _DOUBLE */
+  int64_t sizes[PYEXEC_MAX_DIM];
+  uint8_t dim_order[PYEXEC_MAX_DIM];
+  /* Tensors: nbytes (numel * element size) bytes laid out in dim_order,
+   * aligned to the element size; inside the program's memory, valid until
+   * the program is freed. */
+  const void *data;
+  size_t nbytes;
+} pyexec_test_value;
+
+/* 1 when the program was loaded from a bundled program, else 0 (also for
+ * NULL). */
+PYEXEC_API int pyexec_program_is_bundled(const pyexec_program *program);
+
+/* Number of test suites (one per tested method); 0 for a plain program. */
+PYEXEC_API size_t pyexec_program_test_suite_count(const pyexec_program *program);
+
+/* Name of the method test suite `suite` tests, NUL-terminated; owned by the
+ * program and valid until it is freed. NULL when the index is out of range.
+ * It may name a method the program lacks (the bundle says so, not the
+ * program). */
+PYEXEC_API const char *pyexec_program_test_suite_method(
+    const pyexec_program *program, size_t suite);
+
+/* Number of test cases of suite `suite`, stored in *count. */
+PYEXEC_API pyexec_status pyexec_program_test_case_count(
+    const pyexec_program *program, size_t suite, size_t *count);
+
+/* Number of inputs (expected 0) or expected outputs (expected 1) of test case
+ * `test_case` of suite `suite`, stored in *count. */
+PYEXEC_API pyexec_status pyexec_program_test_value_count(
+    const pyexec_program *program, size_t suite, size_t test_case,
+    int expected, size_t *count);
+
+/* Describes input (expected 0) or expected output (expected 1) `index` of
+ * test case `test_case` of suite `suite` in *out; tensor bytes are not
+ * copied (see pyexec_test_value). PYEXEC_ERR_INVALID_ARGUMENT for an index
+ * out of range. */
+PYEXEC_API pyexec_status pyexec_program_test_value(
+    const pyexec_program *program, size_t suite, size_t test_case,
+    int expected, size_t index, pyexec_test_value *out);
 
 /* ------------------------------------------------------------------------ */
 /* Methods                                                                  */

@@ -8,6 +8,7 @@
 #include "core/parallel.h"
 #include "core/tensor.h"
 #include "kernels/registry.h"
+#include "loader/bundle.h"
 #include "loader/program.h"
 #include "runtime/method.h"
 #include "runtime/profile.h"
@@ -89,6 +90,25 @@ PYEXEC_API pyexec_status pyexec_program_delegate_describe(const pyexec_program *
                                                           char *buf, size_t cap, size_t *needed,
                                                           size_t *unsupported) {
   return px_program_delegate_describe(p, name, index, buf, cap, needed, unsupported);
+}
+
+/* ---- bundled programs -------------------------------------------------------- */
+
+PYEXEC_API int pyexec_program_is_bundled(const pyexec_program *p) { return px_program_is_bundled(p); }
+PYEXEC_API size_t pyexec_program_test_suite_count(const pyexec_program *p) { return px_program_test_suite_count(p); }
+PYEXEC_API const char *pyexec_program_test_suite_method(const pyexec_program *p, size_t suite) {
+  return px_program_test_suite_method(p, suite);
+}
+PYEXEC_API pyexec_status pyexec_program_test_case_count(const pyexec_program *p, size_t suite, size_t *count) {
+  return px_program_test_case_count(p, suite, count);
+}
+PYEXEC_API pyexec_status pyexec_program_test_value_count(const pyexec_program *p, size_t suite, size_t test_case,
+                                                         int expected, size_t *count) {
+  return px_program_test_value_count(p, suite, test_case, expected, count);
+}
+PYEXEC_API pyexec_status pyexec_program_test_value(const pyexec_program *p, size_t suite, size_t test_case,
+                                                   int expected, size_t index, pyexec_test_value *out) {
+  return px_program_test_value(p, suite, test_case, expected, index, out);
 }
 
 /* ---- methods ----------------------------------------------------------------- */

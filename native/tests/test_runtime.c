@@ -158,7 +158,7 @@ static void test_planned(void) {
   int64_t s2[2] = {3, 2};
   bad[1] = tensor_value(y, s2, 2, sizeof y);
   CHECK(pyexec_method_set_inputs(m, bad, 2) == PYEXEC_ERR_INVALID_ARGUMENT);
-  CHECK(contains(pyexec_last_error(), "input 1 has shape [2, 3], tensor has shape [3, 2]"));
+  CHECK(contains(pyexec_last_error(), "input 1 has shape [2, 3], tensor has shape [3, 2] (dim 0 differs)"));
   bad[1] = tensor_value(y, s, 2, 8);
   CHECK(pyexec_method_set_inputs(m, bad, 2) == PYEXEC_ERR_INVALID_ARGUMENT);
   CHECK(pyexec_method_execute(m) == PYEXEC_ERR_INVALID_ARGUMENT);
@@ -332,6 +332,19 @@ static void test_alias_in_place(void) {
   CHECK_OK(pyexec_method_load(p, "forward", &m));
   if (!m) return;
   size_t j = 99;
+  /* is_mutated: 1 for the input the program writes in place, 0 for every
+   * output, the write-back of that input included */
+  pyexec_value_info info;
+  CHECK_OK(pyexec_method_input_info(m, 0, &info));
+  CHECK(info.is_mutated == 1);
+  CHECK_OK(pyexec_method_input_info(m, 2, &info));
+  CHECK(info.is_mutated == 0);
+  for (size_t o = 0; o < 2; o++) {
+    CHECK_OK(pyexec_method_output_info(m, o, &info));
+    CHECK(info.is_mutated == 0);
+    CHECK_OK(pyexec_program_output_info(p, "forward", o, &info));
+    CHECK(info.is_mutated == 0);
+  }
   CHECK(pyexec_method_query_alias(m, 0, &j) == 1 && j == 0);
   CHECK(pyexec_method_query_alias(m, 1, &j) == 0);
   CHECK(pyexec_method_query_alias(m, 9, &j) == 0);
@@ -366,9 +379,23 @@ static void test_alias_in_place(void) {
 
 /* ---- malformed files ---------------------------------------------------- */
 
+static volatile unsigned char sink;
+
 static void try_everything(const unsigned char *buf, size_t n) {
   pyexec_program *p = NULL;
   if (pyexec_program_load_buffer(buf, n, &p) != PYEXEC_OK) return;
+  for (size_t s = 0; s < pyexec_program_test_suite_count(p); s++) {
+    size_t ncases = 0, nvals = 0;
+    pyexec_test_value tv;
+    if (pyexec_program_test_case_count(p, s, &ncases) != PYEXEC_OK) continue;
+    for (size_t c = 0; c < ncases; c++)
+      for (int e = 0; e < 2; e++)
+        if (pyexec_program_test_value_count(p, s, c, e, &nvals) == PYEXEC_OK)
+          for (size_t k = 0; k <= nvals; k++)
+            if (pyexec_program_test_value(p, s, c, e, k, &tv) == PYEXEC_OK && tv.kind == PYEXEC_VALUE_TENSOR &&
+                tv.nbytes)
+              sink ^= ((const unsigned char *)tv.data)[tv.nbytes - 1]; /* the last byte must be readable */
+  }
   for (size_t k = 0; k < pyexec_program_method_count(p); k++) {
     const char *name = pyexec_program_method_name(p, k);
     pyexec_value_info info;
@@ -423,6 +450,124 @@ static void test_malformed(void) {
   memcpy(buf, good, n);
   CHECK_OK(pyexec_program_load_buffer(buf, n, &p));
   pyexec_program_free(p);
+  free(buf);
+  free(good);
+}
+
+/* ---- bundled programs (.bpte) ------------------------------------------- */
+
+/* Runs every test case of a bundled program through its method and compares
+ * the outputs with the expected ones (float32 within 1e-5 relative, 1e-6
+ * absolute; other dtypes exactly). Returns the number of cases run. */
+static size_t run_test_cases(pyexec_program *p) {
+  size_t ran = 0;
+  for (size_t s = 0; s < pyexec_program_test_suite_count(p); s++) {
+    const char *name = pyexec_program_test_suite_method(p, s);
+    pyexec_method *m = NULL;
+    CHECK_OK(pyexec_method_load(p, name, &m));
+    if (!m) continue;
+    size_t ncases = 0;
+    CHECK_OK(pyexec_program_test_case_count(p, s, &ncases));
+    for (size_t c = 0; c < ncases; c++) {
+      size_t nin = 0, nexp = 0;
+      CHECK_OK(pyexec_program_test_value_count(p, s, c, 0, &nin));
+      CHECK_OK(pyexec_program_test_value_count(p, s, c, 1, &nexp));
+      CHECK(nin == pyexec_method_input_count(m) && nexp == pyexec_method_output_count(m));
+      pyexec_test_value tv[4];
+      pyexec_value in[4];
+      memset(in, 0, sizeof in);
+      for (size_t k = 0; k < nin && k < 4; k++) {
+        CHECK_OK(pyexec_program_test_value(p, s, c, 0, k, &tv[k]));
+        in[k].kind = tv[k].kind;
+        if (tv[k].kind == PYEXEC_VALUE_INT) in[k].i = tv[k].i;
+        if (tv[k].kind != PYEXEC_VALUE_TENSOR) continue;
+        in[k].tensor.dtype = tv[k].dtype;
+        in[k].tensor.dim = tv[k].dim;
+        in[k].tensor.sizes = tv[k].sizes;
+        in[k].tensor.data = (void *)tv[k].data; /* planned inputs: copied, never written */
+        in[k].tensor.nbytes = tv[k].nbytes;
+      }
+      CHECK_OK(pyexec_method_set_inputs(m, in, nin));
+      CHECK_OK(pyexec_method_execute(m));
+      for (size_t k = 0; k < nexp; k++) {
+        pyexec_test_value want;
+        pyexec_value got;
+        CHECK_OK(pyexec_program_test_value(p, s, c, 1, k, &want));
+        CHECK_OK(pyexec_method_get_output(m, k, &got));
+        CHECK(want.kind == PYEXEC_VALUE_TENSOR && got.tensor.dtype == want.dtype && got.tensor.dim == want.dim);
+        for (int d = 0; d < want.dim && d < got.tensor.dim; d++) CHECK(got.tensor.sizes[d] == want.sizes[d]);
+        if (want.dtype == PYEXEC_DTYPE_FLOAT32) {
+          const float *a = got.tensor.data, *b = want.data;
+          for (size_t e = 0; e < want.nbytes / 4; e++) CHECK(fabsf(a[e] - b[e]) <= 1e-6f + 1e-5f * fabsf(b[e]));
+        } else {
+          CHECK(memcmp(got.tensor.data, want.data, want.nbytes) == 0);
+        }
+      }
+      ran++;
+    }
+    pyexec_method_free(m);
+  }
+  return ran;
+}
+
+static void test_bundled(void) {
+  pyexec_program *p = NULL;
+  /* two_methods.bpte: encode(int32[2, 2], int32[2, 2]) with 2 test cases;
+   * forward(float32[<=4, 3, 4], int) with 3 (batches 2, 1 and 4) */
+  CHECK_OK(pyexec_program_load_file(path_of("two_methods.bpte"), &p));
+  if (!p) return;
+  CHECK(pyexec_program_is_bundled(p) == 1);
+  CHECK(pyexec_program_method_count(p) == 2);
+  CHECK(pyexec_program_test_suite_count(p) == 2);
+  CHECK(strcmp(pyexec_program_test_suite_method(p, 0), "encode") == 0);
+  CHECK(strcmp(pyexec_program_test_suite_method(p, 1), "forward") == 0);
+  CHECK(pyexec_program_test_suite_method(p, 2) == NULL);
+  size_t count = 0;
+  CHECK_OK(pyexec_program_test_case_count(p, 1, &count));
+  CHECK(count == 3);
+  CHECK(pyexec_program_test_case_count(p, 2, &count) == PYEXEC_ERR_INVALID_ARGUMENT);
+  pyexec_test_value tv;
+  CHECK_OK(pyexec_program_test_value(p, 1, 1, 0, 0, &tv));
+  CHECK(tv.kind == PYEXEC_VALUE_TENSOR && tv.dtype == PYEXEC_DTYPE_FLOAT32 && tv.dim == 3);
+  CHECK(tv.sizes[0] == 1 && tv.sizes[1] == 3 && tv.sizes[2] == 4 && tv.nbytes == 48);
+  CHECK_OK(pyexec_program_test_value(p, 1, 1, 0, 1, &tv));
+  CHECK(tv.kind == PYEXEC_VALUE_INT && tv.i == 3);
+  CHECK(pyexec_program_test_value(p, 1, 1, 0, 2, &tv) == PYEXEC_ERR_INVALID_ARGUMENT);
+  CHECK(contains(pyexec_last_error(), "input 2 is out of range"));
+  CHECK(pyexec_program_test_value(p, 1, 3, 0, 0, &tv) == PYEXEC_ERR_INVALID_ARGUMENT);
+  CHECK(run_test_cases(p) == 5);
+  pyexec_program_free(p);
+
+  size_t n = 0;
+  unsigned char *good = read_file("two_methods.bpte", &n);
+  CHECK(good != NULL);
+  if (!good) return;
+  CHECK_OK(pyexec_program_load_buffer(good, n, &p));
+  if (p) CHECK(run_test_cases(p) == 5);
+  pyexec_program_free(p);
+  /* a plain program has no test suites */
+  CHECK_OK(pyexec_program_load_file(path_of("add_mul.pte"), &p));
+  CHECK(pyexec_program_is_bundled(p) == 0 && pyexec_program_test_suite_count(p) == 0);
+  CHECK(pyexec_program_test_suite_method(p, 0) == NULL);
+  CHECK(pyexec_program_test_case_count(p, 0, &count) == PYEXEC_ERR_INVALID_ARGUMENT);
+  pyexec_program_free(p);
+  CHECK(pyexec_program_is_bundled(NULL) == 0);
+
+  unsigned char *buf = malloc(n);
+  memcpy(buf, good, n);
+  memcpy(buf + 4, "BP07", 4);
+  CHECK(pyexec_program_load_buffer(buf, n, &p) == PYEXEC_ERR_UNSUPPORTED);
+  CHECK(contains(pyexec_last_error(), "'BP07' is not supported"));
+  /* every truncation, and every byte overwritten with a few patterns */
+  for (size_t len = 0; len < n; len++) try_everything(good, len);
+  static const unsigned char patterns[] = {0x00, 0xff, 0x80};
+  for (size_t i = 0; i < n; i++) {
+    for (size_t k = 0; k < sizeof patterns; k++) {
+      memcpy(buf, good, n);
+      buf[i] = patterns[k];
+      try_everything(buf, n);
+    }
+  }
   free(buf);
   free(good);
 }
@@ -494,6 +639,7 @@ int main(int argc, char **argv) {
   test_run();
   test_alias_in_place();
   test_malformed();
+  test_bundled();
   test_data_file();
   printf("%d checks, %d failed\n", checks, failures);
   printf("%d passed, %d failed\n", checks - failures, failures);

@@ -14,6 +14,7 @@
 
 #include "core/error.h"
 #include "core/limits.h"
+#include "loader/bundle.h"
 #include "loader/file_map.h"
 
 #define BAD(...) px_invalid_program(__VA_ARGS__)
@@ -67,7 +68,8 @@ static pyexec_status parse(pyexec_program *p) {
     if (d[4] == 'E' && d[5] == 'T')
       return px_unsupported("program file identifier '%.4s' is not supported (expected 'ET12')",
                             (const char *)d + 4);
-    return BAD("not an ExecuTorch program: file identifier is not 'ET12'");
+    return BAD("not an ExecuTorch program: file identifier is not 'ET12'%s",
+               p->bundle ? " (in the program inside the bundled program)" : "");
   }
   size_t fb_len = p->size;
   p->seg_base = 0;
@@ -154,7 +156,8 @@ static pyexec_status parse(pyexec_program *p) {
 }
 
 static pyexec_status finish_load(pyexec_program *p, pyexec_program **out) {
-  pyexec_status st = parse(p);
+  pyexec_status st = px_bundle_unwrap(p);
+  if (!st) st = parse(p);
   if (st) {
     px_program_free(p);
     return st;
@@ -216,6 +219,7 @@ void px_program_free(pyexec_program *p) {
   for (uint32_t i = 0; i < p->nplans; i++) free(p->plans[i].name);
   free(p->plans);
   px_data_map_free(p->data_map);
+  px_bundle_free(p);
   if (p->map) munmap(p->map, p->map_len);
   free(p->owned);
   free(p);

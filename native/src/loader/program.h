@@ -76,6 +76,12 @@ struct pyexec_program {
    * content_hashed is read and set with __atomic builtins. */
   uint64_t content_hash;
   int content_hashed;
+  /* A bundled program (.bpte): data/size above are the program inside it;
+   * the whole file is bundle/bundle_size (loader/bundle.c). */
+  const uint8_t *bundle;
+  size_t bundle_size;
+  px_fb_vec test_suites; /* BundledMethodTestSuite tables */
+  char **suite_methods;  /* NUL-terminated copies, test_suites.count */
 };
 
 /* One BackendDelegate of a plan, its bytes located and bounds-checked. */

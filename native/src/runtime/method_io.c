@@ -107,7 +107,7 @@ static pyexec_status check_tensor_input(pyexec_method *m, uint32_t j, const px_t
       if (t->dynamic)
         return px_invalid_argument("input %u has shape at most %s, tensor has shape %s (dim %d above its bound)",
                                    j, a, b, k);
-      return px_invalid_argument("input %u has shape %s, tensor has shape %s", j, a, b);
+      return px_invalid_argument("input %u has shape %s, tensor has shape %s (dim %d differs)", j, a, b, k);
     }
     numel *= (uint64_t)s;
   }
