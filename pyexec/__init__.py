@@ -11,7 +11,7 @@ from ._errors import (
     OutOfMemoryError,
     UnsupportedError,
 )
-from ._events import ProfileEvent
+from ._events import DebugValue, ProfileEvent
 from ._meta import DelegateInfo, MethodMeta, TensorInfo
 from ._method import Method
 from ._profile import Profile
@@ -50,6 +50,7 @@ def kernels() -> list[str]:
 
 
 __all__ = [
+    "DebugValue",
     "DelegateInfo",
     "Error",
     "ExecutionError",
