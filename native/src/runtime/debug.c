@@ -138,21 +138,34 @@ static bool unlogged_op(const char *op) {
          !strcmp(op, "aten::_local_scalar_dense");
 }
 
+/* The index of the first argument after '|' in the kernel's signature
+ * (the values it writes), or nargs when it has none. */
+static uint32_t first_written(const px_instr *in) {
+  uint32_t k = 0;
+  for (const char *c = in->sig ? in->sig : ""; *c; c++) {
+    if (*c == '@') continue;
+    if (*c == '|') return k;
+    k++;
+  }
+  return in->nargs;
+}
+
 /* Whether kernel argument j is one ExecuTorch logs: a value the kernel
- * writes (after '|' in its signature, or an out= argument passed again as
- * the return), not logged before it in this call, and not a tensor list of
- * tensors all logged already (a tuple return of the out= tensors). */
-static bool logged_kernel_arg(const px_instr *in, uint32_t j) {
+ * writes (after '|' in its signature, or an out= argument passed again
+ * there as the return), not logged before it in this call (logged[k] says
+ * which were), and not a tensor list of tensors all logged already (a
+ * tuple return of the out= tensors). */
+static bool logged_kernel_arg(const px_instr *in, uint32_t bar, const bool *logged, uint32_t j) {
   const px_value *v = in->args[j];
-  bool written = px_instr_writes_arg(in, j);
-  for (uint32_t k = j + 1; k < in->nargs && !written; k++) written = in->args[k] == v && px_instr_writes_arg(in, k);
+  bool written = j >= bar;
+  for (uint32_t k = j + 1 > bar ? j + 1 : bar; k < in->nargs && !written; k++) written = in->args[k] == v;
   if (!written) return false;
   for (uint32_t k = 0; k < j; k++)
-    if (in->args[k] == v && logged_kernel_arg(in, k)) return false;
+    if (logged[k] && in->args[k] == v) return false;
   if (v->tag == PX_V_TENSOR_LIST && v->u.tl.n) {
     for (uint32_t i = 0; i < v->u.tl.n; i++) {
       bool seen = false;
-      for (uint32_t k = 0; k < j && !seen; k++) seen = in->args[k] == v->u.tl.items[i] && logged_kernel_arg(in, k);
+      for (uint32_t k = 0; k < j && !seen; k++) seen = logged[k] && in->args[k] == v->u.tl.items[i];
       if (!seen) return true;
     }
     return false;
@@ -173,12 +186,17 @@ pyexec_status px_debug_instruction(pyexec_method *m, long ev, uint32_t chain, ui
   }
   if ((in->kind != INSTR_KERNEL && in->kind != INSTR_NOP) || !in->op || unlogged_op(in->op)) return PYEXEC_OK;
   snprintf(what, sizeof what, "instruction %u of chain %u (%s)", pc, chain, in->op);
-  for (uint32_t j = 0; j < in->nargs; j++) {
-    if (!logged_kernel_arg(in, j)) continue;
-    pyexec_status st = record(m, ev, -1, in->args[j], what);
-    if (st) return st;
+  bool few[32];
+  bool *logged = in->nargs <= 32 ? few : calloc(in->nargs, sizeof *logged);
+  if (!logged) return px_no_memory("debug values");
+  const uint32_t bar = first_written(in);
+  pyexec_status st = PYEXEC_OK;
+  for (uint32_t j = 0; j < in->nargs && !st; j++) {
+    logged[j] = logged_kernel_arg(in, bar, logged, j);
+    if (logged[j]) st = record(m, ev, -1, in->args[j], what);
   }
-  return PYEXEC_OK;
+  if (logged != few) free(logged);
+  return st;
 }
 
 pyexec_status px_debug_outputs(pyexec_method *m) {
