@@ -4,9 +4,10 @@ every instruction's outputs as ExecuTorch's runtime does with
 debug_buffer_path)` writes them so that ExecuTorch's Inspector shows the
 same intermediate outputs as for ExecuTorch's own files of the same program
 (within each operator's tolerance) and `calculate_numeric_gap` against
-eager gives small gaps. A CNN (convolution, batch norm, ReLU, linear: fused
-at load by pyexec, run unfused while recording) and an MLP (its weight
-transposes folded at load), portable and XNNPACK-lowered; a buffer too
+eager gives small gaps. A CNN (convolution, batch norm, ReLU: fused at load
+by pyexec, run unfused while recording; a max pool writing values and
+indices; a linear layer) and an MLP (its weight transposes folded at load; a
+split filling a tensor list), portable and XNNPACK-lowered; a buffer too
 small; no debug buffer."""
 
 from __future__ import annotations
@@ -35,10 +36,11 @@ class CNN(torch.nn.Module):
         super().__init__()
         self.conv = torch.nn.Conv2d(3, 8, 3)
         self.bn = torch.nn.BatchNorm2d(8)
-        self.fc = torch.nn.Linear(8 * 6 * 6, 5)
+        self.pool = torch.nn.MaxPool2d(2)  # two out= tensors (values, indices)
+        self.fc = torch.nn.Linear(8 * 3 * 3, 5)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.fc(torch.flatten(torch.relu(self.bn(self.conv(x))), 1))
+        return self.fc(torch.flatten(self.pool(torch.relu(self.bn(self.conv(x)))), 1))
 
 
 class MLP(torch.nn.Module):
@@ -48,7 +50,8 @@ class MLP(torch.nn.Module):
         self.b = torch.nn.Linear(32, 4)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.b(torch.relu(self.a(x)))
+        h, g = torch.split(self.a(x), 16, dim=1)  # a tensor list out= argument
+        return self.b(torch.cat([torch.relu(h), torch.sigmoid(g)], dim=1))
 
 
 def make_model(name: str) -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
