@@ -20,9 +20,12 @@ from ._events import Collected, DebugValue, ProfileEvent
 
 class Profile:
     """What `Method.profile()` collected: `events` (filled when the `with`
-    block exits, in execution order, over every execute inside it),
-    `run_times` ((start_ns, duration_ns) of each execute's instruction loop)
-    and `dropped` (events not kept because `max_events` was reached)."""
+    block exits, or at `stop()`, in execution order, over every execute
+    inside it), `run_times` ((start_ns, duration_ns) of each execute's
+    instruction loop), `dropped` (events not kept because `max_events` was
+    reached), and with a debug buffer `debug_values` (what each instruction
+    wrote, then each execute's method outputs) and `debug_buffer` (the
+    bytes they point into)."""
 
     def __init__(self, switch: Callable[..., Collected | None], max_events: int | None = None,
                  debug_buffer_size: int = 0) -> None:
