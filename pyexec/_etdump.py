@@ -8,7 +8,9 @@ The events follow what ExecuTorch's runtime logs for the same program, in the
 same order (each when it ends): per execute one RunData named "Execute"
 holding, for every instruction run,
 
-- a kernel call: "native_call_<op>.<overload>" then "OPERATOR_CALL";
+- a kernel call: "native_call_<op>.<overload>" then "OPERATOR_CALL" (a
+  prim op, executorch_prim::*, aten::sym_* or aten::_local_scalar_dense:
+  "OPERATOR_CALL" alone, as ExecuTorch registers them without their own);
 - a delegate call: one event per node the backend ran (no name; its
   delegate_debug_id_str "<node type> #<n>", n counting that type within the
   call, as ExecuTorch's XNNPACK profiler numbers its operators) then
@@ -195,6 +197,10 @@ def _instruction_entries(top: ProfileEvent, nodes: Sequence[ProfileEvent],
         return [_Entry("MOVE_CALL", *span)]
     if top.name == "(jump_false)":
         return [_Entry("JF_CALL", *span)]
+    # ExecuTorch registers its prim ops without a profiling scope of their
+    # own: OPERATOR_CALL alone.
+    if top.name.startswith(("executorch_prim::", "aten::sym_")) or top.name == "aten::_local_scalar_dense":
+        return [*_debug_entries(top, values), _Entry("OPERATOR_CALL", *span)]
     # pyexec resolves a kernel's arguments at load, so the kernel's own time
     # is the instruction's: both events span it.
     op = top.name.split("::", 1)[-1]

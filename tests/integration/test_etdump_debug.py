@@ -304,3 +304,46 @@ def test_a_bad_debug_buffer_size_is_refused(cnn_method: tuple[pyexec.Method, lis
     method, _ = cnn_method
     with pytest.raises(pyexec.InvalidArgumentError, match="debug_buffer_size"):
         method.profile(debug_buffer_size=size)
+
+
+# ---- prim ops and scalars: a dynamic shape ------------------------------------------
+
+
+class Reshape(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.reshape(x.shape[0] * 2, -1) + 1.0
+
+
+def test_prim_ops_log_and_time_as_executorchs_do(tmp_path: Path) -> None:
+    """sym_size, a scalar multiply and et_view (ExecuTorch's prim ops): an
+    OPERATOR_CALL event each and no value, in both runtimes' files."""
+    from executorch.devtools.etdump.serialize import deserialize_from_etdump_flatcc
+    from executorch.exir import to_edge_transform_and_lower
+
+    x = torch.randn(4, 6)
+    ep = torch.export.export(Reshape(), (x,), dynamic_shapes=({0: torch.export.Dim("n", min=2, max=8)},))
+    pte = tmp_path / "reshape.pte"
+    pte.write_bytes(to_edge_transform_and_lower(ep).to_executorch().buffer)
+    theirs = executorch_files(pte, (x,), tmp_path)
+    method = pyexec.load(pte.read_bytes()).load_method("forward")
+    with method.profile(debug_buffer_size=DEBUG_BUFFER_SIZE) as p:
+        method.execute([x])
+    ours = tmp_path / "pyexec.etdp", tmp_path / "pyexec.bin"
+    p.write_etdump(ours[0], debug_buffer_path=ours[1])
+
+    def events(path: Path) -> list[tuple[str, int, tuple[int, ...]]]:
+        etdump = deserialize_from_etdump_flatcc(path.read_bytes())
+        out = []
+        for run in etdump.run_data:
+            if run.name != "Execute":
+                continue
+            for e in run.events or []:
+                if e.profile_event is not None:
+                    out.append((e.profile_event.name, e.profile_event.instruction_id, ()))
+                else:
+                    v = e.debug_event.debug_entry
+                    out.append(("(value)", e.debug_event.instruction_id, tuple(v.tensor.sizes)))
+        return out
+
+    assert events(ours[0]) == events(theirs[0])
+    assert ("OPERATOR_CALL", 0, ()) in events(ours[0])  # the prim ops are there
