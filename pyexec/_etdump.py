@@ -26,10 +26,11 @@ With a debug buffer, each recorded value is a DebugEvent where ExecuTorch's
 ETDumpGen logs it: a kernel's written values after its call (before
 "native_call_<op>", which ends after them), a delegate call's arguments
 before "DELEGATE_CALL" (after its nodes), each with the instruction's chain
-and index and no name; each method output after "Method::execute", marked
-`output` (chain_index 2**64-1 and instruction_id 0, as ExecuTorch writes its
-unset chain). A tensor is a Tensor table (scalar type, sizes, row-major
-strides, offset of its bytes in the debug buffer).
+and index and no name; each method output after "Method::execute" (chain_index
+2**64-1 and instruction_id 0, as ExecuTorch writes its unset chain), marked
+`output` when it is a tensor (ExecuTorch leaves a scalar output unmarked).
+A tensor is a Tensor table (scalar type, sizes, row-major strides, offset
+of its bytes in the debug buffer).
 """
 
 from __future__ import annotations
@@ -261,7 +262,9 @@ def _write_value(b: _Builder, v: DebugValue) -> int:
         fields.append((5, "off", b.table([(0, "d", float(v.value or 0.0))] if v.value else [])))  # Double: double_val 0
     else:
         fields.append((6, "off", b.table([(0, "?", True)] if v.value else [])))  # Bool: bool_val 0
-    if v.output >= 0:
+    if v.output >= 0 and v.kind in ("tensor", "tensor_list"):
+        # ExecuTorch's log_evalue marks a program output only on a tensor or
+        # a tensor list; a scalar output is logged unmarked.
         fields.append((7, "off", b.table([(0, "?", True)])))
     return b.table(fields)
 

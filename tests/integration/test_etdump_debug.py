@@ -310,13 +310,15 @@ def test_a_bad_debug_buffer_size_is_refused(cnn_method: tuple[pyexec.Method, lis
 
 
 class Reshape(torch.nn.Module):
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x.reshape(x.shape[0] * 2, -1) + 1.0
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, int]:
+        return x.reshape(x.shape[0] * 2, -1) + 1.0, x.shape[0]
 
 
 def test_prim_ops_log_and_time_as_executorchs_do(tmp_path: Path) -> None:
     """sym_size, a scalar multiply and et_view (ExecuTorch's prim ops): an
-    OPERATOR_CALL event each and no value, in both runtimes' files."""
+    OPERATOR_CALL event each and no value, in both runtimes' files; an int
+    method output is logged as an Int (unmarked as an output, as ExecuTorch
+    logs it)."""
     from executorch.devtools.etdump.serialize import deserialize_from_etdump_flatcc
     from executorch.exir import to_edge_transform_and_lower
 
@@ -342,8 +344,10 @@ def test_prim_ops_log_and_time_as_executorchs_do(tmp_path: Path) -> None:
                     out.append((e.profile_event.name, e.profile_event.instruction_id, ()))
                 else:
                     v = e.debug_event.debug_entry
-                    out.append(("(value)", e.debug_event.instruction_id, tuple(v.tensor.sizes)))
+                    shape = tuple(v.tensor.sizes) if v.tensor is not None else (v.int_value.int_val,)
+                    out.append((f"({v.val}, output={v.output is not None})", e.debug_event.instruction_id, shape))
         return out
 
     assert events(ours[0]) == events(theirs[0])
     assert ("OPERATOR_CALL", 0, ()) in events(ours[0])  # the prim ops are there
+    assert ("(Int, output=False)", 0, (4,)) in events(ours[0])
