@@ -19,7 +19,7 @@ from ._errors import (
     OutOfMemoryError,
     UnsupportedError,
 )
-from ._events import ProfileEvent
+from ._events import DebugValue, ProfileEvent
 from ._meta import DelegateInfo, MethodMeta, TensorInfo
 from ._method import Method
 from ._profile import Profile
@@ -64,6 +64,7 @@ __all__ = [
     "VerificationError",
     "run_bundled",
     "verify_bundled",
+    "DebugValue",
     "DelegateInfo",
     "Error",
     "ExecutionError",

@@ -8,7 +8,9 @@ The events follow what ExecuTorch's runtime logs for the same program, in the
 same order (each when it ends): per execute one RunData named "Execute"
 holding, for every instruction run,
 
-- a kernel call: "native_call_<op>.<overload>" then "OPERATOR_CALL";
+- a kernel call: "native_call_<op>.<overload>" then "OPERATOR_CALL" (a
+  prim op, executorch_prim::*, aten::sym_* or aten::_local_scalar_dense:
+  "OPERATOR_CALL" alone, as ExecuTorch registers them without their own);
 - a delegate call: one event per node the backend ran (no name; its
   delegate_debug_id_str "<node type> #<n>", n counting that type within the
   call, as ExecuTorch's XNNPACK profiler numbers its operators) then
@@ -19,6 +21,16 @@ each with the instruction's chain_index and instruction_id (its index in the
 chain), then "Method::execute" (chain_index -1, instruction_id 0) spanning
 the instruction loop. Times are CLOCK_MONOTONIC nanoseconds (the Inspector's
 default source time scale).
+
+With a debug buffer, each recorded value is a DebugEvent where ExecuTorch's
+ETDumpGen logs it: a kernel's written values after its call (before
+"native_call_<op>", which ends after them), a delegate call's arguments
+before "DELEGATE_CALL" (after its nodes), each with the instruction's chain
+and index and no name; each method output after "Method::execute" (chain_index
+2**64-1 and instruction_id 0, as ExecuTorch writes its unset chain), marked
+`output` when it is a tensor (ExecuTorch leaves a scalar output unmarked).
+A tensor is a Tensor table (scalar type, sizes, row-major strides, offset
+of its bytes in the debug buffer).
 """
 
 from __future__ import annotations
@@ -29,10 +41,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ._errors import FileError
-from ._events import ProfileEvent
+from ._events import DebugValue, ProfileEvent
 
 _FILE_IDENTIFIER = b"ED00"
 _SCHEMA_VERSION = 0
+# ETDump's ValueType.
+_VALUE_TYPES = {"int": 1, "bool": 2, "double": 4, "tensor": 5, "tensor_list": 6}
+# ExecuTorch's unset chain id (-1) in DebugEvent.chain_index, an unsigned long.
+_UNSET_CHAIN = (1 << 64) - 1
 
 
 class _Builder:
@@ -65,6 +81,11 @@ class _Builder:
 
     def bytes_vector(self, data: bytes) -> int:
         return self._put(struct.pack("<I", len(data)) + data, 4)
+
+    def long_vector(self, values: Sequence[int]) -> int:
+        """A vector of int64: its elements 8-aligned, its length just before."""
+        self._put(struct.pack(f"<{len(values)}q", *values), 8)
+        return self._put(struct.pack("<I", len(values)), 4)
 
     def table_vector(self, items: Sequence[int]) -> int:
         """A vector of offsets to tables already written."""
@@ -145,10 +166,17 @@ class _Entry:
     start_ns: int
     end_ns: int
     delegate_id: str | None = None
+    debug: DebugValue | None = None
 
 
-def _instruction_entries(top: ProfileEvent, nodes: Sequence[ProfileEvent]) -> list[_Entry]:
-    """The events ExecuTorch logs for one instruction, in the order they end."""
+def _debug_entries(top: ProfileEvent, values: Sequence[DebugValue]) -> list[_Entry]:
+    return [_Entry(None, top.chain, top.index, 0, 0, debug=v) for v in values]
+
+
+def _instruction_entries(top: ProfileEvent, nodes: Sequence[ProfileEvent],
+                         values: Sequence[DebugValue] = ()) -> list[_Entry]:
+    """The events ExecuTorch logs for one instruction, in the order they end
+    (`values`: what the debug buffer recorded for it)."""
     span = (top.chain, top.index, top.start_ns, top.start_ns + top.duration_ns)
     if top.name.startswith("delegate:"):
         out: list[_Entry] = []
@@ -165,38 +193,91 @@ def _instruction_entries(top: ProfileEvent, nodes: Sequence[ProfileEvent]) -> li
                     f"{node.name} #{seen[node.name]}",
                 )
             )
-        return [*out, _Entry("DELEGATE_CALL", *span)]
+        return [*out, *_debug_entries(top, values), _Entry("DELEGATE_CALL", *span)]
     if top.name == "(move)":
         return [_Entry("MOVE_CALL", *span)]
     if top.name == "(jump_false)":
         return [_Entry("JF_CALL", *span)]
+    # ExecuTorch registers its prim ops without a profiling scope of their
+    # own: OPERATOR_CALL alone.
+    if top.name.startswith(("executorch_prim::", "aten::sym_")) or top.name == "aten::_local_scalar_dense":
+        return [*_debug_entries(top, values), _Entry("OPERATOR_CALL", *span)]
     # pyexec resolves a kernel's arguments at load, so the kernel's own time
     # is the instruction's: both events span it.
     op = top.name.split("::", 1)[-1]
-    return [_Entry(f"native_call_{op}", *span), _Entry("OPERATOR_CALL", *span)]
+    return [*_debug_entries(top, values), _Entry(f"native_call_{op}", *span), _Entry("OPERATOR_CALL", *span)]
 
 
-def run_entries(mine: Sequence[ProfileEvent], span: tuple[int, int] | None) -> list[_Entry]:
+def run_entries(mine: Sequence[ProfileEvent], span: tuple[int, int] | None,
+                values: Sequence[Sequence[DebugValue]] = (), outputs: Sequence[DebugValue] = ()) -> list[_Entry]:
     """The ETDump events of one execute from its profile events `mine`,
     closed by Method::execute over `span` (start, duration; left out when
-    the library kept no times for it)."""
+    the library kept no times for it). With a debug buffer, `values[k]`
+    holds what event `mine[k]` recorded and `outputs` the method outputs."""
     out: list[_Entry] = []
     k = 0
     while k < len(mine):
         top = mine[k]
+        mine_values = values[k] if k < len(values) else ()
         k += 1
         nodes: list[ProfileEvent] = []
         while k < len(mine) and mine[k].depth > 0:
             nodes.append(mine[k])
             k += 1
         if top.depth == 0:
-            out += _instruction_entries(top, nodes)
+            out += _instruction_entries(top, nodes, mine_values)
     if span is not None:
         out.append(_Entry("Method::execute", -1, 0, span[0], span[0] + span[1]))
+    out += [_Entry(None, -1, 0, 0, 0, debug=v) for v in outputs]
     return out
 
 
+def _row_major_strides(sizes: Sequence[int]) -> list[int]:
+    strides = [1] * len(sizes)
+    for d in range(len(sizes) - 2, -1, -1):
+        strides[d] = strides[d + 1] * max(sizes[d + 1], 1)
+    return strides
+
+
+def _write_tensor(b: _Builder, v: DebugValue) -> int:
+    sizes = b.long_vector(v.sizes)
+    strides = b.long_vector(_row_major_strides(v.sizes))
+    # Tensor: scalar_type 0, sizes 1, strides 2, offset 3.
+    return b.table([(0, "b", v.dtype) if v.dtype else None, (1, "off", sizes), (2, "off", strides),
+                    (3, "q", v.offset) if v.offset else None])
+
+
+def _write_value(b: _Builder, v: DebugValue) -> int:
+    # Value: val 0, tensor 1, tensor_list 2, int_value 3, float_value 4,
+    # double_value 5, bool_value 6, output 7.
+    fields: list[tuple[int, str, int | float | bool] | None] = [(0, "b", _VALUE_TYPES[v.kind])]
+    if v.kind == "tensor":
+        fields.append((1, "off", _write_tensor(b, v)))
+    elif v.kind == "tensor_list":
+        tensors = b.table_vector([_write_tensor(b, t) for t in v.items])
+        fields.append((2, "off", b.table([(0, "off", tensors)])))  # TensorList: tensors 0
+    elif v.kind == "int":
+        fields.append((3, "off", b.table([(0, "q", int(v.value or 0))] if v.value else [])))  # Int: int_val 0
+    elif v.kind == "double":
+        fields.append((5, "off", b.table([(0, "d", float(v.value or 0.0))] if v.value else [])))  # Double: double_val 0
+    else:
+        fields.append((6, "off", b.table([(0, "?", True)] if v.value else [])))  # Bool: bool_val 0
+    if v.output >= 0 and v.kind in ("tensor", "tensor_list"):
+        # ExecuTorch's log_evalue marks a program output only on a tensor or
+        # a tensor list; a scalar output is logged unmarked.
+        fields.append((7, "off", b.table([(0, "?", True)])))
+    return b.table(fields)
+
+
 def _write_entry(b: _Builder, e: _Entry) -> int:
+    if e.debug is not None:
+        value = _write_value(b, e.debug)
+        # DebugEvent: chain_index 0, instruction_id 1, debug_entry 2,
+        # delegate_debug_id_int 3, delegate_debug_id_str 4, name 5.
+        chain = _UNSET_CHAIN if e.chain < 0 else e.chain
+        debug = b.table([(0, "Q", chain) if chain else None, (1, "i", e.instruction) if e.instruction != -1 else None,
+                         (2, "off", value)])
+        return b.table([(2, "off", debug)])  # Event: debug_event 2
     name = b.string(e.name) if e.name is not None else None
     delegate = b.string(e.delegate_id) if e.delegate_id is not None else None
     metadata = b.bytes_vector(b"") if e.delegate_id is not None else None
@@ -217,17 +298,31 @@ def _write_entry(b: _Builder, e: _Entry) -> int:
     return b.table([(0, "off", profile)])
 
 
-def etdump_bytes(events: Sequence[ProfileEvent], runs: Sequence[tuple[int, int] | None]) -> bytes:
+def etdump_bytes(events: Sequence[ProfileEvent], runs: Sequence[tuple[int, int] | None],
+                 debug_values: Sequence[DebugValue] = ()) -> bytes:
     """The ETDump of a profile: one RunData per execute (`runs` holds each
-    one's (start, duration) of its instruction loop, or None)."""
+    one's (start, duration) of its instruction loop, or None), with the
+    debug events of `debug_values` (a debug buffer's records)."""
     b = _Builder()
     by_run: list[list[ProfileEvent]] = [[] for _ in runs]
-    for e in events:
+    values_by_run: list[list[list[DebugValue]]] = [[] for _ in runs]
+    where: dict[int, tuple[int, int]] = {}  # event index -> (run, position in its run)
+    for i, e in enumerate(events):
         if 0 <= e.run < len(runs):
+            where[i] = (e.run, len(by_run[e.run]))
             by_run[e.run].append(e)
+            values_by_run[e.run].append([])
+    outputs: list[list[DebugValue]] = [[] for _ in runs]
+    for v in debug_values:
+        if v.event < 0:
+            if 0 <= v.run < len(runs):
+                outputs[v.run].append(v)
+        elif v.event in where:
+            run, at = where[v.event]
+            values_by_run[run][at].append(v)
     run_data: list[int] = []
-    for mine, span in zip(by_run, runs):
-        entries = [_write_entry(b, e) for e in run_entries(mine, span)]
+    for mine, span, values, outs in zip(by_run, runs, values_by_run, outputs):
+        entries = [_write_entry(b, e) for e in run_entries(mine, span, values, outs)]
         events_vec = b.table_vector(entries)
         name = b.string("Execute")
         # RunData: name 0, bundled_input_index 1, allocators 2 (none, as
@@ -240,14 +335,15 @@ def etdump_bytes(events: Sequence[ProfileEvent], runs: Sequence[tuple[int, int] 
 
 
 def write_etdump(
-    path: str | os.PathLike[str], events: Sequence[ProfileEvent], runs: Sequence[tuple[int, int] | None]
+    path: str | os.PathLike[str], events: Sequence[ProfileEvent], runs: Sequence[tuple[int, int] | None],
+    debug_values: Sequence[DebugValue] = (),
 ) -> None:
-    """Writes etdump_bytes(events, runs) to `path`.
+    """Writes etdump_bytes(events, runs, debug_values) to `path`.
 
     Raises:
         FileError: `path` cannot be written (naming it).
     """
-    data = etdump_bytes(events, runs)
+    data = etdump_bytes(events, runs, debug_values)
     try:
         with open(path, "wb") as f:
             f.write(data)

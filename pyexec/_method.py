@@ -346,7 +346,7 @@ class Method:
                 return last.uncloned.copy()  # Outputs.collect's first case, inlined: a loop's steady state
             return outputs.collect(run.outputs_changed, clone_outputs, kind, slots.caller)
 
-    def profile(self, max_events: int | None = None) -> Profile:
+    def profile(self, max_events: int | None = None, debug_buffer_size: int = 0) -> Profile:
         """A context manager timing every execute inside its `with` block:
 
             with method.profile() as p:
@@ -358,23 +358,36 @@ class Method:
         and per node a delegate ran, over every execute in the block.
         `p.write_etdump(path)` writes them as an ETDump file for ExecuTorch's
         Inspector. At most `max_events` events are kept (None: 2**21); those
-        beyond are counted in `p.dropped`.
+        beyond are counted in `p.dropped`. `p.start()` and `p.stop()` do
+        what entering and leaving the block do, for use without one.
+
+        With `debug_buffer_size` > 0 (bytes), every instruction's outputs are
+        also copied, after it runs, into a debug buffer of that size, as
+        ExecuTorch's runtime does with `enable_etdump=True,
+        debug_buffer_size=N`: `p.debug_values` and `p.debug_buffer` hold
+        them, and `p.write_etdump(path, debug_buffer_path=...)` writes them
+        for the Inspector's intermediate outputs and `calculate_numeric_gap`.
+        An execute whose outputs do not fit fails with OutOfMemoryError.
 
         Raises:
-            InvalidArgumentError: `max_events` is not a positive int or None;
-                the method is closed (on entering or leaving the block).
+            InvalidArgumentError: `max_events` is not a positive int or None,
+                or `debug_buffer_size` not an int >= 0; the method is closed
+                (on starting or stopping).
         """
-        return Profile(self._profile_switch, max_events)
+        return Profile(self._profile_switch, max_events, debug_buffer_size)
 
-    def _profile_switch(self, on: bool, max_events: int = 0) -> Collected | None:
+    def _profile_switch(self, on: bool, max_events: int = 0, debug_buffer_size: int = 0) -> Collected | None:
         """Starts collection on empty events (keeping at most `max_events`,
-        0: the library's default), or stops it and returns what it recorded."""
+        0: the library's default; with a debug buffer of `debug_buffer_size`
+        bytes, 0: none), or stops it and returns what it recorded (the debug
+        buffer is then released)."""
         with self._lock:
             self._check_open()
-            got = None if on else read_profile(self._m)
+            got = None if on else read_profile(self._m, debug=True)
             check(lib.pyexec_method_profile_reset(self._m))
             if on:
                 check(lib.pyexec_method_profile_set_limit(self._m, max_events))
+            check(lib.pyexec_method_profile_set_debug_buffer(self._m, debug_buffer_size if on else 0))
             check(lib.pyexec_method_profile_enable(self._m, 1 if on else 0))
             return got
 

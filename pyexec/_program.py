@@ -16,6 +16,7 @@ from ._ffi import ffi, lib
 from ._handles import ProgramBase, ProgramHandle, origin_of, pickle_state, verified
 from ._meta import DelegateInfo, MethodMeta, MethodNames, TensorInfo, read_attributes, tensor_info
 from ._method import Method
+from ._recording import Recorder
 
 
 class Readable(Protocol):
@@ -168,6 +169,7 @@ class Program(ProgramBase):
         self._names = tuple(names)
         self._meta: dict[str, MethodMeta] = {}
         self._attributes: dict[str, dict[str, TensorInfo]] = {}
+        self._recorder: Recorder | None = None
         self._bundled = bool(lib.pyexec_program_is_bundled(p))
         self._suites: dict[str, BundledTestSuite] | None = None
 
@@ -365,7 +367,29 @@ class Program(ProgramBase):
                 layouts).
             OutOfMemoryError: its planned memory cannot be allocated.
         """
-        return Method(self, name, output_type)
+        method = Method(self, name, output_type)
+        if self._recorder is not None:
+            self._recorder.attach(method)
+        return method
+
+    def write_etdump_result_to_file(self, etdump_path: str | os.PathLike[str],
+                                    debug_buffer_path: str | os.PathLike[str] | None = None) -> None:
+        """For a program loaded with `Runtime.get().load_program(...,
+        enable_etdump=True)` (ExecuTorch's spelling): writes the ETDump of
+        every execute of its Methods since the last write (and, loaded with
+        debug_buffer_size > 0, every instruction's outputs into
+        `debug_buffer_path`) for ExecuTorch's Inspector, then records afresh.
+
+        Raises:
+            InvalidArgumentError: the program was not loaded with
+                enable_etdump=True, or `debug_buffer_path` was given without a
+                debug buffer.
+            FileError: a file cannot be written (naming it).
+        """
+        if self._recorder is None:
+            raise InvalidArgumentError("ETDump is not enabled for this program: load it with "
+                                       "Runtime.get().load_program(..., enable_etdump=True)")
+        self._recorder.write(etdump_path, debug_buffer_path)
 
     @classmethod
     def _reopen(cls, source: tuple[str, Any, str | None], data: tuple[str, Any, str | None] | None) -> Program:
@@ -479,16 +503,19 @@ class Runtime:
 
         `verification` is accepted for ExecuTorch's callers and changes
         nothing: pyexec always checks the whole file (every offset, index and
-        count) before running it. ETDump is written from a profile
-        (`Method.profile()`, then `Profile.write_etdump(path)`), so
-        `enable_etdump=True` raises UnsupportedError saying so."""
-        del verification, debug_buffer_size
-        if enable_etdump:
-            raise UnsupportedError(
-                "load_program(enable_etdump=True): pyexec writes ETDump files from a profile; "
-                "use `with method.profile() as prof: method.execute(...)`, then prof.write_etdump(path)"
-            )
-        return Program(data, data_path)
+        count) before running it. With `enable_etdump=True` every execute of
+        the program's Methods is recorded (and, with `debug_buffer_size` > 0,
+        every instruction's outputs, into a buffer of that many bytes per
+        method) until `program.write_etdump_result_to_file(path,
+        debug_buffer_path)` writes them for ExecuTorch's Inspector.
+
+        Raises: what load raises; InvalidArgumentError for a
+        `debug_buffer_size` that is not an int >= 0."""
+        del verification
+        recorder = Recorder(debug_buffer_size) if enable_etdump else None
+        program = Program(data, data_path)
+        program._recorder = recorder
+        return program
 
     def __repr__(self) -> str:
         return "<pyexec.Runtime>"

@@ -26,7 +26,6 @@ behind a name (for `set_output`, `output_aliases_input`, `profile`, ...), and
 
 from __future__ import annotations
 
-import dataclasses
 import enum
 import os
 import sys
@@ -40,14 +39,12 @@ import numpy as np
 from . import _dtypes
 from ._bundled import BundledTestCase, BundledTestSuite, compare
 from ._errors import Error
-from ._etdump import write_etdump
-from ._events import ProfileEvent
 from ._meta import MethodMeta as _PxMethodMeta
 from ._meta import TensorInfo as _PxTensorInfo
 from ._method import Method
-from ._profile import Profile
 from ._program import Program
 from ._program import Runtime as _Runtime
+from ._recording import Recorder
 
 __all__ = [
     "BundledModule",
@@ -274,38 +271,24 @@ def _call(method: Method, inputs: Any, clone_outputs: bool) -> list[Any]:
 
 
 class _Debug:
-    """ETDump collection for a Module or Program loaded with enable_etdump=True:
-    every execute of every Method it loaded is profiled until the ETDump is
-    written out (Method.profile underneath)."""
+    """enable_etdump / debug_buffer_size of a Module or Program: pyexec's
+    Recorder, failing as ExecuTorch's bindings fail."""
 
     def __init__(self, enabled: bool, debug_buffer_size: int) -> None:
         if isinstance(debug_buffer_size, bool) or not isinstance(debug_buffer_size, int) or debug_buffer_size < 0:
             raise TypeError(f"debug_buffer_size must be a non-negative int, got {debug_buffer_size!r}")
         self.enabled = bool(enabled)
-        self.debug_buffer_size = debug_buffer_size
-        self.profiles: list[Profile] = []
+        self.recorder = Recorder(debug_buffer_size) if self.enabled else None
 
     def attach(self, method: Method) -> None:
-        if self.enabled:
-            profile = method.profile()
-            profile.__enter__()
-            self.profiles.append(profile)
+        if self.recorder is not None:
+            self.recorder.attach(method)
 
     def write(self, path: str, debug_buffer_path: Optional[str]) -> None:
-        if not self.enabled:
+        if self.recorder is None:
             raise RuntimeError("ETDump is not enabled: load the program with enable_etdump=True")
-        if debug_buffer_path is not None and self.debug_buffer_size == 0:
-            raise RuntimeError("a debug buffer path was given, but the program was loaded with debug_buffer_size=0")
-        events: list[ProfileEvent] = []
-        spans: list[tuple[int, int] | None] = []
-        for profile in self.profiles:
-            profile.__exit__(None, None, None)
-            base = len(spans)
-            events += [dataclasses.replace(e, run=e.run + base) for e in profile.events]
-            spans += list(profile.run_times) + [None] * (profile.runs - len(profile.run_times))
-            profile.__enter__()
         with _as_runtime_error():
-            write_etdump(os.fspath(path), events, spans)
+            self.recorder.write(path, debug_buffer_path)
 
 
 def _open(source: Any, data: Any) -> tuple[Program, Exception | None]:

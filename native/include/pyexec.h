@@ -640,6 +640,75 @@ PYEXEC_API size_t pyexec_method_profile_run_count(pyexec_method *method);
 PYEXEC_API pyexec_status pyexec_method_profile_run(pyexec_method *method, size_t run,
                                                    int64_t *start_ns, int64_t *duration_ns);
 
+/* ---- Debug buffer: the values each instruction wrote ----------------------
+ *
+ * With a debug buffer (off by default), a profiled execute also copies
+ * values into it, as ExecuTorch's ETDump does with a debug buffer and
+ * intermediate-output logging on:
+ *   - after a kernel call: each value it writes (its out= tensors, a tensor
+ *     list it fills, a scalar it returns), once each, in argument order; the
+ *     prim ops ExecuTorch registers without logging (executorch_prim::*,
+ *     aten::sym_*, aten::_local_scalar_dense) record nothing;
+ *   - after a delegate call: every argument of the call, inputs then
+ *     outputs, in the call's order (ExecuTorch's DelegateCall logging);
+ *   - after the execute: each method output, marked as a program output.
+ * Instructions load-time rewriting removed (a weight transpose folded into
+ * a view) still record their value and get a profile event, and instead of
+ * fused instructions (a convolution with its batch norm and ReLU) the
+ * method runs the unfused ones while the debug buffer is on, so every
+ * instruction of the program records what ExecuTorch records for it.
+ * Nothing of this runs without profiling on (pyexec_method_profile_enable):
+ * an execute that is not profiled is unchanged.
+ *
+ * Tensor bytes are stored row-major (whatever the tensor's dim_order), each
+ * tensor starting at a multiple of 64 bytes, as ExecuTorch's buffer sink
+ * aligns them. When the next value does not fit, the execute stops there
+ * and fails with PYEXEC_ERR_OUT_OF_MEMORY, its message naming the
+ * instruction and the bytes needed (ExecuTorch aborts the process); the
+ * values recorded before it stay readable. The buffer's bytes and the
+ * values recorded are kept until pyexec_method_profile_reset, a new
+ * pyexec_method_profile_set_debug_buffer or the method's free. */
+
+/* One recorded value. A tensor list is recorded as one value of kind
+ * PYEXEC_VALUE_OTHER whose `count` tensors are the values that follow it. */
+typedef struct pyexec_debug_value {
+  int64_t offset;       /* TENSOR: where its bytes start in the debug buffer; -1 when it has none */
+  int64_t nbytes;       /* TENSOR: its bytes (numel x element size) */
+  int64_t int_value;    /* INT: the value; BOOL: 0 or 1 */
+  double double_value;  /* DOUBLE: the value */
+  int64_t sizes[PYEXEC_MAX_DIM]; /* TENSOR: its first `dim` sizes */
+  int32_t kind;         /* pyexec_value_kind: TENSOR, INT, DOUBLE, BOOL, or OTHER (a tensor list) */
+  int32_t count;        /* OTHER: the number of tensors that follow; else 0 */
+  int32_t dtype;        /* TENSOR: a pyexec_dtype code */
+  int32_t dim;          /* TENSOR: its rank */
+  int32_t event;        /* the profile event of the instruction that wrote it; -1 for a program output */
+  int32_t run;          /* which execute since the last reset, from 0 */
+  int32_t output;       /* -1, or the index of the method output it is (recorded after the run) */
+  int32_t in_list;      /* 1: a tensor of the tensor list recorded before it */
+} pyexec_debug_value;
+
+/* Gives the method a debug buffer of `nbytes` bytes (0 removes it and
+ * turns the recording off), forgetting the values recorded so far. The
+ * buffer is the method's own memory, reserved now. Fails for a NULL method,
+ * or when memory runs out. */
+PYEXEC_API pyexec_status pyexec_method_profile_set_debug_buffer(pyexec_method *method,
+                                                                size_t nbytes);
+
+/* Number of values recorded since the last reset (0 for NULL or without a
+ * debug buffer). */
+PYEXEC_API size_t pyexec_method_profile_debug_count(pyexec_method *method);
+
+/* Describes recorded value `index` (below pyexec_method_profile_debug_count). */
+PYEXEC_API pyexec_status pyexec_method_profile_debug_value(pyexec_method *method, size_t index,
+                                                           pyexec_debug_value *out);
+
+/* The debug buffer's bytes in use (every offset above lies below *used):
+ * memory the method owns, valid until the next execute, reset, new debug
+ * buffer or free of the method. Without a debug buffer: NULL and 0. Fails
+ * only for a NULL argument. */
+PYEXEC_API pyexec_status pyexec_method_profile_debug_buffer(pyexec_method *method,
+                                                            const void **data, size_t *used);
+
 /* ------------------------------------------------------------------------ */
 /* Kernels                                                                  */
 /* ------------------------------------------------------------------------ */

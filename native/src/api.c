@@ -10,6 +10,7 @@
 #include "kernels/registry.h"
 #include "loader/bundle.h"
 #include "loader/program.h"
+#include "runtime/debug.h"
 #include "runtime/method.h"
 #include "runtime/profile.h"
 #include "runtime/program_info.h"
@@ -164,6 +165,16 @@ PYEXEC_API pyexec_status pyexec_method_profile_event(pyexec_method *m, size_t in
 }
 PYEXEC_API pyexec_status pyexec_method_profile_reset(pyexec_method *m) { return px_method_profile_reset(m); }
 PYEXEC_API size_t pyexec_method_profile_dropped(pyexec_method *m) { return px_method_profile_dropped(m); }
+PYEXEC_API pyexec_status pyexec_method_profile_set_debug_buffer(pyexec_method *m, size_t nbytes) {
+  return px_method_profile_set_debug_buffer(m, nbytes);
+}
+PYEXEC_API size_t pyexec_method_profile_debug_count(pyexec_method *m) { return px_method_profile_debug_count(m); }
+PYEXEC_API pyexec_status pyexec_method_profile_debug_value(pyexec_method *m, size_t index, pyexec_debug_value *out) {
+  return px_method_profile_debug_value(m, index, out);
+}
+PYEXEC_API pyexec_status pyexec_method_profile_debug_buffer(pyexec_method *m, const void **data, size_t *used) {
+  return px_method_profile_debug_buffer(m, data, used);
+}
 PYEXEC_API pyexec_status pyexec_method_profile_set_limit(pyexec_method *m, size_t max_events) {
   return px_method_profile_set_limit(m, max_events);
 }

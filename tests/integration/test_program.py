@@ -181,8 +181,8 @@ def test_executorch_runtime_keywords_and_registries(add_mul: bytes) -> None:
     for verification in (Verification.Minimal, Verification.InternalConsistency):
         program = runtime.load_program(add_mul, verification=verification)
         assert program.method_names == {"forward"}
-    with pytest.raises(pyexec.UnsupportedError, match=r"enable_etdump=True.*write_etdump"):
-        runtime.load_program(add_mul, enable_etdump=True)
+    with pytest.raises(pyexec.InvalidArgumentError, match=r"debug_buffer_size must be an int >= 0"):
+        runtime.load_program(add_mul, enable_etdump=True, debug_buffer_size=-1)
     names = runtime.operator_registry.operator_names
     assert isinstance(names, set) and names == set(pyexec.kernels()) and "aten::add.out" in names
     assert runtime.backend_registry.registered_backend_names == ["XnnpackBackend"]

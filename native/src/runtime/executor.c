@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "core/limits.h"
+#include "runtime/debug.h"
 #include "runtime/memory.h"
 #include "runtime/profile.h"
 
@@ -99,14 +100,16 @@ static long profile_begin(pyexec_method *m, uint32_t c, uint32_t pc, const px_in
     px_profile_start(p, ev);
     return ev;
   }
-  if (in->kind != INSTR_KERNEL && in->kind != INSTR_MOVE && in->kind != INSTR_JUMP_FALSE)
-    return -1; /* folded at load: nothing runs */
+  /* Folded at load, nothing runs; with a debug buffer, an event still
+   * carries the value the folded kernel left (a view). */
+  const bool kernel = in->kind == INSTR_KERNEL || (in->kind == INSTR_NOP && m->debug && in->op);
+  if (!kernel && in->kind != INSTR_MOVE && in->kind != INSTR_JUMP_FALSE) return -1;
   long ev = px_profile_begin(p, "",
-                             in->kind == INSTR_KERNEL ? in->op
+                             kernel ? in->op
                              : in->kind == INSTR_MOVE ? "(move)"
                                                       : "(jump_false)",
                              0, (int)pc);
-  if (in->kind == INSTR_KERNEL) {
+  if (kernel) {
     const char *sig = in->sig ? in->sig : "";
     if (*sig == '@') sig++;
     const char *bar = strchr(sig, '|');
@@ -122,11 +125,15 @@ static long profile_begin(pyexec_method *m, uint32_t c, uint32_t pc, const px_in
 }
 
 /* The instruction loop. `profiled` is a constant at each of the two call
- * sites, so the loop without profiling has no profiling code in it. */
+ * sites, so the loop without profiling has no profiling code in it. A
+ * profiled run with a debug buffer runs the unfused chains, when fusion
+ * changed any, and records what each instruction wrote (runtime/debug.h). */
 static inline __attribute__((always_inline)) pyexec_status run_chains(pyexec_method *m, const bool profiled) {
   long steps = 0;
+  const bool debug = profiled && m->debug;
+  const px_chain *chains = debug && m->plain_chains ? m->plain_chains : m->chains;
   for (uint32_t c = 0; c < m->nchains; c++) {
-    const px_chain *ch = &m->chains[c];
+    const px_chain *ch = &chains[c];
     uint32_t pc = 0;
     while (pc < ch->n) {
       if (++steps > px_max_steps)
@@ -145,6 +152,10 @@ static inline __attribute__((always_inline)) pyexec_status run_chains(pyexec_met
           if (rc != 0)
             return px_error(PYEXEC_ERR_EXECUTION, "method '%s' instruction %u: %s", m->plan->name, pc,
                             m->msg[0] ? m->msg : in->op);
+          if (debug) {
+            pyexec_status st = px_debug_instruction(m, ev, c, pc, in);
+            if (st) return st;
+          }
           pc++;
           break;
         }
@@ -159,6 +170,10 @@ static inline __attribute__((always_inline)) pyexec_status run_chains(pyexec_met
           if (rc != 0)
             return px_error(PYEXEC_ERR_EXECUTION, "method '%s' instruction %u: delegate %s: %s", m->plan->name,
                             pc, del->id, m->msg[0] ? m->msg : "failed");
+          if (debug) {
+            pyexec_status st = px_debug_instruction(m, ev, c, pc, in);
+            if (st) return st;
+          }
           pc++;
           break;
         }
@@ -173,12 +188,29 @@ static inline __attribute__((always_inline)) pyexec_status run_chains(pyexec_met
           break;
         default: /* NOP (folded at load), or FREE: only emitted for unbounded tensors, refused at load */
           if (profiled) px_profile_end(m->ctx.prof, ev);
+          if (debug && in->kind == INSTR_NOP) {
+            pyexec_status st = px_debug_instruction(m, ev, c, pc, in);
+            if (st) return st;
+          }
           pc++;
           break;
       }
     }
   }
   return PYEXEC_OK;
+}
+
+/* A bound output whose tensor was redirected (a view of another tensor)
+ * still gets its data in the caller's buffer. */
+static void finish_outputs(pyexec_method *m) {
+  for (uint32_t i = 0; i < m->nout; i++) {
+    px_output *o = &m->outs[i];
+    px_value *v = &m->values[o->vidx];
+    if (o->bound && v->tag == PX_V_TENSOR && v->u.t->data != o->bound && v->u.t->data) {
+      memmove(o->bound, v->u.t->data, v->u.t->nbytes);
+      v->u.t->data = o->bound;
+    }
+  }
 }
 
 pyexec_status px_executor_run(pyexec_method *m) {
@@ -199,19 +231,13 @@ pyexec_status px_executor_run(pyexec_method *m) {
     px_profile_run_begin(m->ctx.prof);
     st = run_chains(m, true);
     px_profile_run_end(m->ctx.prof);
-  } else {
-    st = run_chains(m, false);
+    if (st) return st;
+    finish_outputs(m);
+    return m->debug ? px_debug_outputs(m) : PYEXEC_OK;
   }
+  st = run_chains(m, false);
   if (st) return st;
-  /* A bound output whose tensor was redirected (a view of another tensor)
-   * still gets its data in the caller's buffer. */
-  for (uint32_t i = 0; i < m->nout; i++) {
-    px_output *o = &m->outs[i];
-    px_value *v = &m->values[o->vidx];
-    if (o->bound && v->tag == PX_V_TENSOR && v->u.t->data != o->bound && v->u.t->data) {
-      memmove(o->bound, v->u.t->data, v->u.t->nbytes);
-      v->u.t->data = o->bound;
-    }
-  }
+  finish_outputs(m);
   return PYEXEC_OK;
 }
+

@@ -504,6 +504,38 @@ static pyexec_status pack_linear_at(pyexec_method *m, uint32_t c, uint32_t i) {
   return PYEXEC_OK;
 }
 
+/* A copy of every chain's instructions as they are before fusion: a
+ * fused instruction gets a new argument array and the instructions it
+ * absorbs only change kind, so the copies still describe the unfused
+ * program, whose values and weights fusion leaves as they were. The
+ * executor runs them while a debug buffer is on (runtime/debug.h), so that
+ * every instruction records its own output. */
+static pyexec_status keep_plain_chains(pyexec_method *m) {
+  if (!m->nchains) return PYEXEC_OK;
+  m->plain_chains = calloc(m->nchains, sizeof *m->plain_chains);
+  if (!m->plain_chains) return px_no_memory("load-time fusion");
+  for (uint32_t c = 0; c < m->nchains; c++) {
+    const px_chain *ch = &m->chains[c];
+    m->plain_chains[c].n = ch->n;
+    if (!ch->n) continue;
+    m->plain_chains[c].instrs = malloc(ch->n * sizeof *ch->instrs);
+    if (!m->plain_chains[c].instrs) return px_no_memory("load-time fusion"); /* freed with the method */
+    memcpy(m->plain_chains[c].instrs, ch->instrs, ch->n * sizeof *ch->instrs);
+  }
+  return PYEXEC_OK;
+}
+
+/* The copies are dropped when fusion changed nothing. */
+static void drop_plain_chains_if_same(pyexec_method *m) {
+  if (!m->plain_chains) return;
+  for (uint32_t c = 0; c < m->nchains; c++)
+    if (m->chains[c].n && memcmp(m->plain_chains[c].instrs, m->chains[c].instrs, m->chains[c].n * sizeof(px_instr)))
+      return;
+  for (uint32_t c = 0; c < m->nchains; c++) free(m->plain_chains[c].instrs);
+  free(m->plain_chains);
+  m->plain_chains = NULL;
+}
+
 pyexec_status px_fuse_method(pyexec_method *m) {
   const char *env = getenv("PYEXEC_FUSE");
   if (env && !strcmp(env, "0")) return PYEXEC_OK;
@@ -512,7 +544,7 @@ pyexec_status px_fuse_method(pyexec_method *m) {
   count_uses(m, use);
   const char *lp = getenv("PYEXEC_LINEAR_PACK");
   const bool pack_linear = !(lp && !strcmp(lp, "0"));
-  pyexec_status st = PYEXEC_OK;
+  pyexec_status st = keep_plain_chains(m);
   for (uint32_t c = 0; c < m->nchains && !st; c++)
     for (uint32_t i = 0; i < m->chains[c].n && !st; i++)
       if (m->chains[c].instrs[i].kind == INSTR_KERNEL) {
@@ -521,5 +553,6 @@ pyexec_status px_fuse_method(pyexec_method *m) {
           st = pack_linear_at(m, c, i);
       }
   free(use);
+  if (!st) drop_plain_chains_if_same(m);
   return st;
 }

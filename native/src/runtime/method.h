@@ -84,6 +84,9 @@ struct pyexec_method {
 
   px_chain *chains;
   uint32_t nchains;
+  /* The chains as they were before fusion (fuse.c), which the executor runs
+   * while a debug buffer is on; NULL when fusion changed nothing. */
+  px_chain *plain_chains;
 
   px_delegate *delegates;
   uint32_t ndelegates;
@@ -108,6 +111,7 @@ struct pyexec_method {
   char msg[1024];
   struct px_profile *prof_store; /* the events, once profiling was first enabled; ctx.prof while on */
   struct px_pcache *pcache;      /* the packed-weight cache file; packed weights may point into it */
+  struct px_debug *debug;        /* the debug buffer (runtime/debug.h), or NULL: off */
 };
 
 /* The packed-weight cache for loading m (weight_cache.c), or NULL when the

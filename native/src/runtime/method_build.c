@@ -14,6 +14,7 @@
 #include "core/limits.h"
 #include "core/pcache.h"
 #include "kernels/registry.h"
+#include "runtime/debug.h"
 #include "runtime/memory.h"
 #include "runtime/profile.h"
 
@@ -608,6 +609,10 @@ static void method_destroy(pyexec_method *m) {
   for (uint32_t i = 1; i < m->narenas; i++) px_big_free(m->arenas[i], m->arena_sizes[i], m->arena_mapped[i]);
   px_scratch_release(&m->ctx);
   px_profile_free(m->prof_store);
+  px_debug_free(m->debug);
+  if (m->plain_chains)
+    for (uint32_t c = 0; c < m->nchains; c++) free(m->plain_chains[c].instrs);
+  free(m->plain_chains);
   px_method_free_allocs(m);
   px_pcache_close(m->pcache); /* after everything that may point into it */
   pthread_mutex_destroy(&m->lock);

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 
 #include "core/error.h"
+#include "runtime/debug.h"
 #include "runtime/method.h"
 
 /* ---- the public entry points (pyexec.h) ------------------------------------ */
@@ -50,6 +51,7 @@ pyexec_status px_method_profile_reset(pyexec_method *m) {
   if (!m) return px_invalid_argument("method is NULL");
   pthread_mutex_lock(&m->lock);
   if (m->prof_store) px_profile_reset(m->prof_store);
+  if (m->debug) m->debug->n = m->debug->used = 0;
   pthread_mutex_unlock(&m->lock);
   return PYEXEC_OK;
 }
