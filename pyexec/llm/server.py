@@ -21,6 +21,20 @@ from ._backend import Backend
 DEFAULT_PORT = 8000
 
 
+def create_app(model_path: str, tokenizer_path: str, **options: Any) -> Any:
+    """The FastAPI application `pyexec serve` runs, for embedding it
+    elsewhere (a Ray Serve replica, another ASGI server): the model loaded
+    once, its scheduler thread started. `options`: data_path, model_id,
+    chat_template (a file), max_sessions, max_queue, prefill_chunk.
+    `app.state.backend.close()` stops the scheduler."""
+    from ._app import build_app
+
+    backend = Backend(model_path, tokenizer_path, **options)
+    app = build_app(backend)
+    app.state.backend = backend
+    return app
+
+
 # ---- the command line ------------------------------------------------------------
 
 
