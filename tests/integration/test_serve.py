@@ -513,3 +513,91 @@ def test_executorch_server_with_pyexec_worker(files: dict[str, Path], engine: An
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(timeout=10)
+
+
+def test_worker_protocol_with_executorch_client(files: dict[str, Path], engine: Any, tmp_path: Path) -> None:
+    """`python -m pyexec.llm.worker` driven by ExecuTorch's own WorkerClient:
+    readiness, named sessions (open/reset/close, capacity), warm resume of a
+    session's tokens, token-id prompt segments, structured errors, and
+    cancellation through the control pipe."""
+    wc = pytest.importorskip(ET_SERVER + ".python.worker_client")
+    from dataclasses import dataclass, field
+
+    @dataclass
+    class Config:
+        max_new_tokens: int = 12
+        temperature: float = 0.0
+        top_p: float = 1.0
+        top_k: int = 0
+        seed: int = 0
+        stop: list[str] = field(default_factory=list)
+        session_id: str | None = None
+        prompt_segments: list[Any] | None = None
+
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    worker = wc.spawn_worker([sys.executable, "-m", "pyexec.llm.worker", "--model_path", str(files["model"]),
+                              "--tokenizer_path", str(files["tokenizer"]), "--max_sessions", "3"], env=env)
+    _, tok, _ = engine
+
+    def run(prompt: str | None, config: Config) -> tuple[str, Any]:
+        out: list[str] = []
+        stats: list[Any] = []
+        worker.generate(prompt, config, out.append, stats.append)
+        return "".join(out), stats[0]
+
+    try:
+        assert worker.max_named_sessions == 2 and worker.supports_cancel
+        worker.open_session("a")
+        worker.open_session("a")      # idempotent
+        worker.open_session("b")
+        with pytest.raises(wc.WorkerError) as e:
+            worker.open_session("c")
+        assert e.value.code == "capacity_exhausted"
+
+        # the worker puts the model's BOS first, as for a rendered prompt
+        bos = next(b for b in (engine[0].bos_id, tok.bos_id) if b is not None and 0 <= b < tok.vocab_size)
+        ids = PROMPTS[6]
+        text, s1 = run(None, Config(session_id="a", prompt_segments=[{"ids": ids}]))
+        want = greedy(engine, [bos, *ids], 12)
+        assert text == tok.decode(want) and s1.generated_token_ids == want
+        assert (s1.num_prompt_tokens, s1.reused_prompt_tokens, s1.session_reset_reason) == (len(ids) + 1, 0, "new")
+        # the next turn: the session's tokens (prompt and reply) and more
+        turn2 = [*ids, *want, 40, 41]
+        text2, s2 = run(None, Config(session_id="a", prompt_segments=[{"ids": ids + want}, {"ids": [40, 41]}]))
+        assert text2 == tok.decode(greedy(engine, [bos, *turn2], 12))
+        assert s2.session_reset_reason == "exact_prefix"
+        assert s2.reused_prompt_tokens == len(ids) + len(want)   # BOS, the prompt, the reply but its last token
+        assert s2.prefilled_prompt_tokens == 3
+        worker.reset_session("a")
+        _, s3 = run(None, Config(session_id="a", prompt_segments=[{"ids": turn2}]))
+        assert s3.reused_prompt_tokens == 0
+        worker.close_session("b")
+        worker.open_session("c")       # b's place is free again
+
+        with pytest.raises(wc.WorkerError) as e:
+            run(None, Config(prompt_segments=[{"ids": [5] * CONTEXT}]))
+        assert e.value.code == "context_length_exceeded"
+        with pytest.raises(wc.WorkerError) as e:
+            run(None, Config(prompt_segments=[{"ids": [5, 9999]}]))
+        assert "9999" in str(e.value)
+
+        # a stop string ends the text before it; no ids reported for the trimmed turn
+        full = tok.decode(greedy(engine, [bos, *PROMPTS[7]], 30))
+        stop = full[len(full) // 2:len(full) // 2 + 2]
+        text, s = run(None, Config(max_new_tokens=30, stop=[stop], prompt_segments=[{"ids": PROMPTS[7]}]))
+        assert text == full[:full.find(stop)] and s.finish_reason == "stop" and s.generated_token_ids == []
+
+        # cancellation: the control pipe stops a long generation at its next step
+        rid = worker.reserve_request()
+        result: list[Any] = []
+        t = threading.Thread(target=lambda: worker.generate(
+            None, Config(max_new_tokens=480, prompt_segments=[{"ids": PROMPTS[0]}]),
+            lambda _: worker.stop(), result.append, request_id=rid))
+        t.start()
+        t.join(timeout=60)
+        assert result and result[0].cancelled and result[0].num_generated_tokens < 480
+        assert worker.healthy
+        text, _ = run(None, Config(prompt_segments=[{"ids": PROMPTS[2]}]))
+        assert text == tok.decode(greedy(engine, [bos, *PROMPTS[2]], 12))
+    finally:
+        worker.close()
