@@ -68,7 +68,9 @@ def build_app(backend: Backend) -> Any:
         return error(ServeError(400, f"Invalid request: {exc.errors()}"))
 
     @app.get("/health")
-    async def health() -> dict[str, str]:
+    async def health() -> Any:
+        if not backend.scheduler.alive:
+            return JSONResponse({"status": "unavailable"}, status_code=503)
         return {"status": "ok"}
 
     @app.get("/metrics")

@@ -229,6 +229,11 @@ class Scheduler:
                        max_sessions=self.max_sessions, max_queue=self.max_queue, max_context=self.max_context)
             return out
 
+    @property
+    def alive(self) -> bool:
+        """Whether the scheduler thread runs (it stops only at close())."""
+        return self._thread.is_alive()
+
     def close(self) -> None:
         with self._cond:
             self._closed = True
@@ -337,6 +342,11 @@ class Scheduler:
             except ServeError as exc:
                 self.counters["failed"] += 1
                 req.emit(ErrorEvent(exc))
+                continue
+            except Exception as exc:  # noqa: BLE001 - e.g. no memory for a new session: this request fails
+                self.counters["failed"] += 1
+                req.emit(ErrorEvent(ServeError(503, f"No session could be made for the request: {exc}",
+                                               type="server_error", code="session_unavailable")))
                 continue
             if picked is None:
                 still.append(req)

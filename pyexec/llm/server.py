@@ -99,7 +99,10 @@ def serve(args: argparse.Namespace) -> int:
         backend = Backend(args.model, args.tokenizer, data_path=args.data_path, model_id=args.model_id,
                           chat_template=args.chat_template, max_sessions=args.max_sessions,
                           max_queue=args.max_queue, prefill_chunk=args.prefill_chunk)
-    except (Error, OSError, ValueError, ImportError) as exc:
+    except Error as exc:
+        print(f"pyexec serve: {args.model}: {exc}", file=sys.stderr)
+        return 1
+    except (OSError, ValueError, ImportError) as exc:
         print(f"pyexec serve: {exc}", file=sys.stderr)
         return 1
     from ._app import build_app
