@@ -66,21 +66,25 @@ class LLMProgram:
     """One loaded .pte (and optional .ptd) and its metadata; one weight load
     shared by all sessions (new_session()).
 
-    Raises ValueError when the program has no `forward` method, or when a
+    `method`: the decoder method ("forward"; a multimodal program's
+    "text_decoder", which takes embeddings rather than token ids).
+
+    Raises ValueError when the program has no such method, or when a
     metadata method returns something that is not a number."""
 
-    def __init__(self, model_path: PathLike, data_path: PathLike | None = None) -> None:
+    def __init__(self, model_path: PathLike, data_path: PathLike | None = None, method: str = "forward") -> None:
         self.model_path = str(model_path)
         self.data_path = None if data_path is None else str(data_path)
         self.program: Program = load(self.model_path, data_path=self.data_path)
         names = self.program.method_names
-        if "forward" not in names:
-            raise ValueError(f"{self.model_path} has no 'forward' method (methods: {', '.join(sorted(names))})")
+        if method not in names:
+            raise ValueError(f"{self.model_path} has no {method!r} method (methods: {', '.join(sorted(names))})")
+        self.method_name = method
         self.method_names: frozenset[str] = frozenset(names)
         self.metadata: dict[str, int] = {}
         """Every metadata method the program carries, by name, with its value."""
         for name in sorted(names):
-            if name == "forward" or name == "get_eos_ids":
+            if name == method or name == "get_eos_ids":
                 continue
             meta = self.program.method_meta(name)
             if meta.inputs:
@@ -115,7 +119,7 @@ class LLMProgram:
             for v in self.program.load_method("get_eos_ids", output_type="numpy").execute([]):
                 self.eos_ids.update(int(x) for x in np.asarray(v).reshape(-1))
 
-        self.forward_meta: MethodMeta = self.program.method_meta("forward")
+        self.forward_meta: MethodMeta = self.program.method_meta(method)
         self._layout()
         vocab = self.metadata.get("get_vocab_size")
         if vocab is None:
@@ -127,11 +131,13 @@ class LLMProgram:
 
     def _layout(self) -> None:
         inputs = self.forward_meta.inputs
+        name = self.method_name
         if not inputs or inputs[0] is None:
-            raise ValueError(f"{self.model_path}: forward's first input must be the token tensor")
+            raise ValueError(f"{self.model_path}: {name}'s first input must be the token tensor")
         tokens = inputs[0]
         self.token_dtype: str = tokens.dtype
-        if tokens.dtype not in ("int64", "int32"):
+        self.takes_embeddings: bool = tokens.dtype not in ("int64", "int32")
+        if self.takes_embeddings and name == "forward":
             raise ValueError(f"{self.model_path}: forward's token input is {tokens.dtype}, not an integer tensor")
         # tokens [1, S]: how many a call may take (the upper bound when dynamic)
         self.max_tokens_per_call: int = tokens.sizes[-1] if tokens.sizes else 1
@@ -143,7 +149,7 @@ class LLMProgram:
         if self.has_position_input:
             pos = inputs[1]
             if pos is None or pos.dtype not in ("int64", "int32"):
-                raise ValueError(f"{self.model_path}: forward's second input must be an integer position tensor")
+                raise ValueError(f"{self.model_path}: {name}'s second input must be an integer position tensor")
             self.position_dtype = pos.dtype
             # util.h populate_start_pos_or_cache_position: more than one element = one position per token
             self.per_token_positions = bool(pos.sizes) and pos.sizes[0] > 1
@@ -151,19 +157,19 @@ class LLMProgram:
         for j, info in enumerate(inputs[2:], start=2):
             if info is None or not info.is_mutated or info.is_memory_planned:
                 raise ValueError(
-                    f"{self.model_path}: forward's input {j} is not a KV cache the caller can own "
+                    f"{self.model_path}: {name}'s input {j} is not a KV cache the caller can own "
                     "(an unplanned input the program updates in place); pyexec.llm cannot drive it"
                 )
             self.cache_inputs.append(j)
         self.inputs_unplanned: bool = all(i is not None and not i.is_memory_planned for i in inputs[:2])
         # the logits: the output that is no input's new value (the last such)
-        method = self.program.load_method("forward")
+        loaded = self.program.load_method(name)
         try:
-            free = [i for i in range(len(self.forward_meta.outputs)) if method.output_aliases_input(i) is None]
+            free = [i for i in range(len(self.forward_meta.outputs)) if loaded.output_aliases_input(i) is None]
         finally:
-            method.close()
+            loaded.close()
         if not free:
-            raise ValueError(f"{self.model_path}: forward has no logits output")
+            raise ValueError(f"{self.model_path}: {name} has no logits output")
         self.logits_index: int = free[-1]
         self.prefill_chunk: int = self._prefill_chunk()
 
@@ -207,7 +213,7 @@ class Session:
 
     def __init__(self, llm: LLMProgram) -> None:
         self.llm = llm
-        self.method: Method = llm.program.load_method("forward", output_type="numpy")
+        self.method: Method = llm.program.load_method(llm.method_name, output_type="numpy")
         self.tokens: list[int] = []
         """The tokens held in the cache, in order."""
         self.caches: list[np.ndarray] = []

@@ -61,6 +61,19 @@ def write_tokenizer(directory: Path, chat_template: str | None = None) -> Path:
     return path
 
 
+def partial_utf8_ids() -> list[int]:
+    """The ids of the tokenizer's tokens that are not whole UTF-8 (single
+    bytes of multi-byte characters)."""
+    from tokenizers import decoders
+
+    with tempfile.TemporaryDirectory() as d:
+        from tokenizers import Tokenizer
+
+        tok = Tokenizer.from_file(str(write_tokenizer(Path(d))))
+    tok.decoder = decoders.ByteLevel()
+    return [i for i in range(VOCAB) if "\ufffd" in tok.decode([i])]
+
+
 def _export(params: dict[str, Any], options: dict[str, Any]) -> bytes:
     from executorch.examples.models.llama.export_llama_lib import export_llama
     from executorch.extension.llm.export.config.llm_config import LlmConfig, ModelType
@@ -70,6 +83,8 @@ def _export(params: dict[str, Any], options: dict[str, Any]) -> bytes:
         (Path(d) / "params.json").write_text(json.dumps(params))
         max_seq_len, max_context_len = options["max_seq_len"], options["max_context_len"]
         weights = _random_checkpoint(params, max(max_seq_len, max_context_len), options["seed"])
+        if options["whole_chars"]:  # those tokens' logits 0, below the maximum of the others
+            weights["output.weight"][partial_utf8_ids()] = 0.0
         if options["model_class"] == "qwen3_0_6b":  # Qwen3-0.6B ties the output to the embedding
             weights["output.weight"] = weights["tok_embeddings.weight"]
         torch.save(weights, Path(d) / "model.pth")
@@ -95,15 +110,19 @@ def llm_program(
     sdpa: bool = True,
     kv_cache: bool = True,
     seed: int = 0,
+    whole_chars: bool = False,
 ) -> bytes:
     """The .pte export_llm writes for the tiny LLAMA (model_class llama3) or
-    QWEN3 (qwen3_0_6b) params with random weights from `seed`."""
+    QWEN3 (qwen3_0_6b) params with random weights from `seed`. whole_chars
+    (llama3): the output rows of the tokens that are not whole UTF-8
+    characters are zero, so greedy decoding never picks them (ExecuTorch's
+    runner binding raises UnicodeDecodeError on such a token)."""
     import executorch
 
     params = QWEN3 if model_class == "qwen3_0_6b" else LLAMA
     options = {"model_class": model_class, "max_seq_len": max_seq_len,
                "max_context_len": max_context_len or max_seq_len, "dynamic": dynamic, "sdpa": sdpa,
-               "kv_cache": kv_cache, "seed": seed}
+               "kv_cache": kv_cache, "seed": seed, "whole_chars": whole_chars}
     h = hashlib.sha256()
     h.update(f"{torch.__version__}|{getattr(executorch, '__version__', '?')}".encode())
     h.update(_file_digest(__file__).encode())
