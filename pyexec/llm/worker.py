@@ -37,10 +37,13 @@ CONTROL_FD_ENV = "EXECUTORCH_LLM_WORKER_CONTROL_FD"
 
 
 class Worker:
-    def __init__(self, backend: Any, out: TextIO) -> None:
+    def __init__(self, backend: Any, out: TextIO, control_fd: int | None = None) -> None:
         self.backend = backend
         self.out = out
         self._lock = threading.Lock()
+        self._control_fd = control_fd
+        self._frame = b""
+        self._cancelled: list[int] = []          # request ids cancelled before their request began
         self._current: tuple[int | None, Request] | None = None
 
     def send(self, obj: dict[str, Any]) -> None:
@@ -50,24 +53,36 @@ class Worker:
 
     # ---- cancellation ---------------------------------------------------------
 
-    def watch_cancels(self, fd: int) -> None:
-        """Reads cancellation frames until the descriptor closes."""
-        frame = b""
+    def poll_cancels(self) -> None:
+        """Reads the cancellation frames waiting on the control descriptor
+        (non-blocking): the request running stops at its next step; an id
+        not begun yet is remembered, so a cancellation sent before its
+        request is honoured when the request comes. Called as a generation
+        begins and at each of its tokens."""
+        fd = self._control_fd
+        if fd is None:
+            return
         while True:
             try:
-                data = os.read(fd, 8 - len(frame))
+                data = os.read(fd, 8 - len(self._frame))
+            except BlockingIOError:
+                return
             except OSError:
+                self._control_fd = None
                 return
-            if not data:
+            if not data:          # the server closed its end
+                self._control_fd = None
                 return
-            frame += data
-            if len(frame) < 8:
+            self._frame += data
+            if len(self._frame) < 8:
                 continue
-            rid = int.from_bytes(frame, "little")
-            frame = b""
+            rid = int.from_bytes(self._frame, "little")
+            self._frame = b""
             current = self._current
             if current is not None and current[0] == rid:
                 current[1].cancel()
+            else:
+                self._cancelled = [*self._cancelled[-63:], rid]
 
     # ---- requests --------------------------------------------------------------------
 
@@ -158,6 +173,7 @@ class Worker:
         def emit(event: Event) -> None:
             if isinstance(event, TextEvent):
                 self.send({"token": event.text})
+                self.poll_cancels()
                 return
             result.append(event)
             done.set()
@@ -166,6 +182,9 @@ class Worker:
         req = Request(prompt, max_new, sampler, emit, stop=stop, session_id=sid if isinstance(sid, str) else None)
         rid = msg.get("cancel_request_id")
         self._current = (rid if isinstance(rid, int) else None, req)
+        self.poll_cancels()
+        if rid in self._cancelled:
+            req.cancel()
         try:
             self.backend.scheduler.submit(req)
             done.wait()
@@ -229,19 +248,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         out.flush()
         print(f"pyexec worker: cannot load the model: {exc}", file=sys.stderr)
         return 1
-    worker = Worker(backend, out)
     fd_text = os.environ.get(CONTROL_FD_ENV)
-    supports_cancel = False
+    control_fd = None
     if fd_text and fd_text.isdigit():
-        fd = int(fd_text)
         try:
-            os.fstat(fd)
-            supports_cancel = True
-            threading.Thread(target=worker.watch_cancels, args=(fd,), daemon=True).start()
+            os.set_blocking(int(fd_text), False)
+            control_fd = int(fd_text)
         except OSError:
-            pass
+            print(f"pyexec worker: {CONTROL_FD_ENV}={fd_text} is no open descriptor; no cancellation",
+                  file=sys.stderr)
+    worker = Worker(backend, out, control_fd)
     worker.send({"ready": True, "max_named_sessions": backend.scheduler.max_named,
-                 "supports_cancel": supports_cancel})
+                 "supports_cancel": control_fd is not None})
     for line in sys.stdin:
         if line.strip():
             worker.handle(line)
