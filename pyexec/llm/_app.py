@@ -18,6 +18,11 @@ from ._backend import Backend
 from ._openai import Prepared, chunk, new_id, response
 from ._scheduler import DoneEvent, ErrorEvent, Event, QueueFull, Request, ServeError, TextEvent
 
+# Text events a generation may run ahead of the client's connection: a slow
+# reader pauses its generation (freeing the steps for others), and a client
+# that leaves stops it within this many tokens.
+MAX_AHEAD = 16
+
 
 class _Run:
     """One request submitted to the scheduler, its events read on the event loop."""
@@ -25,7 +30,7 @@ class _Run:
     def __init__(self, backend: Backend, p: Prepared) -> None:
         self.loop = asyncio.get_running_loop()
         self.queue: asyncio.Queue[Event] = asyncio.Queue()
-        self.req = Request(p.prompt, p.max_tokens, backend.sampler(p), self._emit, stop=p.stop)
+        self.req = Request(p.prompt, p.max_tokens, backend.sampler(p), self._emit, stop=p.stop, max_ahead=MAX_AHEAD)
         backend.scheduler.submit(self.req)   # QueueFull -> 429 before any byte is sent
 
     def _emit(self, event: Event) -> None:
@@ -38,6 +43,8 @@ class _Run:
         try:
             while True:
                 event = await self.queue.get()
+                if isinstance(event, TextEvent):
+                    self.req.consumed()
                 yield event
                 if not isinstance(event, TextEvent):
                     return

@@ -105,10 +105,28 @@ class Request:
     emit: Callable[[Event], None]
     stop: list[str] = field(default_factory=list)
     session_id: str | None = None   # a named session (the worker protocol); None: the LRU picks
+    max_ahead: int | None = None    # pause while this many TextEvents are not consumed() (None: never)
     cancelled: threading.Event = field(default_factory=threading.Event)
+    ahead: int = 0
+    _wake: Callable[[], None] | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def cancel(self) -> None:
         self.cancelled.set()
+        if self._wake is not None:
+            self._wake()
+
+    def consumed(self) -> None:
+        """The consumer has taken one TextEvent (with max_ahead, generation
+        runs at most that many events ahead of its consumer: a client that
+        reads slowly, or has gone, does not let its generation run on)."""
+        with self._lock:
+            self.ahead -= 1
+        if self._wake is not None:
+            self._wake()
+
+    def paused(self) -> bool:
+        return self.max_ahead is not None and self.ahead >= self.max_ahead and not self.cancelled.is_set()
 
 
 @dataclass
@@ -205,7 +223,12 @@ class Scheduler:
                 self.counters["rejected"] += 1
                 raise QueueFull(len(self._waiting))
             self.counters["requests"] += 1
+            req._wake = self._wake
             self._waiting.append(req)
+            self._cond.notify()
+
+    def _wake(self) -> None:
+        with self._cond:
             self._cond.notify()
 
     def call(self, fn: Callable[[], Any], timeout: float | None = None) -> Any:
@@ -394,10 +417,16 @@ class Scheduler:
                 done.set()
             if not active:
                 continue
-            # one step for each active request, starting one further along each turn
+            runnable = [a for a in active if not a.req.paused()]
+            if not runnable:          # every client is behind: wait for one to read (or leave)
+                with self._cond:
+                    if not self._commands and not self._waiting and all(a.req.paused() for a in active):
+                        self._cond.wait(0.05)
+                continue
+            # one step for each runnable request, starting one further along each turn
             turn += 1
-            for k in range(len(active)):
-                a = active[(turn + k) % len(active)]
+            for k in range(len(runnable)):
+                a = runnable[(turn + k) % len(runnable)]
                 finished = self._step(a)
                 if finished:
                     with self._cond:
@@ -442,7 +471,7 @@ class Scheduler:
             cut = _stop_cut(a.held, req.stop)
             if cut is not None:
                 if cut:
-                    req.emit(TextEvent(a.held[:cut]))
+                    self._emit_text(req, a.held[:cut])
                 a.held = ""
                 self._finish(a, "stop", by_string=True)
                 return True
@@ -451,7 +480,7 @@ class Scheduler:
         else:
             ready, a.held = a.held, ""
         if ready:
-            req.emit(TextEvent(ready))
+            self._emit_text(req, ready)
         # the next step would feed `token` at the session's position
         if len(a.generated) >= req.max_tokens or a.slot.session.position >= self.max_context:
             self._flush(a)
@@ -466,8 +495,15 @@ class Scheduler:
             if cut is not None:
                 a.held = a.held[:cut]
         if a.held:
-            a.req.emit(TextEvent(a.held))
+            self._emit_text(a.req, a.held)
         a.held = ""
+
+    @staticmethod
+    def _emit_text(req: Request, text: str) -> None:
+        if req.max_ahead is not None:
+            with req._lock:
+                req.ahead += 1
+        req.emit(TextEvent(text))
 
     def _finish(self, a: _Active, reason: str, *, cancelled: bool = False, by_string: bool = False) -> None:
         self.counters["cancelled" if cancelled else "completed"] += 1
