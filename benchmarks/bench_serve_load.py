@@ -11,7 +11,9 @@ many sessions as the largest concurrency, then:
   request after the last, for --seconds: aggregate tokens/s (completion
   tokens of every request over the wall time) and the inter-token latency a
   client sees (time between successive streamed chunks, p50 and p99 over
-  every stream);
+  every stream; with the tiny model, which decodes a token in tens of
+  microseconds, several chunks often arrive in one read, so the p50 is
+  near 0 and the p99 is what the interleaving costs);
 - --load: 32 clients stream for --load-seconds (60 by default); every
   request must succeed and its text equal the same request's answer run
   alone (each prompt's answer taken first, sequentially, from the same

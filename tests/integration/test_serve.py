@@ -32,6 +32,8 @@ openai = pytest.importorskip("openai")
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 
+pytestmark = pytest.mark.slow  # export_llm exports the model when not cached; servers started as subprocesses
+
 CONTEXT = 512
 MODEL_ID = "tiny-llama"
 STARTUP_S = 60
