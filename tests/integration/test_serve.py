@@ -205,6 +205,30 @@ def test_completions_greedy_match_the_engine(server: Server, engine: Any) -> Non
         assert body["usage"]["prompt_tokens"] == len(prompt)
 
 
+def test_sampling_follows_the_seed(server: Server, engine: Any) -> None:
+    """temperature, top_p, top_k and seed reach the engine's Sampler: the
+    tokens are those of the engine sampling with the same settings."""
+    from pyexec.llm import Sampler
+
+    program, tok, eos = engine
+    prompt = PROMPTS[4]
+    for seed in (7, 8):
+        sampler = Sampler(temperature=0.9, top_k=50, top_p=0.95, seed=seed)
+        session = program.new_session()
+        logits = session.prefill(prompt)
+        want: list[int] = []
+        while len(want) < 20:
+            t = sampler.sample(logits)
+            if t in eos:
+                break
+            want.append(t)
+            logits = session.decode(t)
+        r = server.post("/v1/completions", {"prompt": prompt, "max_tokens": 20, "temperature": 0.9, "top_p": 0.95,
+                                            "top_k": 50, "seed": seed})
+        assert r.status_code == 200, r.text
+        assert r.json()["choices"][0]["text"] == tok.decode(want), f"seed {seed}"
+
+
 def test_stop_strings(server: Server, engine: Any) -> None:
     """A stop string cuts the text before it, streamed (held back while it
     may still be forming) or not, and the finish reason is "stop"."""
@@ -312,6 +336,7 @@ def test_concurrent_streams_equal_solo(server: Server, engine: Any) -> None:
     for p, want, (text, usage, _, _) in zip(PROMPTS, expected, results):
         assert text == engine[1].decode(want), f"prompt {p}"
         assert usage["completion_tokens"] == len(want)
+    assert server.metrics()["sessions"] == 4    # the LRU holds --max-sessions caches, no more
 
 
 def test_short_request_not_blocked_by_long(engine: Any) -> None:
@@ -350,6 +375,24 @@ def test_short_request_not_blocked_by_long(engine: Any) -> None:
     for name, prompt, n in (("long", PROMPTS[0], 400), ("short", PROMPTS[1], 3)):
         text = "".join(e.text for who, e in log if who == name and isinstance(e, TextEvent))
         assert text == tok.decode(greedy(engine, prompt, n)), name
+
+
+def test_chat_template_file(files: dict[str, Path], engine: Any, tmp_path: Path) -> None:
+    """--chat-template FILE renders the messages (Jinja, Hugging Face style)."""
+    from pyexec.llm import apply_chat_template
+
+    template = "{% for m in messages %}<{{ m.role }}>{{ m.content }}\n{% endfor %}<assistant>"
+    (tmp_path / "t.jinja").write_text(template)
+    messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "The quick brown fox"}]
+    program, tok, _ = engine
+    ids = tok.encode(apply_chat_template(messages, template, None))
+    bos = next(b for b in (program.bos_id, tok.bos_id) if b is not None and 0 <= b < tok.vocab_size)
+    prompt = ids if ids[:1] == [bos] else [bos, *ids]
+    assert prompt != chat_prompt(engine, files, messages)   # not the default template's
+    for srv in start_server(files, "--chat-template", str(tmp_path / "t.jinja")):
+        r = srv.post("/v1/chat/completions", {"messages": messages, "max_tokens": 10, "temperature": 0}).json()
+        assert r["usage"]["prompt_tokens"] == len(prompt)
+        assert r["choices"][0]["message"]["content"] == tok.decode(greedy(engine, prompt, 10))
 
 
 def test_full_queue_is_429(files: dict[str, Path], engine: Any) -> None:
