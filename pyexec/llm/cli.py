@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from typing import Any
 
 HELP = "generate text with an LLM program and its tokenizer, streaming the tokens"
@@ -90,8 +91,10 @@ def run(args: argparse.Namespace) -> int:
     config = GenerationConfig(echo=args.echo, max_new_tokens=args.max_new_tokens, temperature=args.temperature,
                               top_k=args.top_k, top_p=args.top_p, seed=args.seed)
     out = sys.stdout
+    stamps: list[float] = []
 
     def on_token(piece: str) -> None:
+        stamps.append(time.perf_counter())
         # as ExecuTorch's runner prints: a lone control character (a raw byte token) is left out
         if len(piece) == 1 and not (piece.isprintable() or piece.isspace()):
             return
@@ -100,7 +103,10 @@ def run(args: argparse.Namespace) -> int:
 
     stats: list[Any] = []
     try:
+        _ = runner.session  # the method loaded before the clock starts
+        start = time.perf_counter()
         runner.generate(prompt, config, on_token, stats.append)
+        end = time.perf_counter()
     except RuntimeError as exc:
         out.write("\n")
         return _fail(str(exc), 1)
@@ -109,5 +115,11 @@ def run(args: argparse.Namespace) -> int:
     threads = pyexec.get_num_threads()
     print(f"--- {runner.llm.model_path}: {runner.llm.layout}, context {runner.llm.max_context_len} tokens, "
           f"{threads} thread{'s' if threads != 1 else ''}", file=sys.stderr)
-    print(stats[0].report(), file=sys.stderr)
+    s = stats[0]
+    first = (stamps[1 if args.echo and len(stamps) > 1 else 0] if stamps else end) - start
+    decode = end - start - first
+    rate = f", {s.num_generated_tokens / decode:.1f} tokens/s" if decode > 0 and s.num_generated_tokens else ""
+    print(f"prompt: {s.num_prompt_tokens} tokens, first token after {first * 1e3:.1f} ms "
+          f"(prefill {s.num_prompt_tokens / first:.1f} tokens/s)", file=sys.stderr)
+    print(f"generated: {s.num_generated_tokens} more tokens in {decode * 1e3:.1f} ms{rate}", file=sys.stderr)
     return 0

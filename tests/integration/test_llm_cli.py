@@ -51,8 +51,8 @@ def test_greedy_text_is_executorchs(files: dict[str, Path], capsys: pytest.Captu
                               "Hello world", "--temperature", "0", "--max-new-tokens", "12", "-t", "1")
     assert code == 0, err
     assert out == executorch_text(files, "Hello world", 12) + "\n"
-    assert "Prompt tokens: 7    Generated tokens: 11" in err and "1 thread" in err
-    assert "Time to first generated token" in err
+    assert "prompt: 7 tokens, first token after" in err and "1 thread" in err
+    assert "generated: 11 more tokens in" in err
 
 
 def test_chat_template_and_echo(files: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
