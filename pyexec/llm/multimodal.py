@@ -241,7 +241,7 @@ def make_token_input(tokens: Sequence[int]) -> MultimodalInput:
 
 def make_image_input(image_tensor: Any) -> MultimodalInput:
     """An image input from a (C, H, W) or (1, C, H, W) tensor, uint8 or
-    float32, laid out contiguously or channels-last (ExecuTorch's rules).
+    float32, laid out contiguously (ExecuTorch's rules).
 
     Raises RuntimeError naming the dtype, rank, batch, channel count or
     layout that does not fit."""
@@ -257,9 +257,9 @@ def make_image_input(image_tensor: Any) -> MultimodalInput:
     c, h, w = shape
     if c not in (3, 4):
         raise RuntimeError("Image must have 3 (RGB) or 4 (RGBA) channels")
-    contiguous = strides == (h * w, w, 1) or h * w <= 1
-    channels_last = strides == (1, w * c, c)
-    if not (contiguous or channels_last):
+    # ExecuTorch's binding takes the (C, H, W) layout only (a channels-last view is refused, whatever its message)
+    expected = (h * w, w, 1)
+    if any(size > 1 and stride != e for size, stride, e in zip(shape, strides, expected)):
         raise RuntimeError("Image tensor must be contiguous in either channels last (H, W, C) or contiguous "
                            "(C, H, W) format.")
     if isinstance(image_tensor, np.ndarray):

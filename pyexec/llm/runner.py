@@ -297,8 +297,10 @@ class _Runner:
         return Sampler(t, top_k=config.top_k, top_p=config.top_p, seed=config.seed)
 
     def _decode_loop(self, first: int, config: GenerationConfig, emit: Callable[[str], None],
-                     stream: StreamDecoder, stats_callback: StatsCallback, num_prompt_tokens: int) -> None:
-        """From the token the prompt chose: ExecuTorch's TextLLMRunner after its prefill."""
+                     stream: StreamDecoder, stats_callback: StatsCallback, num_prompt_tokens: int | None) -> None:
+        """From the token the prompt chose: ExecuTorch's TextLLMRunner after
+        its prefill. num_prompt_tokens None: the position reached at the end
+        (ExecuTorch's count after a prefill() and an empty prompt)."""
         stats, llm = self.stats, self.llm
         # sliding-window programs (max_seq_len < max_context_len) get the whole budget, as ExecuTorch
         effective = 0 if llm.max_seq_len < llm.max_context_len else self.session.position
@@ -328,7 +330,7 @@ class _Runner:
         if tail:
             emit(tail)
         stats.inference_end_ms = time_in_ms()
-        stats.num_prompt_tokens = num_prompt_tokens
+        stats.num_prompt_tokens = self.session.position if num_prompt_tokens is None else num_prompt_tokens
         stats.num_generated_tokens = generated
         if stats_callback is not None:
             stats_callback(copy.copy(stats))  # a snapshot, as ExecuTorch's binding passes
@@ -417,12 +419,12 @@ class TextLLMRunner(_Runner):
             logits = self._feed(tokens)
             first = int(np.argmax(logits))  # ExecuTorch's prefill chooses greedily
             self._pending = None
-            num_prompt = n
+            num_prompt: int | None = n
         else:
             if self._pending is None:
                 raise ValueError("Empty prompt requires a prior prefill() call")
             first, self._pending = self._pending, None
-            num_prompt = session.position
+            num_prompt = None
         self._decode_loop(first, config, emit, StreamDecoder(self.tokenizer), stats_callback, num_prompt)
 
     def prefill(self, prompt: str, config: GenerationConfig) -> None:

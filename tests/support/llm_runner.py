@@ -83,10 +83,10 @@ def _export(params: dict[str, Any], options: dict[str, Any]) -> bytes:
         (Path(d) / "params.json").write_text(json.dumps(params))
         max_seq_len, max_context_len = options["max_seq_len"], options["max_context_len"]
         weights = _random_checkpoint(params, max(max_seq_len, max_context_len), options["seed"])
-        if options["whole_chars"]:  # those tokens' logits 0, below the maximum of the others
-            weights["output.weight"][partial_utf8_ids()] = 0.0
         if options["model_class"] == "qwen3_0_6b":  # Qwen3-0.6B ties the output to the embedding
             weights["output.weight"] = weights["tok_embeddings.weight"]
+        if options["whole_chars"]:  # those tokens' logits 0, below the maximum of the others (tied: embeddings 0)
+            weights["output.weight"][partial_utf8_ids()] = 0.0
         torch.save(weights, Path(d) / "model.pth")
         config = LlmConfig()
         config.base.model_class = ModelType(options["model_class"])
@@ -113,8 +113,8 @@ def llm_program(
     whole_chars: bool = False,
 ) -> bytes:
     """The .pte export_llm writes for the tiny LLAMA (model_class llama3) or
-    QWEN3 (qwen3_0_6b) params with random weights from `seed`. whole_chars
-    (llama3): the output rows of the tokens that are not whole UTF-8
+    QWEN3 (qwen3_0_6b) params with random weights from `seed`. whole_chars:
+    the output rows of the tokens that are not whole UTF-8
     characters are zero, so greedy decoding never picks them (ExecuTorch's
     runner binding raises UnicodeDecodeError on such a token)."""
     import executorch
