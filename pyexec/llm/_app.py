@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import weakref
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -28,16 +29,22 @@ class _Run:
     """One request submitted to the scheduler, its events read on the event loop."""
 
     def __init__(self, backend: Backend, p: Prepared) -> None:
-        self.loop = asyncio.get_running_loop()
-        self.queue: asyncio.Queue[Event] = asyncio.Queue()
-        self.req = Request(p.prompt, p.max_tokens, backend.sampler(p), self._emit, stop=p.stop, max_ahead=MAX_AHEAD)
-        backend.scheduler.submit(self.req)   # QueueFull -> 429 before any byte is sent
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[Event] = asyncio.Queue()
+        self.queue = queue
 
-    def _emit(self, event: Event) -> None:
-        try:
-            self.loop.call_soon_threadsafe(self.queue.put_nowait, event)
-        except RuntimeError:  # the loop has closed (shutdown)
-            self.req.cancel()
+        def emit(event: Event) -> None:      # (holds no reference to this object: see below)
+            try:
+                loop.call_soon_threadsafe(queue.put_nowait, event)
+            except RuntimeError:  # the loop has closed (shutdown)
+                pass
+
+        self.req = Request(p.prompt, p.max_tokens, backend.sampler(p), emit, stop=p.stop, max_ahead=MAX_AHEAD)
+        # A response dropped before its body was ever read (the client gone
+        # before the stream began) never runs events()'s finally: the
+        # generation is cancelled when this object goes.
+        weakref.finalize(self, self.req.cancel)
+        backend.scheduler.submit(self.req)   # QueueFull -> 429 before any byte is sent
 
     async def events(self) -> AsyncIterator[Event]:
         try:
