@@ -215,8 +215,9 @@ def test_weights_in_a_ptd_file(tmp_path: Path) -> None:
     tokenizer decodes to whole ASCII characters): TextLLMRunner(model,
     tokenizer, data_path) generates the text of ExecuTorch's runtime stepped
     greedily on the same files, and without the .ptd the program is refused.
-    (ExecuTorch 1.5.1's own TextLLMRunner fails on this program: its
-    embedding is handed token ids the prompt does not hold.)"""
+    (ExecuTorch 1.5.1's own TextLLMRunner fails on this program: after the
+    prefill, its first decode step feeds a token id outside the 64-token
+    vocabulary, which the embedding refuses.)"""
     import torch
     from support.llm import llama_example
 
