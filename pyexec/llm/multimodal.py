@@ -466,10 +466,11 @@ class MultimodalRunner(_Runner):
         except (ValueError, Error) as exc:
             raise RuntimeError(f"Prefill failed: {exc}") from exc
 
-    def generate_hf(self, inputs: Any, config: GenerationConfig, token_callback: TokenCallback = None,
-                    stats_callback: StatsCallback = None, image_token_id: int | None = None) -> None:
-        """generate() on a Hugging Face processor's output (see
-        executorch.extension.llm.runner.generate_hf); needs torch and transformers."""
+    def generate_hf(self, inputs: Any, config: GenerationConfig, image_token_id: int | None = None,
+                    token_callback: TokenCallback = None, stats_callback: StatsCallback = None) -> None:
+        """generate() on a Hugging Face processor's output (input_ids, and
+        pixel_values with image_token_id) or a list of MultimodalInput; the
+        arguments in the order of ExecuTorch's generate_hf."""
         self.generate(_hf_inputs(inputs, image_token_id), config, token_callback, stats_callback)
 
     def generate_text_hf(self, inputs: Any, config: GenerationConfig, image_token_id: int | None = None) -> str:

@@ -250,3 +250,27 @@ def test_chat_template(tmp_path: Path) -> None:
         apply_chat_template(msgs, "{% for %}", None)
     with pytest.raises(ValueError, match="message 0 needs"):
         apply_chat_template([{"role": "user"}], None, None)
+
+
+def test_program_without_kv_cache() -> None:
+    """export_llm without use_kv_cache: forward(tokens) over the whole
+    sequence every call, as ExecuTorch's runner feeds it."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        pte = Path(d) / "nokv.pte"
+        pte.write_bytes(llm_program(kv_cache=False, sdpa=False))
+        llm = LLMProgram(pte)
+        assert llm.layout == "no cache" and not llm.use_kv_cache
+        method = executorch_forward(pte)
+        session = llm.new_session()
+        logits = session.prefill(PROMPT)
+        tokens = list(PROMPT)
+        for step in range(8):
+            (expected,) = method.execute([torch.tensor([tokens])])
+            assert_close(torch.from_numpy(logits), expected.reshape(-1, VOCAB)[-1], what=f"step {step}", **TOL)
+            tokens.append(int(expected.reshape(-1, VOCAB)[-1].argmax()))
+            logits = session.decode(tokens[-1])
+        assert session.tokens == tokens
+        with pytest.raises(ValueError, match="exceed the 31 the program takes in one call"):
+            session.prefill(list(range(17)))  # 15 held + 17 = 32, over the token input's 31

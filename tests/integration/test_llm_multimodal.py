@@ -128,3 +128,21 @@ def test_inputs_like_executorch() -> None:
                     out.append(str(exc))
             assert got == expected, (make, t.shape, t.dtype)
     assert px.make_token_input([1, 2]).get_tokens() == ref.make_token_input([1, 2]).get_tokens() == [1, 2]
+
+
+def test_generate_hf_splits_around_the_image_tokens(files: dict[str, Path]) -> None:
+    """generate_hf on a processor-style dict: input_ids split around the run
+    of image_token_id, the image in its place; the same text as the inputs
+    given one by one (which ExecuTorch's MultimodalRunner generates)."""
+    image_token = 250
+    ids = [34, 35, 36] + [image_token] * 4 + [37, 38]
+    expected = et().MultimodalRunner(str(files["model"]), str(files["tokenizer"])).generate_text(
+        [et().make_token_input(ids[:3]), et().make_image_input(IMAGE), et().make_token_input(ids[7:])],
+        et().GenerationConfig(max_new_tokens=6, temperature=0.0))
+    runner = px.MultimodalRunner(str(files["model"]), str(files["tokenizer"]))
+    pieces: list[str] = []
+    batch = {"input_ids": torch.tensor([ids]), "pixel_values": IMAGE.unsqueeze(0)}
+    runner.generate_hf(batch, px.GenerationConfig(max_new_tokens=6, temperature=0.0), image_token, pieces.append)
+    assert "".join(pieces) == expected
+    with pytest.raises(RuntimeError, match="missing 'image_token_id'"):
+        runner.generate_hf(batch, px.GenerationConfig())

@@ -207,3 +207,42 @@ def test_generation_config_and_stats() -> None:
                 assert a.resolve_max_new_tokens(32, occupied) == b.resolve_max_new_tokens(32, occupied)
     with pytest.raises(TypeError):
         px.GenerationConfig(1)  # type: ignore[misc]
+
+
+def test_weights_in_a_ptd_file(tmp_path: Path) -> None:
+    """export_llm's XNNPACK program with its weights in a .ptd
+    (examples/llm/export_llama.py's xnnpack-ptd, vocabulary 64: ids the test
+    tokenizer decodes to whole ASCII characters): TextLLMRunner(model,
+    tokenizer, data_path) generates the text of ExecuTorch's runtime stepped
+    greedily on the same files, and without the .ptd the program is refused.
+    (ExecuTorch 1.5.1's own TextLLMRunner fails on this program: after the
+    prefill, its first decode step feeds a token id outside the 64-token
+    vocabulary, which the embedding refuses.)"""
+    import torch
+    from support.llm import llama_example
+
+    ascii_prompt = "1+2=3,(A*B)/C"  # single characters, ids under 64
+    tokenizer = write_tokenizer(tmp_path / "tok")
+    prompt_ids = load_tokenizer(tokenizer).encode(ascii_prompt)
+    assert max(prompt_ids) < 64
+    pte, ptd = llama_example("xnnpack-ptd", max_seq_len=32)
+    assert ptd is not None
+    (tmp_path / "model.pte").write_bytes(pte)
+    (tmp_path / "weights.ptd").write_bytes(ptd)
+    runner = px.TextLLMRunner(str(tmp_path / "model.pte"), str(tokenizer), str(tmp_path / "weights.ptd"))
+    pieces, stats = run(px, runner, ascii_prompt, max_new_tokens=12, temperature=0.0, echo=False)
+
+    et()  # the custom operators registered
+    from executorch.runtime import Runtime
+
+    method = Runtime.get().load_program(tmp_path / "model.pte", data_path=tmp_path / "weights.ptd").load_method(
+        "forward")
+    (logits,) = method.execute([torch.tensor([prompt_ids]), torch.tensor([0])])
+    pos, ids = len(prompt_ids), []
+    for _ in range(stats.num_generated_tokens + 1):
+        ids.append(int(logits.argmax()))
+        (logits,) = method.execute([torch.tensor([[ids[-1]]]), torch.tensor([pos])])
+        pos += 1
+    assert "".join(pieces) == load_tokenizer(tokenizer).decode(ids) and len(set(ids)) > 2
+    with pytest.raises(RuntimeError, match="Failed to create text llm runner.*tok_embeddings.weight.*data file"):
+        px.TextLLMRunner(str(tmp_path / "model.pte"), str(tokenizer))
