@@ -1,4 +1,4 @@
-"""Command line: `python -m pyexec demo | inspect FILE.pte | run FILE.pte | bench FILE.pte`."""
+"""Command line: `python -m pyexec demo | inspect FILE.pte | run FILE.pte | bench FILE.pte | generate | serve`."""
 
 from __future__ import annotations
 
@@ -648,8 +648,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     f.add_argument("--trace", metavar="OUT.json", help="write Chrome trace-event JSON (Perfetto, chrome://tracing)")
     f.add_argument("--etdump", metavar="OUT.etdp",
                    help="write an ETDump file (ExecuTorch's format) for executorch.devtools.Inspector")
+    from .llm import cli as llm_cli  # `pyexec generate` (pyexec.llm; tokenizers are the [llm] extra)
+
+    llm_cli.add_parser(sub)
+    from .llm.server import add_parser as add_serve_parser  # `pyexec serve` (FastAPI: the [serve] extra)
+
+    add_serve_parser(sub)
     args = parser.parse_args(argv)
+    if args.command == "serve":
+        from .llm.server import serve
+
+        return serve(args)
     try:
+        if args.command == "generate":
+            return llm_cli.run(args)
         if args.command == "demo":
             return demo(args.steps)
         if args.command == "run" and args.verify:

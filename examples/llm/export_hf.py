@@ -30,15 +30,15 @@ from pathlib import Path
 DEFAULT_OUT = Path(__file__).resolve().parents[1] / "out" / "hf"
 
 
-def save_tiny_llama(where: Path, seed: int = 0) -> None:
-    """A 2-layer Llama (hidden 64, 4 query heads over 2 kv heads, vocab 128),
+def save_tiny_llama(where: Path, seed: int = 0, vocab_size: int = 128) -> None:
+    """A 2-layer Llama (hidden 64, 4 query heads over 2 kv heads, vocab 128 by default),
     weights drawn with a larger spread than the default initializer so that
     random greedy decoding does not settle on one token at once."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
     config = LlamaConfig(
-        vocab_size=128,
+        vocab_size=vocab_size,
         hidden_size=64,
         intermediate_size=128,
         num_hidden_layers=2,
@@ -58,10 +58,11 @@ def main() -> None:
                         help="directory for every file (default: examples/out/hf, which git ignores)")
     parser.add_argument("--recipe", choices=("portable", "xnnpack"), action="append", help="default: both")
     parser.add_argument("--max-seq-len", type=int, default=64, help="KV cache positions (default 64)")
+    parser.add_argument("--vocab-size", type=int, default=128, help="the model's vocabulary (default 128)")
     args = parser.parse_args()
 
     model = args.out.resolve() / "tiny_llama"
-    save_tiny_llama(model)
+    save_tiny_llama(model, vocab_size=args.vocab_size)
     cli = Path(sys.executable).with_name("optimum-cli")
     for recipe in args.recipe or ("portable", "xnnpack"):
         out = args.out.resolve() / recipe

@@ -41,6 +41,7 @@ RUNTIME = ["runtime/test/test_runtime.py", "runtime/test/test_runtime_xnnpack.py
 # pyexec.portable_lib in its place, and the bundled-program test that runs one.
 PYBINDINGS = ["extension/pybindings/test/test_pybindings.py", "extension/pybindings/test/test_backend_pybinding.py",
               "devtools/bundled_program/test/test_end2end.py"]
+LLM_RUNNER = ["extension/llm/runner/test/test_runner_pybindings.py"]  # against pyexec.llm (et_llm_runner.py)
 
 # The fixed part the test command runs (the whole set takes about 20 minutes
 # of one core, mostly exporting and lowering): every XNNPACK operator file but
@@ -62,23 +63,26 @@ def executorch_root() -> Path:
 
 
 def suite_paths(name: str) -> list[str]:
-    """The shipped test paths of a suite: all, xnnpack-ops, runtime or ci."""
+    """The shipped test paths of a suite: all, xnnpack-ops, runtime, llm-runner or ci."""
     root = executorch_root()
     ops = root / XNNPACK_OPS
     runtime = [str(root / p) for p in RUNTIME]
     pybindings = [str(root / p) for p in PYBINDINGS]
+    llm_runner = [str(root / p) for p in LLM_RUNNER]
     if name == "xnnpack-ops":
         return [str(ops)]
     if name == "runtime":
         return runtime
     if name == "pybindings":
         return pybindings
+    if name == "llm-runner":
+        return llm_runner
     if name == "all":
-        return [str(ops), *runtime, *pybindings]
+        return [str(ops), *runtime, *pybindings, *llm_runner]
     if name == "ci":
         files = sorted(p.name for p in ops.glob("test_*.py") if p.name not in CI_EXCLUDED)
-        return [str(ops / f) for f in files] + runtime + pybindings
-    raise SystemExit(f"unknown suite {name!r}: all, xnnpack-ops, runtime, pybindings or ci")
+        return [str(ops / f) for f in files] + runtime + pybindings + llm_runner
+    raise SystemExit(f"unknown suite {name!r}: all, xnnpack-ops, runtime, pybindings, llm-runner or ci")
 
 
 _runs = {"programs": 0, "tests": 0}
@@ -171,6 +175,10 @@ def pytest_configure(config: pytest.Config) -> None:
     serialize.Serialize.run_artifact = _run_artifact  # type: ignore[method-assign]
     executorch.runtime.Runtime = _Runtime  # type: ignore[misc,assignment]
     _swap_portable_lib()
+    # ExecuTorch's LLM runner package is pyexec.llm for the runner's own tests
+    from support import et_llm_runner
+
+    et_llm_runner.install()
     # Speed only: torch.export's operator walk once per dispatcher state (the
     # same answer torch computes; support/cia_memo.py), and the Callable
     # aliases torch's py_impl builds, once per argument tuple
