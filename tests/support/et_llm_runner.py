@@ -44,6 +44,17 @@ def pytest_runtest_call(item: pytest.Item) -> None:
                 _used["pyexec"] += 1
 
 
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:  # an xdist worker: report to the controller
+        workeroutput["pyexec_llm_runner"] = dict(_used)
+
+
+def pytest_testnodedown(node: Any, error: Any) -> None:  # xdist's controller
+    for key, n in getattr(node, "workeroutput", {}).get("pyexec_llm_runner", {}).items():
+        _used[key] += n
+
+
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     if not _used["tests"]:
         return
