@@ -96,7 +96,7 @@ def tensor_info(v: Any, output: bool) -> TensorInfo | None:
         is_memory_planned=bool(v.is_memory_planned),
         is_dynamic=bool(v.is_dynamic),
         # The library sets it only for an input the program writes in place.
-        is_mutated=bool(v.is_mutated),
+        is_mutated=bool(v.is_mutated_input),
     )
 
 

@@ -230,8 +230,10 @@ typedef struct pyexec_value_info {
    * torch.export records as a user-input mutation: the caller's tensor is
    * updated when the input is unplanned, and its new value is also an output,
    * the one pyexec_method_query_alias maps to it). Outputs: always 0 (every
-   * output is written; pyexec_method_query_alias says which is an input). */
-  int32_t is_mutated;
+   * output is written; pyexec_method_query_alias says which is an input).
+   * Attributes: 1 when the program writes the tensor (a mutable buffer).
+   * (0.2's is_mutated, which was 1 for every output the program computes.) */
+  int32_t is_mutated_input;
   int32_t reserved;
   int64_t sizes[PYEXEC_MAX_DIM];
   uint8_t dim_order[PYEXEC_MAX_DIM];

@@ -332,18 +332,18 @@ static void test_alias_in_place(void) {
   CHECK_OK(pyexec_method_load(p, "forward", &m));
   if (!m) return;
   size_t j = 99;
-  /* is_mutated: 1 for the input the program writes in place, 0 for every
+  /* is_mutated_input: 1 for the input the program writes in place, 0 for every
    * output, the write-back of that input included */
   pyexec_value_info info;
   CHECK_OK(pyexec_method_input_info(m, 0, &info));
-  CHECK(info.is_mutated == 1);
+  CHECK(info.is_mutated_input == 1);
   CHECK_OK(pyexec_method_input_info(m, 2, &info));
-  CHECK(info.is_mutated == 0);
+  CHECK(info.is_mutated_input == 0);
   for (size_t o = 0; o < 2; o++) {
     CHECK_OK(pyexec_method_output_info(m, o, &info));
-    CHECK(info.is_mutated == 0);
+    CHECK(info.is_mutated_input == 0);
     CHECK_OK(pyexec_program_output_info(p, "forward", o, &info));
-    CHECK(info.is_mutated == 0);
+    CHECK(info.is_mutated_input == 0);
   }
   CHECK(pyexec_method_query_alias(m, 0, &j) == 1 && j == 0);
   CHECK(pyexec_method_query_alias(m, 1, &j) == 0);

@@ -70,7 +70,7 @@ struct ValueInfo {
     is_memory_planned: i32,
     is_dynamic: i32,
     is_contiguous: i32,
-    is_mutated: i32,
+    is_mutated_input: i32,
     reserved: i32,
     sizes: [i64; PYEXEC_MAX_DIM],
     dim_order: [u8; PYEXEC_MAX_DIM],

@@ -89,7 +89,7 @@ pyexec_status px_plan_io_info(const pyexec_program *p, const px_plan *plan, bool
   out->is_contiguous = d.contiguous;
   /* An input the program writes is a user-input mutation; every output is
    * written, so the flag would say nothing there (pyexec.h). */
-  out->is_mutated = !is_output && px_plan_value_written(p, plan, vidx);
+  out->is_mutated_input = !is_output && px_plan_value_written(p, plan, vidx);
   memcpy(out->sizes, d.sizes, sizeof(int64_t) * (size_t)d.dim);
   memcpy(out->dim_order, d.dim_order, (size_t)d.dim);
   out->nbytes = d.nbytes;
@@ -312,7 +312,7 @@ pyexec_status px_program_attribute_info(const pyexec_program *p, const char *nam
   out->is_memory_planned = d.has_alloc || d.data_buffer_idx != 0;
   out->is_dynamic = d.dynamic;
   out->is_contiguous = d.contiguous;
-  out->is_mutated = px_plan_value_written(p, plan, vidx);
+  out->is_mutated_input = px_plan_value_written(p, plan, vidx);
   memcpy(out->sizes, d.sizes, sizeof(int64_t) * (size_t)d.dim);
   memcpy(out->dim_order, d.dim_order, (size_t)d.dim);
   out->nbytes = d.nbytes;
