@@ -34,6 +34,9 @@ import pytest
 # The shipped tests, relative to the executorch package.
 XNNPACK_OPS = "backends/xnnpack/test/ops"
 RUNTIME = ["runtime/test/test_runtime.py", "runtime/test/test_runtime_xnnpack.py"]
+# The LLM custom-operator tests that run a program through executorch.runtime
+# (the others in that folder run the ops eagerly only).
+LLM_CUSTOM_OPS = ["extension/llm/custom_ops/test_gated_delta.py"]
 
 # The fixed part the test command runs (the whole set takes about 20 minutes
 # of one core, mostly exporting and lowering): every XNNPACK operator file but
@@ -55,12 +58,14 @@ def executorch_root() -> Path:
 
 
 def suite_paths(name: str) -> list[str]:
-    """The shipped test paths of a suite: all, xnnpack-ops, runtime or ci."""
+    """The shipped test paths of a suite: all, xnnpack-ops, runtime, llm-custom-ops or ci."""
     root = executorch_root()
     ops = root / XNNPACK_OPS
     runtime = [str(root / p) for p in RUNTIME]
     if name == "xnnpack-ops":
         return [str(ops)]
+    if name == "llm-custom-ops":
+        return [str(root / p) for p in LLM_CUSTOM_OPS]
     if name == "runtime":
         return runtime
     if name == "all":
@@ -68,7 +73,7 @@ def suite_paths(name: str) -> list[str]:
     if name == "ci":
         files = sorted(p.name for p in ops.glob("test_*.py") if p.name not in CI_EXCLUDED)
         return [str(ops / f) for f in files] + runtime
-    raise SystemExit(f"unknown suite {name!r}: all, xnnpack-ops, runtime or ci")
+    raise SystemExit(f"unknown suite {name!r}: all, xnnpack-ops, runtime, llm-custom-ops or ci")
 
 
 _runs = {"programs": 0, "tests": 0}
