@@ -1,6 +1,6 @@
 """The newer llama custom operators: gated_delta_rule (and its older name
-channelwise_gated_delta_rule), custom_quantized_sdpa and fallback, as
-ExecuTorch 1.5.1's LLM exports use them.
+channelwise_gated_delta_rule), custom_quantized_sdpa, quantized_moe_ffn and
+fallback, as ExecuTorch 1.5.1's LLM exports use them.
 
 Small modules calling torch.ops.llama.* are exported with ExecuTorch's
 exporter and run step by step (a prefill, then decode steps and chunks) by
@@ -16,6 +16,9 @@ Tolerances:
 - custom_quantized_sdpa: 1e-5 relative / 2e-5 absolute, as custom_sdpa's
   float32 tests: both runtimes take the scores as exact integer products
   times the scales, so only float32 summation order differs (~2e-7 seen).
+- quantized_moe_ffn: 1e-4 relative / 1e-5 absolute: both runtimes
+  dequantize the experts exactly (an int times its group's scale) and differ
+  only in the order of float32 sums over dim and hidden_dim.
 """
 
 from __future__ import annotations
@@ -476,3 +479,147 @@ def test_fallback_between_shards_is_the_identity() -> None:
         assert_close(got, module(x), rtol=1e-6, atol=1e-6, what="vs torch")
     # (the linear layers' sums in another order: an ulp apart)
     assert_close(got, executorch_method(pte).execute([x])[0], rtol=1e-6, atol=1e-6, what="vs ExecuTorch")
+
+
+# ---- quantized_moe_ffn ---------------------------------------------------------------------
+
+
+def pack_torchao_blob(q: torch.Tensor, scales: torch.Tensor, group_size: int, nbit: int) -> torch.Tensor:
+    """An [N, K] int8 weight (values in nbit's signed range) with one float32
+    scale per group of K, packed as torchao's linear_8bit_act_xbit_weight
+    blob that ExecuTorch's quantized_moe_ffn kernel unpacks: a 64-byte header
+    (magic 6712, format 1), then blocks of 8 rows, group by group: per 16
+    values of K the 8 x 16 values in two halves of 8 per row, bit-packed (4
+    bits: value + 8, byte i of each 16 holding value i low and value i + 16
+    high), then the 8 rows' scales and int32 sums. (torchao's own packing op
+    is not in this torchao build: its kernel library is not loaded.)"""
+    import struct
+
+    import numpy as np
+
+    N, K = q.shape
+    groups = K // group_size
+    Np = (N + 7) // 8 * 8
+    qv = np.zeros((Np, K), np.int8)
+    qv[:N] = q.numpy()
+    sc = np.zeros((Np, groups), np.float32)
+    sc[:N] = scales.reshape(N, groups).numpy()
+    out = [struct.pack("<16i", 6712, 1, *([0] * 14))]
+    for n0 in range(0, Np, 8):
+        for g in range(groups):
+            for k0 in range(g * group_size, (g + 1) * group_size, 16):
+                block = qv[n0 : n0 + 8, k0 : k0 + 16]
+                vals = np.concatenate([block[:, :8].reshape(-1), block[:, 8:].reshape(-1)])
+                if nbit == 4:
+                    u = (vals.astype(np.int16) + 8).astype(np.uint8).reshape(4, 32)
+                    out.append(((u[:, 16:] << 4) | u[:, :16]).astype(np.uint8).tobytes())
+                else:
+                    out.append(vals.tobytes())
+            out.append(sc[n0 : n0 + 8, g].astype("<f4").tobytes())
+            sums = qv[n0 : n0 + 8, g * group_size : (g + 1) * group_size].astype(np.int32).sum(1)
+            out.append(sums.astype("<i4").tobytes())
+    return torch.frombuffer(bytearray(b"".join(out)), dtype=torch.uint8)
+
+
+def moe_module(E: int, K: int, D: int, F: int, gs: int, nbit: int, score_func: str, bias: bool, seed: int) -> Any:
+    """ExecuTorch's QuantizedMoEFFN (the module replace_moe_with_quantized_op
+    puts in place of MOEFeedForward) over random experts quantized by its own
+    _symmetric_quantize_per_group, plus the dequantized weights for the
+    reference."""
+    from executorch.examples.models.llama.source_transformation.moe import (
+        QuantizedMoEFFN,
+        _symmetric_quantize_per_group,
+    )
+
+    g = gen(seed)
+    gate = torch.randn(E, D, generator=g) / D**0.5
+    w13s, w2s, deq13, deq2 = [], [], [], []
+    for _ in range(E):
+        w13 = torch.randn(2 * F, D, generator=g) / D**0.5
+        w2 = torch.randn(D, F, generator=g) / F**0.5
+        for w, packed, deq in ((w13, w13s, deq13), (w2, w2s, deq2)):
+            q, s = _symmetric_quantize_per_group(w, gs, nbit)
+            packed.append(pack_torchao_blob(q, s, gs, nbit))
+            rows = w.shape[0]
+            deq.append((q.double().reshape(rows, -1, gs) * s.double().reshape(rows, -1, 1)).reshape(w.shape))
+    module = QuantizedMoEFFN(
+        gate, torch.randn(E, generator=g) if bias else None, torch.stack(w13s), torch.stack(w2s),
+        num_experts=E, num_activated_experts=K, hidden_dim=F, dim=D, group_size=gs, weight_nbit=nbit,
+        score_func=score_func, route_scale=2.5,
+    )
+    return module, torch.stack(deq13), torch.stack(deq2)
+
+
+def reference_moe(module: Any, w13: torch.Tensor, w2: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """The op's routing and experts in float64 (op_moe.cpp's contract)."""
+    xd = x.double().reshape(-1, module.dim)
+    scores = xd @ module.gate_weight.double().T
+    F, K = module.hidden_dim, module.num_activated_experts
+    out = torch.zeros_like(xd)
+    for t in range(xd.shape[0]):
+        if module.score_func == "sigmoid":
+            s = scores[t].sigmoid()
+            sel = s + module.expert_bias.double() if module.expert_bias.numel() else s
+            idx = sel.topk(K).indices
+            w = s[idx] * module.route_scale / s[idx].sum()
+        else:
+            idx = scores[t].topk(K).indices
+            w = scores[t][idx].softmax(0)
+        for e, we in zip(idx.tolist(), w):
+            h = w13[e] @ xd[t]
+            out[t] += we * (w2[e] @ (torch.nn.functional.silu(h[:F]) * h[F:]))
+    return out.reshape(x.shape)
+
+
+MOE = [
+    # (E, K, D, F, group_size, nbit, score_func, bias)
+    pytest.param(4, 2, 32, 32, 32, 4, "sigmoid", True, id="int4-sigmoid-bias"),
+    pytest.param(6, 3, 64, 48, 16, 4, "softmax", False, id="int4-softmax-rows-not-multiple-of-8"),
+    pytest.param(4, 1, 32, 64, 32, 8, "sigmoid", False, id="int8-top1"),
+]
+
+
+@pytest.mark.parametrize("E,K,D,F,gs,nbit,score_func,bias", MOE)
+def test_quantized_moe_ffn_matches_torch_and_executorch(
+    E: int, K: int, D: int, F: int, gs: int, nbit: int, score_func: str, bias: bool
+) -> None:
+    module, w13, w2 = moe_module(E, K, D, F, gs, nbit, score_func, bias, seed=E + F)
+    T = torch.export.Dim("T", min=1, max=64)
+    pte = export_program(module, (torch.randn(1, 3, D),), dynamic_shapes=({1: T},), strict_ir=False)
+    assert "llama::quantized_moe_ffn.out" in ops_in(pte)
+    ours, theirs = pyexec.load(pte).load_method("forward"), executorch_method(pte)
+    for n in (7, 1, 1, 20):
+        x = torch.randn(1, n, D, generator=gen(100 + n))
+        got = ours.execute([x])[0]
+        assert_close(got, reference_moe(module, w13, w2, x).float(), rtol=1e-4, atol=1e-5, what=f"{n} tokens vs torch")
+        assert_close(got, theirs.execute([x])[0], rtol=1e-4, atol=1e-5, what=f"{n} tokens vs ExecuTorch")
+
+
+class MoEInputs(torch.nn.Module):
+    def forward(self, x: torch.Tensor, gate: torch.Tensor, bias: torch.Tensor, w13: torch.Tensor,
+                w2: torch.Tensor) -> torch.Tensor:
+        return torch.ops.llama.quantized_moe_ffn(x, gate, bias, w13, w2, 2, 4, 32, 32, 32, 4, "sigmoid", 2.5)
+
+
+def test_quantized_moe_ffn_refuses_short_blobs_and_bad_shapes() -> None:
+    module, _, _ = moe_module(4, 2, 32, 32, 32, 4, "sigmoid", True, seed=1)
+    args = [torch.randn(3, 32), module.gate_weight, module.expert_bias, module.packed_w13, module.packed_w2]
+    Dim = torch.export.Dim
+    # (the expert count and dims are the op's arguments: the exporter fixes
+    # the shapes that must match them; the blobs' lengths stay free)
+    shapes = ({0: Dim("T", min=1, max=8)}, None, None, {1: Dim("B13", min=1, max=4096)},
+              {1: Dim("B2", min=1, max=4096)})
+    pte = export_program(MoEInputs(), tuple(args), dynamic_shapes=shapes, strict_ir=False)
+    method = pyexec.load(pte).load_method("forward")
+    expected = method.execute(args)[0]
+    assert_close(expected, module(args[0]), rtol=1e-4, atol=1e-5, what="good inputs vs eager")
+    bad = {
+        "packed_w13 has 1599 bytes per expert; [2 * hidden_dim, dim] at 4 bits needs 1600": (3, args[3][:, :-1]),
+        "packed_w2 has 100 bytes per expert": (4, args[4][:, :100]),
+    }
+    for message, (i, value) in bad.items():
+        call = list(args)
+        call[i] = value.contiguous()
+        with pytest.raises(pyexec.ExecutionError, match="quantized_moe_ffn.out: " + re.escape(message)):
+            method.execute(call)
+    assert torch.equal(method.execute(args)[0], expected)
