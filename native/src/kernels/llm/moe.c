@@ -28,6 +28,7 @@
  * their rows go through vectorised dot products.
  */
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "kernels/llm/llm.h"
@@ -167,6 +168,8 @@ static int k_quantized_moe_ffn(px_ctx *ctx, px_value *const *args) {
   if (gs <= 0 || D <= 0 || F <= 0 || gs % KR)
     return px_fail(ctx, "group_size %lld, dim %lld and hidden_dim %lld must be positive, group_size a multiple of %d",
                    (long long)gs, (long long)D, (long long)F, KR);
+  if (D > INT32_MAX || F > INT32_MAX) /* (torchao's packing indexes with int) */
+    return px_fail(ctx, "dim %lld and hidden_dim %lld must be below 2^31", (long long)D, (long long)F);
   if (D % gs || F % gs)
     return px_fail(ctx, "group_size %lld must divide dim %lld and hidden_dim %lld", (long long)gs, (long long)D,
                    (long long)F);
