@@ -23,8 +23,8 @@
  *
  * The work is one (batch, state head) problem per item over the thread pool;
  * each token takes two sweeps over the [K, V] state, a row of V floats at a
- * time in 4-lane vectors: decay and S^T k in the first, the rank-one update
- * and the query heads' S^T q in the second. ExecuTorch walks a prompt in
+ * time in the CPU's vectors: decay and S^T k in the first, the rank-one
+ * update and the query heads' S^T q in the second. ExecuTorch walks a prompt in
  * chunks of 32 tokens with matrix products; the recurrence here is the
  * definition itself, token by token, so results agree with it to float32
  * rounding, not bit for bit.
@@ -32,13 +32,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/cpu.h"
 #include "core/parallel.h"
 #include "kernels/llm/llm.h"
-
-typedef float v4f __attribute__((vector_size(16)));
-typedef float v4f_u __attribute__((vector_size(16), aligned(4), may_alias));
-#define v4_load(p) (*(const v4f_u *)(p))
-#define v4_store(p, v) (*(v4f_u *)(p) = (v))
 
 typedef struct gdr {
   const float *q, *k, *v, *decay, *beta;
@@ -48,68 +44,76 @@ typedef struct gdr {
   float *work;      /* 2 * V floats per thread */
 } gdr;
 
-/* y[j] = y[j] * a + x[j] * b, j < n */
-static inline void row_scale_add(float *y, float a, const float *x, float b, int64_t n) {
-  int64_t j = 0;
-  for (; j + 4 <= n; j += 4) v4_store(y + j, v4_load(y + j) * a + v4_load(x + j) * b);
-  for (; j < n; j++) y[j] = y[j] * a + x[j] * b;
-}
-
-/* y[j] += x[j] * b, j < n */
-static inline void row_axpy(float *y, const float *x, float b, int64_t n) {
-  int64_t j = 0;
-  for (; j + 4 <= n; j += 4) v4_store(y + j, v4_load(y + j) + v4_load(x + j) * b);
-  for (; j < n; j++) y[j] += x[j] * b;
-}
-
-/* One (batch, state head) problem, all its tokens. */
-static void gdr_head(const gdr *g, int64_t b, int64_t s, float *pred) {
-  const int64_t K = g->K, V = g->V, T = g->T, r = g->Hq / g->Hs;
-  float *S = g->state + (b * g->Hs + s) * K * V;
-  const int64_t bs = b * g->Hs + s; /* (batch, state head) row of key / value / decay / beta */
-  for (int64_t t = 0; t < T; t++) {
-    const float *kt = g->k + (bs * T + t) * K, *vt = g->v + (bs * T + t) * V;
-    const float beta = g->beta[bs * T + t];
-    const float *dch = g->channelwise ? g->decay + (bs * T + t) * K : NULL;
-    const float dsc = g->channelwise ? 0.0f : g->decay[bs * T + t];
-    /* sweep 1: S = diag(decay) S; pred = S^T k */
-    memset(pred, 0, sizeof(float) * (size_t)V);
-    for (int64_t kk = 0; kk < K; kk++) {
-      float *row = S + kk * V;
-      float d = dch ? dch[kk] : dsc;
-      int64_t j = 0;
-      const v4f kv = {kt[kk], kt[kk], kt[kk], kt[kk]};
-      for (; j + 4 <= V; j += 4) {
-        v4f x = v4_load(row + j) * d;
-        v4_store(row + j, x);
-        v4_store(pred + j, v4_load(pred + j) + x * kv);
-      }
-      for (; j < V; j++) {
-        row[j] *= d;
-        pred[j] += row[j] * kt[kk];
-      }
-    }
-    /* delta = beta (v - pred), kept in pred */
-    row_scale_add(pred, -beta, vt, beta, V);
-    /* sweep 2: S += k delta^T; out_h = S^T q_h for the query heads of s */
-    float *outs[64];
-    const float *qs[64];
-    int64_t nq = r < 64 ? r : 64;
-    for (int64_t i0 = 0; i0 < r; i0 += nq) {
-      int64_t ni = r - i0 < nq ? r - i0 : nq;
-      for (int64_t i = 0; i < ni; i++) {
-        int64_t h = s * r + i0 + i;
-        qs[i] = g->q + ((b * g->Hq + h) * T + t) * K;
-        outs[i] = g->out + ((b * g->Hq + h) * T + t) * V;
-        memset(outs[i], 0, sizeof(float) * (size_t)V);
-      }
-      for (int64_t kk = 0; kk < K; kk++) {
-        float *row = S + kk * V;
-        if (i0 == 0) row_axpy(row, pred, kt[kk], V);
-        for (int64_t i = 0; i < ni; i++) row_axpy(outs[i], row, qs[i][kk], V);
-      }
-    }
+/* One (batch, state head) problem, all its tokens, stamped out for the
+ * baseline and, on x86-64, AVX2 and AVX-512 (picked at run time). The row
+ * loops are plain loops over restrict pointers that GCC vectorises to the
+ * target's width; without contraction each element is the same multiply
+ * then add whatever the width, so every build gives the same bits. */
+#define DEFINE_GDR_HEAD(SFX, ATTR)                                                                   \
+  ATTR static inline void decay_pred_##SFX(float *restrict row, float *restrict pred, float d, float k, \
+                                           int64_t n) {                                              \
+    for (int64_t j = 0; j < n; j++) {                                                                \
+      row[j] *= d;                                                                                   \
+      pred[j] += row[j] * k;                                                                         \
+    }                                                                                                \
+  }                                                                                                  \
+  ATTR static inline void axpy_##SFX(float *restrict y, const float *restrict x, float a, int64_t n) { \
+    for (int64_t j = 0; j < n; j++) y[j] += x[j] * a;                                                \
+  }                                                                                                  \
+  ATTR static void gdr_head_##SFX(const gdr *g, int64_t b, int64_t s, float *pred) {                 \
+    const int64_t K = g->K, V = g->V, T = g->T, r = g->Hq / g->Hs;                                   \
+    float *S = g->state + (b * g->Hs + s) * K * V;                                                   \
+    const int64_t bs = b * g->Hs + s; /* (batch, state head) row of key / value / decay / beta */   \
+    for (int64_t t = 0; t < T; t++) {                                                                \
+      const float *kt = g->k + (bs * T + t) * K, *vt = g->v + (bs * T + t) * V;                     \
+      const float beta = g->beta[bs * T + t];                                                        \
+      const float *dch = g->channelwise ? g->decay + (bs * T + t) * K : NULL;                        \
+      const float dsc = g->channelwise ? 0.0f : g->decay[bs * T + t];                                \
+      /* sweep 1: S = diag(decay) S; pred = S^T k */                                                 \
+      memset(pred, 0, sizeof(float) * (size_t)V);                                                    \
+      for (int64_t kk = 0; kk < K; kk++) decay_pred_##SFX(S + kk * V, pred, dch ? dch[kk] : dsc, kt[kk], V); \
+      /* delta = beta (v - pred), kept in pred */                                                    \
+      for (int64_t j = 0; j < V; j++) pred[j] = (vt[j] - pred[j]) * beta;                            \
+      /* sweep 2: S += k delta^T; out_h = S^T q_h for the query heads of s (64 at a time) */        \
+      float *outs[64];                                                                               \
+      const float *qs[64];                                                                           \
+      for (int64_t i0 = 0; i0 < r; i0 += 64) {                                                       \
+        int64_t ni = r - i0 < 64 ? r - i0 : 64;                                                      \
+        for (int64_t i = 0; i < ni; i++) {                                                           \
+          int64_t h = s * r + i0 + i;                                                                \
+          qs[i] = g->q + ((b * g->Hq + h) * T + t) * K;                                              \
+          outs[i] = g->out + ((b * g->Hq + h) * T + t) * V;                                          \
+          memset(outs[i], 0, sizeof(float) * (size_t)V);                                             \
+        }                                                                                            \
+        for (int64_t kk = 0; kk < K; kk++) {                                                         \
+          float *row = S + kk * V;                                                                   \
+          if (i0 == 0) axpy_##SFX(row, pred, kt[kk], V);                                             \
+          for (int64_t i = 0; i < ni; i++) axpy_##SFX(outs[i], row, qs[i][kk], V);                   \
+        }                                                                                            \
+      }                                                                                              \
+    }                                                                                                \
   }
+DEFINE_GDR_HEAD(base, )
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(PX_PORTABLE_KERNELS)
+#define GDR_X86 1
+DEFINE_GDR_HEAD(avx2, __attribute__((target("avx2"))))
+DEFINE_GDR_HEAD(avx512, __attribute__((target("avx512f"))))
+#else
+#define GDR_X86 0
+#endif
+
+static void gdr_head(const gdr *g, int64_t b, int64_t s, float *pred) {
+#if GDR_X86
+  if (px_cpu()->avx512f) {
+    gdr_head_avx512(g, b, s, pred);
+    return;
+  }
+  if (px_cpu()->avx2) {
+    gdr_head_avx2(g, b, s, pred);
+    return;
+  }
+#endif
+  gdr_head_base(g, b, s, pred);
 }
 
 typedef struct gdr_job {
