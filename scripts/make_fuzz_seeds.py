@@ -195,6 +195,33 @@ def bundled_seeds() -> dict[str, bytes]:
     b[field(b, item(b, case, 0, 1), 0)] = 9  # input 1's value type
     out["bundled_value_type_unknown.bpte"] = bytes(b)
     return out
+def llm_operator_programs() -> dict[str, bytes]:
+    """Small programs on the newer llama operators (gated_delta_rule with its
+    state in a buffer, custom_quantized_sdpa over an int8 cache,
+    quantized_moe_ffn over packed experts), exported as
+    tests/ops/test_ops_llm_newer.py exports them."""
+    import importlib.util
+    import warnings
+
+    import torch
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import executorch.kernels.quantized  # noqa: F401
+        from executorch.extension.llm.custom_ops import custom_ops  # noqa: F401
+    spec = importlib.util.spec_from_file_location("llm_newer", ROOT / "tests" / "ops" / "test_ops_llm_newer.py")
+    assert spec is not None and spec.loader is not None
+    t = importlib.util.module_from_spec(spec)
+    sys.modules["llm_newer"] = t  # (the export cache reads its classes' source)
+    spec.loader.exec_module(t)
+    from support.export import export_program
+
+    moe, _, _ = t.moe_module(4, 2, 32, 32, 32, 4, "sigmoid", True, seed=0)
+    return {
+        "llm_gated_delta": t.export_gated_delta(1, 4, 2, 8, 8, True),
+        "llm_quantized_sdpa": t.export_quantized_cached(16, 4, 2, 16),
+        "llm_moe": export_program(moe, (torch.randn(1, 3, 32),), strict_ir=False),
+    }
 
 
 def main() -> None:
@@ -240,6 +267,7 @@ def main() -> None:
     from support.llm import llama_example
 
     programs["llama_portable"] = llama_example("portable")[0]
+    programs.update(llm_operator_programs())
     inputs = {f"{name}.pte": data for name, data in programs.items()}
     inputs.update({f"{name}.pxpd": pack(pte, ptd) for name, (pte, ptd) in data_file_pairs().items()})
     inputs.update(bundled_seeds())

@@ -370,18 +370,32 @@ def test_fast_hadamard_transform_refuses_other_sizes() -> None:
 # ---- an operator pyexec has no kernel for ---------------------------------------------
 
 
-class QuantizedSdpa(torch.nn.Module):
-    def forward(
-        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, zp: torch.Tensor, sc: torch.Tensor
-    ) -> torch.Tensor:
-        return torch.ops.llama.custom_quantized_sdpa(q, k, v, 0, None, 0.0, True, None, zp, sc, zp, sc, zp, sc)
+_MISSING_LIB: Any = None
+
+
+def _define_missing_llama_op() -> None:
+    """A llama:: operator no runtime has a kernel for (defined here, in
+    torch only, with an out variant so that ExecuTorch's exporter keeps it)."""
+    global _MISSING_LIB
+    if _MISSING_LIB is not None:
+        return
+    lib = torch.library.Library("llama", "FRAGMENT")
+    lib.define("pyexec_test_missing(Tensor x) -> Tensor")
+    lib.define("pyexec_test_missing.out(Tensor x, *, Tensor(a!) out) -> Tensor(a!)")
+    lib.impl("pyexec_test_missing", lambda x: x * 2, "CompositeExplicitAutograd")
+    lib.impl("pyexec_test_missing.out", lambda x, *, out: out.copy_(x * 2), "CompositeExplicitAutograd")
+    _MISSING_LIB = lib
+
+
+class MissingLlamaOp(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.ops.llama.pyexec_test_missing(x)
 
 
 def test_other_llama_operators_are_refused_at_load_by_name() -> None:
-    q = torch.randint(-8, 8, (1, 3, 2, 8), dtype=torch.int8)
-    zp, sc = torch.zeros(1, 3, 2, 1, dtype=torch.int8), torch.full((1, 3, 2, 1), 0.1)
-    pte = export_program(QuantizedSdpa(), (q, q, q, zp, sc), strict_ir=False)
-    with pytest.raises(pyexec.Error, match=re.escape("llama::custom_quantized_sdpa.out")):
+    _define_missing_llama_op()
+    pte = export_program(MissingLlamaOp(), (torch.ones(2, 3),), strict_ir=False)
+    with pytest.raises(pyexec.Error, match=re.escape("llama::pyexec_test_missing.out")):
         pyexec.load(pte).load_method("forward")
 
 

@@ -42,6 +42,9 @@ RUNTIME = ["runtime/test/test_runtime.py", "runtime/test/test_runtime_xnnpack.py
 PYBINDINGS = ["extension/pybindings/test/test_pybindings.py", "extension/pybindings/test/test_backend_pybinding.py",
               "devtools/bundled_program/test/test_end2end.py"]
 LLM_RUNNER = ["extension/llm/runner/test/test_runner_pybindings.py"]  # against pyexec.llm (et_llm_runner.py)
+# The LLM custom-operator tests that run a program through executorch.runtime
+# (the others in that folder run the ops eagerly only).
+LLM_CUSTOM_OPS = ["extension/llm/custom_ops/test_gated_delta.py"]
 
 # The fixed part the test command runs (the whole set takes about 20 minutes
 # of one core, mostly exporting and lowering): every XNNPACK operator file but
@@ -63,7 +66,7 @@ def executorch_root() -> Path:
 
 
 def suite_paths(name: str) -> list[str]:
-    """The shipped test paths of a suite: all, xnnpack-ops, runtime, llm-runner or ci."""
+    """The shipped test paths of a suite: all, xnnpack-ops, runtime, pybindings, llm-runner, llm-custom-ops or ci."""
     root = executorch_root()
     ops = root / XNNPACK_OPS
     runtime = [str(root / p) for p in RUNTIME]
@@ -71,6 +74,9 @@ def suite_paths(name: str) -> list[str]:
     llm_runner = [str(root / p) for p in LLM_RUNNER]
     if name == "xnnpack-ops":
         return [str(ops)]
+    custom_ops = [str(root / p) for p in LLM_CUSTOM_OPS]
+    if name == "llm-custom-ops":
+        return custom_ops
     if name == "runtime":
         return runtime
     if name == "pybindings":
@@ -78,11 +84,11 @@ def suite_paths(name: str) -> list[str]:
     if name == "llm-runner":
         return llm_runner
     if name == "all":
-        return [str(ops), *runtime, *pybindings, *llm_runner]
+        return [str(ops), *runtime, *pybindings, *llm_runner, *custom_ops]
     if name == "ci":
         files = sorted(p.name for p in ops.glob("test_*.py") if p.name not in CI_EXCLUDED)
-        return [str(ops / f) for f in files] + runtime + pybindings + llm_runner
-    raise SystemExit(f"unknown suite {name!r}: all, xnnpack-ops, runtime, pybindings, llm-runner or ci")
+        return [str(ops / f) for f in files] + runtime + pybindings + llm_runner + custom_ops
+    raise SystemExit(f"unknown suite {name!r}: all, xnnpack-ops, runtime, pybindings, llm-runner, llm-custom-ops or ci")
 
 
 _runs = {"programs": 0, "tests": 0}

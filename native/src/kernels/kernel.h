@@ -62,7 +62,7 @@ typedef struct px_kernel_def {
   /* shape/ */ X(view) X(copy) X(factory) X(concat) X(slice) X(pad) X(rearrange)         \
   X(pixel_shuffle)                                                                      \
   /* index/ */ X(index) X(scatter)                                                        \
-  /* llm/ (llama::) */ X(llm_sdpa) X(llm_cache) X(llm_hadamard)                           \
+  /* llm/ (llama::) */ X(llm_sdpa) X(llm_cache) X(llm_hadamard) X(llm_gated_delta) X(llm_fallback) X(llm_moe)                           \
   /* quantized/ */ X(quantize) X(dequantize) X(choose_qparams) X(quantized_embedding) X(mixed) X(quantized_add) \
   /* executorch_prim:: */ X(prim)
 #define PX_KERNEL_TABLE_DECL_(family) extern const px_kernel_def px_kernels_##family[];

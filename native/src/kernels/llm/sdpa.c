@@ -221,12 +221,27 @@ typedef struct attn {
   bool causal;
   float scale;
   int r16; /* float16 / bfloat16 q, k, v: the dtype P is rounded to before P V; else 0 */
+  /* custom_quantized_sdpa: int8 q, k, v with a float32 scale and an int8
+   * zero point per row (per (batch, position, head)); NULL for float ones */
+  const px_tensor *q_sc, *q_zp, *k_sc, *k_zp, *v_sc, *v_zp;
+  bool sd2; /* q, k, v and out laid out [B, H, S, D] (is_seq_at_dim_2) */
 } attn;
+
+/* Element offset of row (b, s, h) of a [B, S, H, D] tensor (or [B, H, S, D]
+ * with sd2) whose sequence length is S and heads H. */
+static inline int64_t row_at(const attn *a, int64_t b, int64_t s, int64_t h, int64_t S, int64_t H) {
+  return (a->sd2 ? (b * H + h) * S + s : (b * S + s) * H + h) * a->D;
+}
+
+/* n int8 values (from element k) minus the zero point, as float32 */
+static inline void load_i8_centered(float *dst, const int8_t *src, int64_t k, int64_t n, int32_t zp) {
+  for (int64_t j = 0; j < n; j++) dst[j] = (float)((int32_t)src[k + j] - zp);
+}
 
 /* Scratch for one call: the tile's queries, scores, accumulators, running
  * max / sum and key limits, the converted key / value block, GEMM packing. */
 typedef struct attn_work {
-  float *qt, *sc, *acc, *m, *l, *kf, *vf;
+  float *qt, *sc, *acc, *m, *l, *kf, *vf, *qs;
   int64_t *lim;
   void *gemm;
 } attn_work;
@@ -235,14 +250,43 @@ typedef struct attn_work {
  * a float32 tensor (row stride Hkv * D), else converted into buf (stride D). */
 static const float *key_rows(const attn *a, const px_tensor *t, float *buf, int64_t b, int64_t g, int64_t n0,
                              int64_t nb, int64_t *stride) {
-  int64_t base = ((b * a->Skv + n0) * a->Hkv + g) * a->D;
+  int64_t base = row_at(a, b, n0, g, a->Skv, a->Hkv), step = a->sd2 ? a->D : a->Hkv * a->D;
   if (t->dtype == PX_F32) {
-    *stride = a->Hkv * a->D;
+    *stride = step;
     return (const float *)t->data + base;
   }
-  for (int64_t n = 0; n < nb; n++) llm_load_f32(buf + n * a->D, t->data, t->dtype, base + n * a->Hkv * a->D, a->D);
+  if (t->dtype == PX_I8) {
+    /* keys: k - zero point, exact integers (their scales multiply the
+     * scores); values: (v - zero point) * scale, as ExecuTorch dequantizes */
+    bool is_key = t == a->k;
+    const px_tensor *sc = is_key ? a->k_sc : a->v_sc, *zp = is_key ? a->k_zp : a->v_zp;
+    for (int64_t n = 0; n < nb; n++) {
+      int64_t r = (base + n * step) / a->D;
+      float *dst = buf + n * a->D;
+      load_i8_centered(dst, t->data, base + n * step, a->D, ((const int8_t *)zp->data)[r]);
+      if (!is_key) {
+        float s = ((const float *)sc->data)[r];
+        for (int64_t d = 0; d < a->D; d++) dst[d] *= s;
+      }
+    }
+  } else {
+    for (int64_t n = 0; n < nb; n++) llm_load_f32(buf + n * a->D, t->data, t->dtype, base + n * step, a->D);
+  }
   *stride = a->D;
   return buf;
+}
+
+/* A quantized problem's scores of one block: the integer products times
+ * q's and k's row scales, then the softmax scale. */
+static void scale_scores(const attn *a, float *sc, const float *qscale, int64_t mt, int64_t b, int64_t g,
+                         int64_t n0, int64_t nb, const int64_t *lim) {
+  const float *ks = a->k_sc->data;
+  int64_t r0 = row_at(a, b, n0, g, a->Skv, a->Hkv) / a->D, rstep = a->sd2 ? 1 : a->Hkv;
+  for (int64_t i = 0; i < mt; i++) {
+    int64_t valid = lim[i] - n0 < nb ? lim[i] - n0 : nb;
+    float *row = sc + i * KEY_BLOCK;
+    for (int64_t n = 0; n < valid; n++) row[n] = row[n] * qscale[i] * ks[r0 + n * rstep] * a->scale;
+  }
 }
 
 /* Scores of one block (already in w->sc, scaled) to probabilities: masks,
@@ -294,7 +338,13 @@ static int attend_tile(px_ctx *ctx, const attn *a, attn_work *w, int64_t b, int6
   int64_t kend = 0;
   for (int64_t i = 0; i < mt; i++) {
     int64_t s = (i0 + i) / r, h = g * r + (i0 + i) % r;
-    llm_load_f32(w->qt + i * D, a->q->data, a->q->dtype, ((b * a->S + s) * a->Hq + h) * D, D);
+    int64_t qoff = row_at(a, b, s, h, a->S, a->Hq);
+    if (a->q_sc) {
+      load_i8_centered(w->qt + i * D, a->q->data, qoff, D, ((const int8_t *)a->q_zp->data)[qoff / D]);
+      w->qs[i] = ((const float *)a->q_sc->data)[qoff / D];
+    } else {
+      llm_load_f32(w->qt + i * D, a->q->data, a->q->dtype, qoff, D);
+    }
     w->lim[i] = a->mask ? a->Skv : a->causal ? a->start_pos + s + 1 : a->start_pos + a->S;
     if (w->lim[i] > kend) kend = w->lim[i];
     w->m[i] = -INFINITY;
@@ -303,24 +353,26 @@ static int attend_tile(px_ctx *ctx, const attn *a, attn_work *w, int64_t b, int6
   memset(w->acc, 0, sizeof(float) * (size_t)(mt * D));
   bool gemm = mt >= GEMM_ROWS;
   /* decode tiles of float32 caches: the vector products */
-  dec_block_fn vec = !gemm && a->k->dtype == PX_F32 ? dec_block(D) : NULL;
+  dec_block_fn vec = !gemm && (a->k->dtype == PX_F32 || a->k->dtype == PX_I8) ? dec_block(D) : NULL;
+  float alpha = a->q_sc ? 1.0f : a->scale; /* a quantized problem's scales come after */
   for (int64_t n0 = 0; n0 < kend; n0 += KEY_BLOCK) {
     int64_t nb = kend - n0 < KEY_BLOCK ? kend - n0 : KEY_BLOCK;
     int64_t ks, vs;
     const float *kb = key_rows(a, a->k, w->kf, b, g, n0, nb, &ks);
     /* scores = scale * Q K^T */
     if (gemm) {
-      int rc = px_gemm_f32(ctx, w->gemm, mt, nb, D, a->scale, w->qt, D, 1, kb, 1, ks, 0.0f, w->sc, KEY_BLOCK);
+      int rc = px_gemm_f32(ctx, w->gemm, mt, nb, D, alpha, w->qt, D, 1, kb, 1, ks, 0.0f, w->sc, KEY_BLOCK);
       if (rc) return rc;
     } else if (vec) {
-      vec(w->qt, mt, D, kb, ks, NULL, 0, nb, w->lim, n0, a->scale, w->sc, w->acc, 0);
+      vec(w->qt, mt, D, kb, ks, NULL, 0, nb, w->lim, n0, alpha, w->sc, w->acc, 0);
     } else {
       for (int64_t i = 0; i < mt; i++) {
         int64_t valid = w->lim[i] - n0 < nb ? w->lim[i] - n0 : nb;
         for (int64_t n = 0; n < valid; n++)
-          w->sc[i * KEY_BLOCK + n] = dot_f32(w->qt + i * D, kb + n * ks, D) * a->scale;
+          w->sc[i * KEY_BLOCK + n] = dot_f32(w->qt + i * D, kb + n * ks, D) * alpha;
       }
     }
+    if (a->q_sc) scale_scores(a, w->sc, w->qs, mt, b, g, n0, nb, w->lim);
     block_softmax(a, w, mt, i0, n0, nb);
     /* acc += P V */
     const float *vb = key_rows(a, a->v, w->vf, b, g, n0, nb, &vs);
@@ -342,7 +394,7 @@ static int attend_tile(px_ctx *ctx, const attn *a, attn_work *w, int64_t b, int6
     int64_t s = (i0 + i) / r, h = g * r + (i0 + i) % r;
     float inv = 1.0f / w->l[i], *acc = w->acc + i * D;
     for (int64_t d = 0; d < D; d++) acc[d] *= inv;
-    llm_store_f32(a->out->data, a->out->dtype, ((b * a->S + s) * a->Hq + h) * D, acc, D);
+    llm_store_f32(a->out->data, a->out->dtype, row_at(a, b, s, h, a->S, a->Hq), acc, D);
   }
   return 0;
 }
@@ -400,7 +452,8 @@ static int attend(px_ctx *ctx, const attn *a) {
     w.m = px_scratch(ctx, fl * (size_t)mt);
     w.l = px_scratch(ctx, fl * (size_t)mt);
     w.lim = px_scratch(ctx, sizeof(int64_t) * (size_t)mt);
-    if (!w.qt || !w.sc || !w.acc || !w.m || !w.l || !w.lim) return PYEXEC_ERR_EXECUTION;
+    w.qs = px_scratch(ctx, fl * (size_t)mt);
+    if (!w.qt || !w.sc || !w.acc || !w.m || !w.l || !w.lim || !w.qs) return PYEXEC_ERR_EXECUTION;
     if (a->k->dtype != PX_F32) {
       w.kf = px_scratch(ctx, fl * (size_t)(nb * D));
       w.vf = px_scratch(ctx, fl * (size_t)(nb * D));
@@ -421,25 +474,39 @@ static int attend(px_ctx *ctx, const attn *a) {
   return atomic_load(&J.rc);
 }
 
-/* Checks custom_sdpa's arguments and fills *a; resizes out to q's shape.
- * args: q, k, v, start_pos, attn_mask, dropout_p, is_causal, scale. */
-static int attn_setup(px_ctx *ctx, px_value *const *args, px_tensor *out, attn *a) {
+/* Checks custom_sdpa's arguments (custom_quantized_sdpa's with quant) and
+ * fills *a; resizes out to q's shape. args: q, k, v, start_pos, attn_mask,
+ * dropout_p, is_causal, scale, then for quant the six quantization
+ * parameters and is_seq_at_dim_2. */
+static int attn_setup(px_ctx *ctx, px_value *const *args, px_tensor *out, attn *a, bool quant) {
   px_tensor *q = args[0]->u.t, *k = args[1]->u.t, *v = args[2]->u.t;
   px_tensor *mask = args[4]->tag == PX_V_TENSOR ? args[4]->u.t : NULL;
   int64_t start_pos = args[3]->u.i;
-  bool causal = args[6]->u.b;
+  bool causal = args[6]->u.b, sd2 = quant && args[14]->u.b;
   int rc;
   if ((rc = llm_require_bshd(ctx, q, "query")) || (rc = llm_require_bshd(ctx, k, "key")) ||
-      (rc = llm_require_bshd(ctx, v, "value")) || (rc = llm_require_attn_dtype(ctx, q, "query")) ||
-      (rc = px_require_same_dtype(ctx, k, "key", q, "query")) ||
-      (rc = px_require_same_dtype(ctx, v, "value", q, "query")) ||
-      (rc = px_require_same_dtype(ctx, out, "out", q, "query")) || (rc = px_require_contiguous(ctx, out, "out")))
+      (rc = llm_require_bshd(ctx, v, "value")))
     return rc;
+  if (quant) {
+    static const char *const names[3] = {"query", "key", "value"};
+    const px_tensor *qkv[3] = {q, k, v};
+    for (int t = 0; t < 3; t++)
+      if ((rc = px_require_dtype(ctx, qkv[t], PX_I8, names[t]))) return rc;
+    if ((rc = px_require_dtype(ctx, out, PX_F32, "out")) || (rc = px_require_contiguous(ctx, out, "out")))
+      return rc;
+  } else if ((rc = llm_require_attn_dtype(ctx, q, "query")) ||
+             (rc = px_require_same_dtype(ctx, k, "key", q, "query")) ||
+             (rc = px_require_same_dtype(ctx, v, "value", q, "query")) ||
+             (rc = px_require_same_dtype(ctx, out, "out", q, "query")) ||
+             (rc = px_require_contiguous(ctx, out, "out"))) {
+    return rc;
+  }
   for (int d = 0; d < 4; d++)
     if (k->sizes[d] != v->sizes[d]) return fail_shape(ctx, "value", v, "expected the key's shape");
   if (k->sizes[0] != q->sizes[0]) return fail_shape(ctx, "key", k, "expected the query's batch size");
   if (k->sizes[3] != q->sizes[3]) return fail_shape(ctx, "key", k, "expected the query's head_dim");
-  int64_t Hq = q->sizes[2], Hkv = k->sizes[2], S = q->sizes[1], Skv = k->sizes[1];
+  int sdim = sd2 ? 2 : 1, hdim = sd2 ? 1 : 2;
+  int64_t Hq = q->sizes[hdim], Hkv = k->sizes[hdim], S = q->sizes[sdim], Skv = k->sizes[sdim];
   if (Hkv < 1 || Hkv > Hq || Hq % Hkv)
     return px_fail(ctx, "query has %lld heads and key %lld; the key's heads must divide the query's",
                    (long long)Hq, (long long)Hkv);
@@ -455,10 +522,33 @@ static int attn_setup(px_ctx *ctx, px_value *const *args, px_tensor *out, attn *
   if (!mask && start_pos > Skv - S)
     return px_fail(ctx, "start_pos %lld + query's %lld positions = %lld exceeds the key's %lld positions",
                    (long long)start_pos, (long long)S, (long long)(start_pos + S), (long long)Skv);
+  const px_tensor *qp[6] = {NULL};
+  if (quant) {
+    /* q_zero_points, q_scales, k_zero_points, k_scales, v_zero_points, v_scales:
+     * one per row of their tensor, [B, S, H, 1] (or [B, H, S, 1]) */
+    static const char *const names[6] = {"q_zero_points", "q_scales", "k_zero_points",
+                                         "k_scales",      "v_zero_points", "v_scales"};
+    for (int t = 0; t < 6; t++) {
+      const px_tensor *of = t < 2 ? q : t < 4 ? k : v;
+      if (args[8 + t]->tag != PX_V_TENSOR) return px_fail(ctx, "%s must be given", names[t]);
+      const px_tensor *p = qp[t] = args[8 + t]->u.t;
+      if ((rc = px_require_dtype(ctx, p, t % 2 ? PX_F32 : PX_I8, names[t])) ||
+          (rc = px_require_contiguous(ctx, p, names[t])))
+        return rc;
+      bool ok = p->dim == 4 && p->sizes[3] == 1;
+      for (int d = 0; ok && d < 3; d++) ok = p->sizes[d] == of->sizes[d];
+      if (!ok) {
+        char why[96];
+        snprintf(why, sizeof why, "expected [%lld, %lld, %lld, 1]: one per row of %s", (long long)of->sizes[0],
+                 (long long)of->sizes[1], (long long)of->sizes[2], t < 2 ? "query" : t < 4 ? "key" : "value");
+        return fail_shape(ctx, names[t], p, why);
+      }
+    }
+  }
   if ((rc = px_resize_like(ctx, out, q))) return rc;
   double scale = args[7]->tag == PX_V_NONE ? 1.0 / sqrt((double)q->sizes[3]) : arg_d(args[7]);
   *a = (attn){q, k, v, mask, out, q->sizes[0], S, Hq, Hkv, q->sizes[3], Skv, start_pos, causal, (float)scale,
-              px_is16(q->dtype) ? q->dtype : 0};
+              px_is16(q->dtype) ? q->dtype : 0, qp[1], qp[0], qp[3], qp[2], qp[5], qp[4], sd2};
   return 0;
 }
 
@@ -467,7 +557,7 @@ static int attn_setup(px_ctx *ctx, px_value *const *args, px_tensor *out, attn *
  *     *, Tensor(a!) out) */
 static int k_custom_sdpa(px_ctx *ctx, px_value *const *args) {
   attn a;
-  int rc = attn_setup(ctx, args, args[8]->u.t, &a);
+  int rc = attn_setup(ctx, args, args[8]->u.t, &a, false);
   if (rc || a.q->numel == 0) return rc;
   return attend(ctx, &a);
 }
@@ -490,11 +580,28 @@ static int k_sdpa_with_kv_cache(px_ctx *ctx, px_value *const *args) {
     return rc;
   px_value *sdpa_args[8] = {args[0], args[3], args[4], args[5], args[7], args[8], args[9], args[10]};
   attn a;
-  if ((rc = attn_setup(ctx, sdpa_args, args[11]->u.t, &a)) || a.q->numel == 0) return rc;
+  if ((rc = attn_setup(ctx, sdpa_args, args[11]->u.t, &a, false)) || a.q->numel == 0) return rc;
+  return attend(ctx, &a);
+}
+
+/* llama::custom_quantized_sdpa.out(Tensor query, Tensor key, Tensor value, SymInt start_pos,
+ *     Tensor? attn_mask=None, float drpout_p=0., bool is_causal=False, float? scale=None,
+ *     Tensor? q_zero_points=None, Tensor? q_scales=None, Tensor? k_zero_points=None,
+ *     Tensor? k_scales=None, Tensor? v_zero_points=None, Tensor? v_scales=None,
+ *     bool is_seq_at_dim_2=False, *, Tensor(a!) out)
+ * custom_sdpa over int8 q, k and v (a KV cache quantized per token and head),
+ * float32 out. As ExecuTorch: the scores are the exact integer products
+ * (q - zq) . (k - zk) times q's and k's row scales, V is dequantized,
+ * (v - zv) * scale, before P V. */
+static int k_custom_quantized_sdpa(px_ctx *ctx, px_value *const *args) {
+  attn a;
+  int rc = attn_setup(ctx, args, args[15]->u.t, &a, true);
+  if (rc || a.q->numel == 0) return rc;
   return attend(ctx, &a);
 }
 
 const px_kernel_def px_kernels_llm_sdpa[] = {
+    {"llama::custom_quantized_sdpa.out", "@TTTItDBdttttttBT|T", k_custom_quantized_sdpa},
     {"llama::custom_sdpa.out", "@TTTItDBdT|T", k_custom_sdpa},
     {"llama::sdpa_with_kv_cache.out", "@TTTTTIItDBdT|T", k_sdpa_with_kv_cache},
     {NULL, NULL, NULL},
