@@ -203,8 +203,11 @@ def _instruction_entries(top: ProfileEvent, nodes: Sequence[ProfileEvent],
     if top.name.startswith(("executorch_prim::", "aten::sym_")) or top.name == "aten::_local_scalar_dense":
         return [*_debug_entries(top, values), _Entry("OPERATOR_CALL", *span)]
     # pyexec resolves a kernel's arguments at load, so the kernel's own time
-    # is the instruction's: both events span it.
-    op = top.name.split("::", 1)[-1]
+    # is the instruction's: both events span it. Kernels ExecuTorch generates
+    # from its operator lists (aten, quantized_decomposed, ...) name the event
+    # without the namespace; its LLM custom operators, registered by hand
+    # (EXECUTORCH_LIBRARY), keep it ("native_call_llama::custom_sdpa.out").
+    op = top.name if top.name.startswith("llama::") else top.name.split("::", 1)[-1]
     return [*_debug_entries(top, values), _Entry(f"native_call_{op}", *span), _Entry("OPERATOR_CALL", *span)]
 
 
