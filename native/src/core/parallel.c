@@ -25,7 +25,9 @@
  * Waking: a worker that has just finished spins for a short while on the
  * claim word (a model runs one kernel after the other, so the next job usually
  * comes within microseconds), then sleeps on a condition variable; the owner
- * spins likewise for the last chunks, then sleeps.
+ * spins likewise for the last chunks, then sleeps. Every few microseconds of
+ * spinning yields the CPU (sched_yield), so that a spinner sharing a core
+ * with the thread it waits for (a busy machine) does not hold it up.
  *
  * Thread count: pyexec_set_num_threads, else PYEXEC_NUM_THREADS, else the
  * CPUs in the process's affinity mask capped by a cgroup CPU quota (v2
@@ -329,6 +331,14 @@ static inline void cpu_relax(void) {
 #endif
 }
 
+/* Every 64 pauses of a spin: hands the CPU to another thread that is ready
+ * to run on it, if any (returns at once on an idle core). On a machine whose
+ * other cores are busy, a spinning worker and the thread it waits for often
+ * share one core; without this the spinner would take its whole time slice
+ * from the thread doing the work (a small CNN's convolution at two threads
+ * took 6x its one-thread time with the other core busy). */
+static inline void spin_yield(void) { sched_yield(); }
+
 static void run_chunk(const job *j, int c, int tid) {
   int64_t u0 = j->units * c / j->nchunks, u1 = j->units * (c + 1) / j->nchunks;
   int64_t b = u0 * j->grain, e = u1 * j->grain;
@@ -397,7 +407,9 @@ static void *worker_main(void *p) {
           atomic_load_explicit(&pl->stop, memory_order_acquire))
         break;
       cpu_relax();
-      if ((k & 63) == 0 && now_ns() - t0 > PX_SPIN_NS) {
+      if ((k & 63) == 0 && now_ns() - t0 <= PX_SPIN_NS) {
+        spin_yield();
+      } else if ((k & 63) == 0) {
         pthread_mutex_lock(&pl->mu);
         w->sleeping = true;
         const unsigned wakes = atomic_load(&pl->wakes);
@@ -534,6 +546,37 @@ static int pool_resize(pool *pl, int want) {
   return pl->nworkers;
 }
 
+/* Back-off from workers that stall (state of the job owner: read and written
+ * only while holding g_busy). A worker the system holds up while it runs a
+ * chunk (its core busy with other processes) makes the owner wait for that
+ * chunk after finishing everything else; when that wait exceeds both
+ * PX_STALL_NS and the owner's own time in the job, the next jobs run their
+ * chunks on the owner alone (the same chunks, so the same bits), 16 jobs
+ * at first, twice as many after each further stall (up to 1024), and then
+ * the workers are tried again; a job without a stall ends the back-off.
+ * Two threads on a machine whose other core is busy are then no slower than
+ * one. PYEXEC_POOL_BACKOFF=0 turns it off (read once). */
+#define PX_STALL_NS 50000L
+#define PX_BACKOFF_FIRST 16
+#define PX_BACKOFF_MAX 1024
+static int g_backoff_left, g_backoff_len;
+static int g_backoff_off = -1;
+
+static void note_wait(int64_t own_ns, int64_t wait_ns) {
+  if (g_backoff_off < 0) {
+    const char *e = getenv("PYEXEC_POOL_BACKOFF");
+    g_backoff_off = e && !strcmp(e, "0");
+  }
+  if (g_backoff_off) return;
+  if (wait_ns > PX_STALL_NS && wait_ns > own_ns) {
+    g_backoff_len = g_backoff_len ? (g_backoff_len * 2 < PX_BACKOFF_MAX ? g_backoff_len * 2 : PX_BACKOFF_MAX)
+                                  : PX_BACKOFF_FIRST;
+    g_backoff_left = g_backoff_len;
+  } else {
+    g_backoff_len = 0;
+  }
+}
+
 void px_parallel_for(int64_t n, int64_t grain, int64_t cost, px_parallel_fn fn, void *arg) {
   if (n <= 0) return;
   if (grain < 1) grain = 1;
@@ -567,8 +610,18 @@ void px_parallel_for(int64_t n, int64_t grain, int64_t cost, px_parallel_fn fn, 
    * on (n, grain, t). */
   int64_t nchunks = units < (int64_t)t * CHUNKS_PER_THREAD ? units : (int64_t)t * CHUNKS_PER_THREAD;
   if (nchunks > PX_MAX_CHUNKS) nchunks = PX_MAX_CHUNKS;
-  pl->cur = (job){.fn = fn, .arg = arg, .n = n, .grain = grain, .units = units, .nchunks = (int)nchunks,
+  const job jb = {.fn = fn, .arg = arg, .n = n, .grain = grain, .units = units, .nchunks = (int)nchunks,
                   .fp = px_fp_mode()};
+  if (g_backoff_left > 0) { /* workers stalled lately: the same chunks, all on this thread */
+    g_backoff_left--;
+    tl_in_task = 1;
+    for (int c = 0; c < (int)nchunks; c++) run_chunk(&jb, c, 0);
+    tl_in_task = 0;
+    atomic_flag_clear_explicit(&g_busy, memory_order_release);
+    return;
+  }
+  pl->cur = jb;
+  const int64_t t_start = now_ns();
   atomic_store_explicit(&pl->done_chunks, 0, memory_order_relaxed);
   pl->gen = (pl->gen + 1) & ((UINT64_C(1) << (64 - CW_GEN_SHIFT)) - 1);
   uint64_t word = pl->gen << CW_GEN_SHIFT | (uint64_t)t << CW_THREADS_SHIFT | (uint64_t)nchunks << CW_CHUNKS_SHIFT;
@@ -587,12 +640,15 @@ void px_parallel_for(int64_t n, int64_t grain, int64_t cost, px_parallel_fn fn, 
   tl_in_task = 1;
   work_chunks(pl, 0, &gen);
   tl_in_task = 0;
+  const int64_t t_own = now_ns();
 
   if (atomic_load_explicit(&pl->done_chunks, memory_order_acquire) != nchunks) {
     int64_t t0 = now_ns();
     for (int k = 1; atomic_load_explicit(&pl->done_chunks, memory_order_acquire) != nchunks; k++) {
       cpu_relax();
-      if ((k & 63) == 0 && now_ns() - t0 > PX_SPIN_NS) {
+      if ((k & 63) == 0 && now_ns() - t0 <= PX_SPIN_NS) {
+        spin_yield();
+      } else if ((k & 63) == 0) {
         pthread_mutex_lock(&pl->mu);
         pl->owner_waiting = true;
         while (atomic_load(&pl->done_chunks) != nchunks) pthread_cond_wait(&pl->done, &pl->mu);
@@ -602,6 +658,7 @@ void px_parallel_for(int64_t n, int64_t grain, int64_t cost, px_parallel_fn fn, 
       }
     }
   }
+  note_wait(t_own - t_start, now_ns() - t_own);
   atomic_flag_clear_explicit(&g_busy, memory_order_release);
 }
 
