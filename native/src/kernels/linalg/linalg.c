@@ -2,7 +2,8 @@
  * linalg.c - matrix products for every dtype: mm, bmm and addmm (float32
  * through the GEMM engine in gemm/, which reads operands of any strides, so
  * transposed and channels-last operands are not copied; float16 / bfloat16
- * through it on float32 copies, rounded once).
+ * through it too, the first operand widened to float32, the second widened
+ * as the engine packs it, read through its strides, the sums rounded once).
  */
 
 #include "kernels/linalg/linalg.h"
@@ -247,8 +248,9 @@ static const void *row_major(px_ctx *ctx, const px_tensor *t) {
   return r.data;
 }
 
-/* The mat2 operand as the products read it: through its strides for float32
- * (a transposed weight costs no copy), row-major otherwise. */
+/* The mat2 operand as the products read it: through its strides for float32,
+ * float16 and bfloat16 (a transposed weight costs no copy), row-major
+ * otherwise. */
 static int mat2_view(px_ctx *ctx, const px_tensor *b, mat_view *v) {
   int r = b->dim;
   if (b->dtype == PX_F32 || b->dtype == PX_F16 || b->dtype == PX_BF16 || b->contiguous) {
