@@ -216,8 +216,9 @@ BURNER = "import time\nend = time.monotonic() + {seconds}\nwhile time.monotonic(
 
 def busy_core_table(budget_s: float, model: str = "small_cnn") -> None:
     """pyexec at 1 and 2 threads on an XNNPACK-lowered small CNN while a
-    CPU burner (a subprocess that stops by itself after a few seconds) keeps
-    another core busy: two threads must not be slower than one there."""
+    CPU burner (a subprocess, stopped when the measurement ends and in any
+    case by itself after 10 s) keeps another core busy: two threads must
+    not be slower than one there."""
     import subprocess
     import time
 
@@ -232,12 +233,13 @@ def busy_core_table(budget_s: float, model: str = "small_cnn") -> None:
 
         return run
 
-    seconds = 3.0
+    seconds = 10.0  # its own limit; stopped as soon as the measurement ends (2-3 s)
     burner = subprocess.Popen([sys.executable, "-c", BURNER.format(seconds=seconds)])
     try:
         time.sleep(0.2)  # the burner running
         one, two = interleaved_us([at(1), at(2)], budget_s=budget_s, rounds=3)
     finally:
+        burner.terminate()
         burner.wait(timeout=seconds + 10)
     pyexec.set_num_threads(1)
     print_table(
