@@ -377,8 +377,8 @@ static int claim_chunk(pool *pl, int index, uint64_t *gen) {
  * it; a worker runs each under the floating-point control word of the
  * thread that started its job (denormals off inside an XNNPACK delegate
  * call, as there, and back on for the next job from outside one). */
-static void work_chunks(pool *pl, int index, uint64_t *gen) {
-  int c;
+static int work_chunks(pool *pl, int index, uint64_t *gen) {
+  int c, ran = 0;
   uint64_t mode = index ? px_fp_mode() : 0;
   while ((c = claim_chunk(pl, index, gen)) >= 0) {
     /* the job cannot change before this chunk is counted done */
@@ -386,12 +386,14 @@ static void work_chunks(pool *pl, int index, uint64_t *gen) {
     int nchunks = j->nchunks;
     if (index && j->fp != mode) px_fp_set_mode(mode = j->fp);
     run_chunk(j, c, index);
+    ran++;
     if (atomic_fetch_add_explicit(&pl->done_chunks, 1, memory_order_acq_rel) + 1 == nchunks) {
       pthread_mutex_lock(&pl->mu);
       if (pl->owner_waiting) pthread_cond_signal(&pl->done);
       pthread_mutex_unlock(&pl->mu);
     }
   }
+  return ran;
 }
 
 static void *worker_main(void *p) {
@@ -546,33 +548,40 @@ static int pool_resize(pool *pl, int want) {
   return pl->nworkers;
 }
 
-/* Back-off from workers that stall (state of the job owner: read and written
- * only while holding g_busy). A worker the system holds up while it runs a
- * chunk (its core busy with other processes) makes the owner wait for that
- * chunk after finishing everything else; when that wait exceeds both
- * PX_STALL_NS and the owner's own time in the job, the next jobs run their
- * chunks on the owner alone (the same chunks, so the same bits), 16 jobs
- * at first, twice as many after each further stall (up to 1024), and then
- * the workers are tried again; a job without a stall ends the back-off.
- * Two threads on a machine whose other core is busy are then no slower than
- * one. PYEXEC_POOL_BACKOFF=0 turns it off (read once). */
-#define PX_STALL_NS 50000L
+/* Back-off from workers the system holds up (state of the job owner: read
+ * and written only while holding g_busy). After each job on several
+ * threads the owner compares the job's time (its own chunks, then the wait
+ * for the others') with what it would have taken alone (its time per chunk
+ * times the chunks), and keeps a running average of the ratio. A worker
+ * held up while it runs a chunk (its core busy with other processes) makes
+ * the owner wait for that chunk, often a whole time slice. While the
+ * average says the threads cost more than they give (above 1), jobs run
+ * their chunks on the owner alone (the same chunks, so the same bits), 16
+ * jobs at first, twice as many each time in a row (up to 1024), a job on
+ * the workers between them measuring again; once the average is back
+ * under 0.8 the workers take part in every job. Two threads on a machine
+ * whose other core is busy are then about as fast as one.
+ * PYEXEC_POOL_BACKOFF=0 turns it off (read once). */
 #define PX_BACKOFF_FIRST 16
 #define PX_BACKOFF_MAX 1024
 static int g_backoff_left, g_backoff_len;
 static int g_backoff_off = -1;
+static double g_par_ratio = 0.5; /* running average: job time over time alone */
 
-static void note_wait(int64_t own_ns, int64_t wait_ns) {
+static void note_job(int64_t own_ns, int64_t wait_ns, int owner_chunks, int nchunks) {
   if (g_backoff_off < 0) {
     const char *e = getenv("PYEXEC_POOL_BACKOFF");
     g_backoff_off = e && !strcmp(e, "0");
   }
-  if (g_backoff_off) return;
-  if (wait_ns > PX_STALL_NS && wait_ns > own_ns) {
+  if (g_backoff_off || owner_chunks <= 0 || own_ns <= 0) return;
+  const double alone = (double)own_ns * nchunks / owner_chunks;
+  const double r = (double)(own_ns + wait_ns) / alone;
+  g_par_ratio = 0.75 * g_par_ratio + 0.25 * (r < 16.0 ? r : 16.0);
+  if (g_par_ratio > 1.0) {
     g_backoff_len = g_backoff_len ? (g_backoff_len * 2 < PX_BACKOFF_MAX ? g_backoff_len * 2 : PX_BACKOFF_MAX)
                                   : PX_BACKOFF_FIRST;
     g_backoff_left = g_backoff_len;
-  } else {
+  } else if (g_par_ratio < 0.8) {
     g_backoff_len = 0;
   }
 }
@@ -638,7 +647,7 @@ void px_parallel_for(int64_t n, int64_t grain, int64_t cost, px_parallel_fn fn, 
 
   uint64_t gen;
   tl_in_task = 1;
-  work_chunks(pl, 0, &gen);
+  const int owner_chunks = work_chunks(pl, 0, &gen);
   tl_in_task = 0;
   const int64_t t_own = now_ns();
 
@@ -658,7 +667,7 @@ void px_parallel_for(int64_t n, int64_t grain, int64_t cost, px_parallel_fn fn, 
       }
     }
   }
-  note_wait(t_own - t_start, now_ns() - t_own);
+  note_job(t_own - t_start, now_ns() - t_own, owner_chunks, (int)nchunks);
   atomic_flag_clear_explicit(&g_busy, memory_order_release);
 }
 
