@@ -207,6 +207,46 @@ def main() -> None:
             header,
             [*xnn_rows, geo_row(xnn_rows, 1, len(header))],
         )
+    if not args.only or "busy_core" in args.only:
+        busy_core_table(0.05 if args.quick else 0.2)
+
+
+BURNER = "import time\nend = time.monotonic() + {seconds}\nwhile time.monotonic() < end:\n    pass\n"
+
+
+def busy_core_table(budget_s: float, model: str = "small_cnn") -> None:
+    """pyexec at 1 and 2 threads on an XNNPACK-lowered small CNN while a
+    CPU burner (a subprocess, stopped when the measurement ends and in any
+    case by itself after 10 s) keeps another core busy: two threads must
+    not be slower than one there."""
+    import subprocess
+    import time
+
+    _, inputs, _, lowered = build(model)
+    method = pyexec.load(lowered).load_method("forward")
+    args = list(inputs)
+
+    def at(n: int) -> Callable[[], object]:
+        def run() -> object:
+            pyexec.set_num_threads(n)
+            return method.execute(args)
+
+        return run
+
+    seconds = 10.0  # its own limit; stopped as soon as the measurement ends (2-3 s)
+    burner = subprocess.Popen([sys.executable, "-c", BURNER.format(seconds=seconds)])
+    try:
+        time.sleep(0.2)  # the burner running
+        one, two = interleaved_us([at(1), at(2)], budget_s=budget_s, rounds=3)
+    finally:
+        burner.terminate()
+        burner.wait(timeout=seconds + 10)
+    pyexec.set_num_threads(1)
+    print_table(
+        f"pyexec, {model} (XNNPACK-lowered) with another core busy ({os.cpu_count()} CPUs; one run, noisy)",
+        ["model", "pyexec 1T", "pyexec 2T", "2T/1T"],
+        [[model, fmt_us(one), fmt_us(two), f"{two / one:.2f}"]],
+    )
 
 
 if __name__ == "__main__":

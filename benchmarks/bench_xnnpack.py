@@ -10,6 +10,9 @@ Before anything is timed, pyexec's result on the lowered file is checked
 against ExecuTorch's XNNPACK result (and pyexec's portable result against
 torch eager), with a loose tolerance scaled by the output's magnitude (ten
 times looser for the float16 rows), so that a wrong result cannot look fast.
+Where ExecuTorch's own XNNPACK result is off from torch eager (its float16
+attention block, ExecuTorch 1.5.1), the lowered columns say n/a and only
+the portable ones are timed.
 Every runtime runs at the same thread count (--threads, default 1), printed
 with the table. Ratios are times (pyexec's time / the
 other's): below 1 means pyexec is faster.
@@ -37,6 +40,7 @@ import torch
 import torch.nn.functional as F
 from _common import add_json_option, fmt_us, interleaved_us, print_table, write_json
 from support.export import export_program  # tests/, put on the path by _common
+from support.models import EncoderBlock
 from support.xnnpack import export_xnnpack
 from support.zoo import InvertedResidual, TransformerLayer
 from torch import nn
@@ -179,6 +183,7 @@ MODELS: dict[str, Callable[[], tuple[nn.Module, tuple[torch.Tensor, ...]]]] = {
     "small_cnn": lambda: (SmallCNN(), (torch.randn(1, 3, 32, 32),)),
     "small_cnn_fp16": _half(lambda: (SmallCNN(), (torch.randn(1, 3, 32, 32),))),
     "mlp_batch8_fp16": _half(lambda: (MLP(), (torch.randn(8, 256),))),
+    "attention_block_fp16": _half(lambda: (EncoderBlock(256, 4, 1024), (torch.randn(1, 64, 256),))),
     "mobile_block": lambda: (InvertedResidual(32, 4), (torch.randn(1, 32, 56, 56),)),
     "transformer_layer": lambda: (TransformerLayer(256, 4, 1024), (torch.randn(1, 128, 256),)),
     "mlp_batch8": lambda: (MLP(), (torch.randn(8, 256),)),
@@ -252,6 +257,20 @@ def bench_model(name: str, budget_s: float, rounds: int) -> tuple[list[float], s
         expected = module(*inputs)
     want_x = [t.clone() for t in et_x.execute(inputs)]
     rel = 1e-2 if inputs[0].dtype == torch.float16 else 1e-3
+    et_wrong = mismatch(list(want_x), [expected], rel)
+    if et_wrong:  # ExecuTorch's XNNPACK result is off: the lowered columns are n/a, the portable ones timed
+        print(f"{name}: ExecuTorch XNNPACK vs torch eager: {et_wrong}; lowered columns n/a", file=sys.stderr)
+        wrong = mismatch(list(ours_p.execute(inputs)), [expected], rel)
+        if wrong:
+            return [], f"pyexec portable vs torch eager: {wrong}"
+
+        def eager_only() -> object:
+            with torch.no_grad():
+                return module(*inputs)
+
+        e, p, o = interleaved_us([eager_only, lambda: et_p.execute(inputs), lambda: ours_p.execute(inputs)],
+                                 budget_s=budget_s, rounds=rounds)
+        return [e, p, math.nan, math.nan, o], None
     for what, got, want in [
         ("pyexec lowered vs ExecuTorch XNNPACK", ours_x.execute(inputs), want_x),
         ("ExecuTorch XNNPACK vs torch eager", want_x, [expected]),
@@ -388,6 +407,11 @@ def main() -> None:
             print(f"{name}: WRONG: {wrong}", file=sys.stderr)
             continue
         eager, et_p, et_x, ours_x, ours_p = times
+        if math.isnan(et_x):
+            values.append({"model": name, "threads": threads, "eager_us": eager, "et_portable_us": et_p,
+                           "pyexec_portable_us": ours_p})
+            rows.append([name, fmt_us(eager), fmt_us(et_p), "n/a (wrong result)", "n/a", fmt_us(ours_p), "", ""])
+            continue
         ratios.append(ours_x / et_x)
         values.append({"model": name, "threads": threads, "eager_us": eager, "et_portable_us": et_p,
                        "et_xnnpack_us": et_x, "pyexec_lowered_us": ours_x, "pyexec_portable_us": ours_p,

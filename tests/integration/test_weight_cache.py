@@ -246,3 +246,61 @@ def test_float32_with_data_file(tmp_path: Path, cache_dir: Path, monkeypatch: py
     d.write_bytes(bytes(b))
     run()
     assert len(_files(cache_dir)) == 2
+
+
+class _Convs(torch.nn.Module):
+    """A Winograd 3x3 (32 -> 32 channels), a strided direct 3x3, a depthwise
+    3x3 and a 1x1 convolution, then a linear layer."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = torch.nn.Conv2d(3, 32, 3, padding=1)
+        self.wino = torch.nn.Conv2d(32, 32, 3, padding=1)
+        self.down = torch.nn.Conv2d(32, 48, 3, stride=2, padding=1)
+        self.dw = torch.nn.Conv2d(48, 48, 3, padding=1, groups=48)
+        self.pw = torch.nn.Conv2d(48, 24, 1)
+        self.fc = torch.nn.Linear(24, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.relu(self.wino(torch.relu(self.stem(x))))
+        y = self.pw(torch.relu(self.dw(torch.relu(self.down(y)))))
+        return self.fc(y.mean((2, 3)))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_convolution_plans_cached(
+    tmp_path: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch, dtype: torch.dtype
+) -> None:
+    """A CNN's convolution plans (packed, Winograd-transformed and depthwise
+    filters with their biases) are cached with the linear layers' panels:
+    the second load maps the file and packs nothing, with the same bits as
+    a load without the cache, and within ExecuTorch's XNNPACK result."""
+    from executorch.runtime import Runtime
+    from support.xnnpack import export_xnnpack
+
+    torch.manual_seed(0)
+    module = _Convs().eval().to(dtype)
+    x = torch.randn(1, 3, 20, 20).to(dtype)
+    path = tmp_path / "cnn.pte"
+    path.write_bytes(export_xnnpack(module, (x,)))
+
+    def run() -> tuple[torch.Tensor, bool]:
+        method = pyexec.load(path).load_method("forward")
+        out = method.execute([x])[0]
+        return out, any(line.endswith(".pxw") for line in Path("/proc/self/maps").read_text().splitlines())
+
+    with monkeypatch.context() as m:
+        m.setenv("PYEXEC_CACHE", "0")
+        plain, _ = run()
+    first, mapped = run()
+    files = _files(cache_dir)
+    assert not mapped and len(files) == 1
+    # the Winograd filter alone is 16 positions x 32 x 32 floats (64 KiB);
+    # the linear layer's panels are under 4 KiB
+    assert files[0].stat().st_size > 16 * 32 * 32 * 4, files[0].stat().st_size
+    second, mapped = run()
+    assert mapped, "the second load does not map the cache file"
+    assert torch.equal(first, plain) and torch.equal(second, plain)
+    expected = Runtime.get().load_program(path).load_method("forward").execute([x])[0]
+    tol = 1e-2 if dtype == torch.float16 else 1e-4
+    assert_close(second.float(), expected.float(), rtol=0.0, atol=tol, what="cached CNN vs ExecuTorch")

@@ -25,7 +25,9 @@
  * Waking: a worker that has just finished spins for a short while on the
  * claim word (a model runs one kernel after the other, so the next job usually
  * comes within microseconds), then sleeps on a condition variable; the owner
- * spins likewise for the last chunks, then sleeps.
+ * spins likewise for the last chunks, then sleeps. Every few microseconds of
+ * spinning yields the CPU (sched_yield), so that a spinner sharing a core
+ * with the thread it waits for (a busy machine) does not hold it up.
  *
  * Thread count: pyexec_set_num_threads, else PYEXEC_NUM_THREADS, else the
  * CPUs in the process's affinity mask capped by a cgroup CPU quota (v2
@@ -329,6 +331,14 @@ static inline void cpu_relax(void) {
 #endif
 }
 
+/* Every 64 pauses of a spin: hands the CPU to another thread that is ready
+ * to run on it, if any (returns at once on an idle core). On a machine whose
+ * other cores are busy, a spinning worker and the thread it waits for often
+ * share one core; without this the spinner would take its whole time slice
+ * from the thread doing the work (a small CNN's convolution at two threads
+ * took 6x its one-thread time with the other core busy). */
+static inline void spin_yield(void) { sched_yield(); }
+
 static void run_chunk(const job *j, int c, int tid) {
   int64_t u0 = j->units * c / j->nchunks, u1 = j->units * (c + 1) / j->nchunks;
   int64_t b = u0 * j->grain, e = u1 * j->grain;
@@ -367,8 +377,8 @@ static int claim_chunk(pool *pl, int index, uint64_t *gen) {
  * it; a worker runs each under the floating-point control word of the
  * thread that started its job (denormals off inside an XNNPACK delegate
  * call, as there, and back on for the next job from outside one). */
-static void work_chunks(pool *pl, int index, uint64_t *gen) {
-  int c;
+static int work_chunks(pool *pl, int index, uint64_t *gen) {
+  int c, ran = 0;
   uint64_t mode = index ? px_fp_mode() : 0;
   while ((c = claim_chunk(pl, index, gen)) >= 0) {
     /* the job cannot change before this chunk is counted done */
@@ -376,12 +386,14 @@ static void work_chunks(pool *pl, int index, uint64_t *gen) {
     int nchunks = j->nchunks;
     if (index && j->fp != mode) px_fp_set_mode(mode = j->fp);
     run_chunk(j, c, index);
+    ran++;
     if (atomic_fetch_add_explicit(&pl->done_chunks, 1, memory_order_acq_rel) + 1 == nchunks) {
       pthread_mutex_lock(&pl->mu);
       if (pl->owner_waiting) pthread_cond_signal(&pl->done);
       pthread_mutex_unlock(&pl->mu);
     }
   }
+  return ran;
 }
 
 static void *worker_main(void *p) {
@@ -397,7 +409,9 @@ static void *worker_main(void *p) {
           atomic_load_explicit(&pl->stop, memory_order_acquire))
         break;
       cpu_relax();
-      if ((k & 63) == 0 && now_ns() - t0 > PX_SPIN_NS) {
+      if ((k & 63) == 0 && now_ns() - t0 <= PX_SPIN_NS) {
+        spin_yield();
+      } else if ((k & 63) == 0) {
         pthread_mutex_lock(&pl->mu);
         w->sleeping = true;
         const unsigned wakes = atomic_load(&pl->wakes);
@@ -534,6 +548,44 @@ static int pool_resize(pool *pl, int want) {
   return pl->nworkers;
 }
 
+/* Back-off from workers the system holds up (state of the job owner: read
+ * and written only while holding g_busy). After each job on several
+ * threads the owner compares the job's time (its own chunks, then the wait
+ * for the others') with what it would have taken alone (its time per chunk
+ * times the chunks), and keeps a running average of the ratio. A worker
+ * held up while it runs a chunk (its core busy with other processes) makes
+ * the owner wait for that chunk, often a whole time slice. While the
+ * average says the threads cost more than they give (above 1), jobs run
+ * their chunks on the owner alone (the same chunks, so the same bits), 16
+ * jobs at first, twice as many each time in a row (up to 1024), a job on
+ * the workers between them measuring again; once the average is back
+ * under 0.8 the workers take part in every job. Two threads on a machine
+ * whose other core is busy are then about as fast as one.
+ * PYEXEC_POOL_BACKOFF=0 turns it off (read once). */
+#define PX_BACKOFF_FIRST 16
+#define PX_BACKOFF_MAX 1024
+static int g_backoff_left, g_backoff_len;
+static int g_backoff_off = -1;
+static double g_par_ratio = 0.5; /* running average: job time over time alone */
+
+static void note_job(int64_t own_ns, int64_t wait_ns, int owner_chunks, int nchunks) {
+  if (g_backoff_off < 0) {
+    const char *e = getenv("PYEXEC_POOL_BACKOFF");
+    g_backoff_off = e && !strcmp(e, "0");
+  }
+  if (g_backoff_off || owner_chunks <= 0 || own_ns <= 0) return;
+  const double alone = (double)own_ns * nchunks / owner_chunks;
+  const double r = (double)(own_ns + wait_ns) / alone;
+  g_par_ratio = 0.75 * g_par_ratio + 0.25 * (r < 16.0 ? r : 16.0);
+  if (g_par_ratio > 1.0) {
+    g_backoff_len = g_backoff_len ? (g_backoff_len * 2 < PX_BACKOFF_MAX ? g_backoff_len * 2 : PX_BACKOFF_MAX)
+                                  : PX_BACKOFF_FIRST;
+    g_backoff_left = g_backoff_len;
+  } else if (g_par_ratio < 0.8) {
+    g_backoff_len = 0;
+  }
+}
+
 void px_parallel_for(int64_t n, int64_t grain, int64_t cost, px_parallel_fn fn, void *arg) {
   if (n <= 0) return;
   if (grain < 1) grain = 1;
@@ -567,8 +619,18 @@ void px_parallel_for(int64_t n, int64_t grain, int64_t cost, px_parallel_fn fn, 
    * on (n, grain, t). */
   int64_t nchunks = units < (int64_t)t * CHUNKS_PER_THREAD ? units : (int64_t)t * CHUNKS_PER_THREAD;
   if (nchunks > PX_MAX_CHUNKS) nchunks = PX_MAX_CHUNKS;
-  pl->cur = (job){.fn = fn, .arg = arg, .n = n, .grain = grain, .units = units, .nchunks = (int)nchunks,
+  const job jb = {.fn = fn, .arg = arg, .n = n, .grain = grain, .units = units, .nchunks = (int)nchunks,
                   .fp = px_fp_mode()};
+  if (g_backoff_left > 0) { /* workers stalled lately: the same chunks, all on this thread */
+    g_backoff_left--;
+    tl_in_task = 1;
+    for (int c = 0; c < (int)nchunks; c++) run_chunk(&jb, c, 0);
+    tl_in_task = 0;
+    atomic_flag_clear_explicit(&g_busy, memory_order_release);
+    return;
+  }
+  pl->cur = jb;
+  const int64_t t_start = now_ns();
   atomic_store_explicit(&pl->done_chunks, 0, memory_order_relaxed);
   pl->gen = (pl->gen + 1) & ((UINT64_C(1) << (64 - CW_GEN_SHIFT)) - 1);
   uint64_t word = pl->gen << CW_GEN_SHIFT | (uint64_t)t << CW_THREADS_SHIFT | (uint64_t)nchunks << CW_CHUNKS_SHIFT;
@@ -585,14 +647,17 @@ void px_parallel_for(int64_t n, int64_t grain, int64_t cost, px_parallel_fn fn, 
 
   uint64_t gen;
   tl_in_task = 1;
-  work_chunks(pl, 0, &gen);
+  const int owner_chunks = work_chunks(pl, 0, &gen);
   tl_in_task = 0;
+  const int64_t t_own = now_ns();
 
   if (atomic_load_explicit(&pl->done_chunks, memory_order_acquire) != nchunks) {
     int64_t t0 = now_ns();
     for (int k = 1; atomic_load_explicit(&pl->done_chunks, memory_order_acquire) != nchunks; k++) {
       cpu_relax();
-      if ((k & 63) == 0 && now_ns() - t0 > PX_SPIN_NS) {
+      if ((k & 63) == 0 && now_ns() - t0 <= PX_SPIN_NS) {
+        spin_yield();
+      } else if ((k & 63) == 0) {
         pthread_mutex_lock(&pl->mu);
         pl->owner_waiting = true;
         while (atomic_load(&pl->done_chunks) != nchunks) pthread_cond_wait(&pl->done, &pl->mu);
@@ -602,6 +667,7 @@ void px_parallel_for(int64_t n, int64_t grain, int64_t cost, px_parallel_fn fn, 
       }
     }
   }
+  note_job(t_own - t_start, now_ns() - t_own, owner_chunks, (int)nchunks);
   atomic_flag_clear_explicit(&g_busy, memory_order_release);
 }
 

@@ -468,24 +468,32 @@ static pyexec_status pack_linear_at(pyexec_method *m, uint32_t c, uint32_t i) {
   px_value *out = a[addmm ? 5 : 2];
   if (out != a[addmm ? 6 : 3]) return PYEXEC_OK;
   const px_tensor *w = tensor_of(mat2), *x = tensor_of(mat1), *y = tensor_of(out);
-  if (!w || !x || !y || w->dtype != PX_F32 || w->dim != 2 || w->mem != PX_MEM_CONST || !w->data || w->dynamic ||
-      m->written[mat2 - m->values] || x->dtype != PX_F32 || x->dim != 2 || y->dtype != PX_F32)
+  if (!w || !x || !y) return PYEXEC_OK;
+  const int dt = w->dtype;
+  const bool half = dt == PX_F16 || dt == PX_BF16;
+  if ((dt != PX_F32 && !half) || w->dim != 2 || w->mem != PX_MEM_CONST || !w->data || w->dynamic ||
+      m->written[mat2 - m->values] || x->dtype != dt || x->dim != 2 || y->dtype != dt)
     return PYEXEC_OK;
   const int64_t K = w->sizes[0], N = w->sizes[1];
   if (K <= 0 || N <= 0) return PYEXEC_OK;
-  /* Only products of a fixed, large enough row count (a vision model's
-   * tokens): a dynamic one (an LLM's prompt) is mostly one-row decode steps,
-   * for which the mapped weight is read as it is, and a packed copy of every
-   * weight would only add its size to the resident memory. */
-  if (x->dynamic || x->sizes[0] < PX_LINEAR_PACK_MIN_ROWS) return PYEXEC_OK;
+  /* float32: only products of a fixed, large enough row count (a vision
+   * model's tokens): a dynamic one (an LLM's prompt) is mostly one-row
+   * decode steps, for which the mapped weight is read as it is, and a packed
+   * copy of every weight would only add its size to the resident memory.
+   * float16 / bfloat16 are packed at any row count: read in place they are
+   * widened on every call, and their 16-bit panels take the weight's size. */
+  if (!half && (x->dynamic || x->sizes[0] < PX_LINEAR_PACK_MIN_ROWS)) return PYEXEC_OK;
   if (addmm) {
     double beta, alpha;
-    if (!const_number(m, a[3], &beta) || !const_number(m, a[4], &alpha) || beta != 1.0 || alpha != 1.0 ||
-        !const_f32(m, bias, 1) || bias->u.t->sizes[0] != N)
+    const px_tensor *bt = tensor_of(bias);
+    if (!const_number(m, a[3], &beta) || !const_number(m, a[4], &alpha) || beta != 1.0 || alpha != 1.0 || !bt ||
+        bt->dtype != dt || !bt->contiguous || bt->dim != 1 || bt->mem != PX_MEM_CONST || !bt->data ||
+        bt->dynamic || m->written[bias - m->values] || bt->sizes[0] != N)
       return PYEXEC_OK;
   }
   float *pk;
-  int64_t n = (int64_t)(px_gemm_f32_prepack_size(N, K) / sizeof(float));
+  int64_t n = half ? (int64_t)((px_linear_packed16_size(N, K, addmm) + sizeof(float) - 1) / sizeof(float))
+                   : (int64_t)(px_gemm_f32_prepack_size(N, K) / sizeof(float));
   px_value *pv = new_const_tensor(m, 1, &n, &pk);
   px_value **args = px_method_alloc(m, 7, sizeof *args);
   px_value *none = bias ? NULL : new_value(m, PX_V_NONE), *state = new_value(m, PX_V_INT);

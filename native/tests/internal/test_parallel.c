@@ -289,6 +289,8 @@ static void test_fork(void) {
 }
 
 int main(void) {
+  /* chunks here wait for each other (test_shares): never all on one thread */
+  setenv("PYEXEC_POOL_BACKOFF", "0", 1);
   test_count();
   test_cover();
   test_nested();

@@ -36,6 +36,7 @@
 #include "backends/xnnpack/nodes.h"
 #include "backends/xnnpack/qnodes.h"
 #include "core/parallel.h"
+#include "core/pcache.h"
 #include "kernels/convert/convert16.h"
 #include "kernels/conv/dwconv.h"
 #include "kernels/conv/winograd.h"
@@ -61,6 +62,9 @@ static int64_t conv_out_size(const conv_plan *p, int64_t in, bool height) {
   if (in + pad < eff) return -1;
   return (in + pad - eff) / s + 1;
 }
+
+/* The packed-weight cache's tag for a convolution plan's data. */
+#define CACHE_CONV 0x564e4350u /* "PCNV" */
 
 static int conv_prepare(px_ctx *ctx, xnn_node *node, xnn_value *values, int kind) {
   const xnn_value *x = &values[node->in[0]], *f = &values[node->in[1]];
@@ -189,6 +193,35 @@ static int conv_prepare(px_ctx *ctx, xnn_node *node, xnn_value *values, int kind
     free(wide);
     return px_fail(ctx, "packed weights of %zu floats are too large", wfloats);
   }
+  /* The plan's data (bias, packed or transformed filter) from the packed-
+   * weight cache when it holds this node's: the plan head then points into
+   * the cache's mapping, and nothing is packed or transformed. */
+  const size_t body = total - head;
+  px_pcache *pc = px_pcache_current();
+  size_t got = 0;
+  const void *entry = px_pcache_take(pc, CACHE_CONV, &got);
+  if (entry && got != body) {
+    px_pcache_reject(pc);
+    entry = NULL;
+  }
+  if (entry) {
+    conv_plan *plan = malloc(sizeof *plan);
+    if (!plan) {
+      free(wide);
+      return px_fail(ctx, "out of memory for a convolution's plan");
+    }
+    char *m = (char *)(uintptr_t)entry;
+    *plan = p;
+    plan->bias = (float *)m;
+    plan->w = wino ? NULL : (float *)(m + bias_b);
+    plan->wino = wino ? (float *)(m + bias_b + (wfloats * 4 + 63) / 64 * 64) : NULL;
+    if (half_filter) free(wide);
+    xnn_drop_constant_pages(f->constant, f->constant_size);
+    free(node->packed);
+    node->packed = plan;
+    node->packed_size = sizeof *plan;
+    return 0;
+  }
   char *mem = aligned_alloc(64, total);
   if (!mem) {
     free(wide);
@@ -240,10 +273,13 @@ static int conv_prepare(px_ctx *ctx, xnn_node *node, xnn_value *values, int kind
   } else {
     memcpy(plan->w, fw, (size_t)fn * sizeof(float));
   }
-  if (half_filter) {
-    free(wide);
-    xnn_drop_constant_pages(f->constant, f->constant_size);
-  }
+  /* The run reads only the plan: the file's pages of the filter go back
+   * (as the fully connected layer's do), so the program is not resident
+   * beside its packed or transformed copy. */
+  if (half_filter) free(wide);
+  xnn_drop_constant_pages(f->constant, f->constant_size);
+  const void *part = mem + head;
+  px_pcache_put(pc, CACHE_CONV, 1, &part, &body);
   free(node->packed);
   node->packed = plan;
   node->packed_size = total;

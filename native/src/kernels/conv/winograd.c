@@ -50,10 +50,84 @@ size_t px_wino_packed_size(int64_t Cin, int64_t Cout) {
   return NP * pos_floats(Cin, Cout) * sizeof(float);
 }
 
+/* One output channel's filters for Cin adjacent input channels (tap k of
+ * channel ic at g[k * st + ic]) transformed as px_wino_pack's loop does it,
+ * element by element in double, each position's values written to
+ * u[p * ps + ic]. Written over the channels so that the compiler vectorises
+ * it without reordering any element's arithmetic. */
+#define WINO_ROW_BODY                                                                      \
+  for (int64_t ic = 0; ic < Cin; ic++) {                                                   \
+    double t[4][3];                                                                        \
+    for (int j = 0; j < 3; j++) {                                                          \
+      double g0 = g[(0 * 3 + j) * st + ic], g1 = g[(1 * 3 + j) * st + ic], g2 = g[(2 * 3 + j) * st + ic]; \
+      t[0][j] = g0;                                                                        \
+      t[1][j] = (g0 + g1 + g2) / 2;                                                        \
+      t[2][j] = (g0 - g1 + g2) / 2;                                                        \
+      t[3][j] = g2;                                                                        \
+    }                                                                                      \
+    for (int i = 0; i < 4; i++) {                                                          \
+      double g0 = t[i][0], g1 = t[i][1], g2 = t[i][2];                                     \
+      u[(i * 4 + 0) * ps + ic] = (float)g0;                                                \
+      u[(i * 4 + 1) * ps + ic] = (float)((g0 + g1 + g2) / 2);                              \
+      u[(i * 4 + 2) * ps + ic] = (float)((g0 - g1 + g2) / 2);                              \
+      u[(i * 4 + 3) * ps + ic] = (float)g2;                                                \
+    }                                                                                      \
+  }
+
+#if defined(__GNUC__) && defined(__x86_64__)
+typedef double wv4d __attribute__((vector_size(32)));
+typedef float wv4f __attribute__((vector_size(16)));
+typedef float wv4f_u __attribute__((vector_size(16), aligned(4), may_alias));
+
+/* WINO_ROW_BODY four channels at a time in double vectors: each lane's
+ * operations are the scalar loop's (halving is exact, as a product by 0.5
+ * or a quotient by 2), so the bits are the same. */
+__attribute__((target("avx2"))) static void wino_filter_row_avx2(int64_t Cin, const float *restrict g, int64_t st,
+                                                                 float *restrict u, int64_t ps) {
+  int64_t ic0 = 0;
+  for (; ic0 + 4 <= Cin; ic0 += 4) {
+    wv4d t[4][3];
+    for (int j = 0; j < 3; j++) {
+      wv4d g0 = __builtin_convertvector(*(const wv4f_u *)(g + (0 * 3 + j) * st + ic0), wv4d);
+      wv4d g1 = __builtin_convertvector(*(const wv4f_u *)(g + (1 * 3 + j) * st + ic0), wv4d);
+      wv4d g2 = __builtin_convertvector(*(const wv4f_u *)(g + (2 * 3 + j) * st + ic0), wv4d);
+      t[0][j] = g0;
+      t[1][j] = (g0 + g1 + g2) * 0.5;
+      t[2][j] = (g0 - g1 + g2) * 0.5;
+      t[3][j] = g2;
+    }
+    for (int i = 0; i < 4; i++) {
+      wv4d g0 = t[i][0], g1 = t[i][1], g2 = t[i][2];
+      *(wv4f_u *)(u + (i * 4 + 0) * ps + ic0) = __builtin_convertvector(g0, wv4f);
+      *(wv4f_u *)(u + (i * 4 + 1) * ps + ic0) = __builtin_convertvector((g0 + g1 + g2) * 0.5, wv4f);
+      *(wv4f_u *)(u + (i * 4 + 2) * ps + ic0) = __builtin_convertvector((g0 - g1 + g2) * 0.5, wv4f);
+      *(wv4f_u *)(u + (i * 4 + 3) * ps + ic0) = __builtin_convertvector(g2, wv4f);
+    }
+  }
+  g += ic0;
+  u += ic0;
+  Cin -= ic0;
+  WINO_ROW_BODY
+}
+#endif
+
+static void wino_filter_row(int64_t Cin, const float *restrict g, int64_t st, float *restrict u, int64_t ps) {
+#if defined(__GNUC__) && defined(__x86_64__)
+  if (__builtin_cpu_supports("avx2")) {
+    wino_filter_row_avx2(Cin, g, st, u, ps);
+    return;
+  }
+#endif
+  WINO_ROW_BODY
+}
+
 bool px_wino_pack(int64_t Cin, int64_t Cout, const float *w, int64_t so, int64_t si, int64_t st,
                   float *dst) {
   float *u = malloc(sizeof(float) * NP * (size_t)(Cin * Cout > 0 ? Cin * Cout : 1));
   if (!u) return false;
+  if (si == 1) { /* input channels adjacent (NHWC filters): the same arithmetic, vectorised over them */
+    for (int64_t oc = 0; oc < Cout; oc++) wino_filter_row(Cin, w + oc * so, st, u + (size_t)oc * Cin, Cout * Cin);
+  } else
   for (int64_t oc = 0; oc < Cout; oc++)
     for (int64_t ic = 0; ic < Cin; ic++) {
       const float *g = w + oc * so + ic * si;
@@ -72,11 +146,14 @@ bool px_wino_pack(int64_t Cin, int64_t Cout, const float *w, int64_t so, int64_t
         r[i][2] = (g0 - g1 + g2) / 2;
         r[i][3] = g2;
       }
-      /* u[pos][ic][oc]: position pos's Cin x Cout matrix, row-major */
-      for (int p = 0; p < NP; p++) u[((size_t)p * Cin + ic) * Cout + oc] = (float)r[p / TA][p % TA];
+      /* u[pos][oc][ic]: position pos's Cin x Cout matrix, column-major, so
+       * that the loop over ic writes each position's values one after the
+       * other (row-major, each pair's 16 values landed Cout floats apart
+       * in 16 planes: most of a ResNet's load time) */
+      for (int p = 0; p < NP; p++) u[((size_t)p * Cout + oc) * Cin + ic] = (float)r[p / TA][p % TA];
     }
   for (int p = 0; p < NP; p++)
-    px_gemm_f32_prepack_b(Cout, Cin, u + (size_t)p * Cin * Cout, Cout, 1,
+    px_gemm_f32_prepack_b(Cout, Cin, u + (size_t)p * Cin * Cout, 1, Cin,
                           dst + (size_t)p * pos_floats(Cin, Cout));
   free(u);
   return true;

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 
 #include "core/parallel.h"
+#include "kernels/convert/convert16.h"
 #include "kernels/elementwise/ew.h"
 
 /* ---- dtype conversion in and out of the compute type ----------------------- */
@@ -201,6 +202,15 @@ __attribute__((target("avx2"))) static void scatter_avx2(char *dst, int ddt, int
 }
 #endif
 static void gather(void *dst, int ddt, const char *src, int sdt, int64_t st, int64_t n) {
+  /* contiguous float16 / bfloat16 into float32: the vector conversions
+   * (convert16.h: the same values, NaN payloads aside) */
+  if (st == 1 && ddt == PX_F32 && n >= 8 && (sdt == PX_F16 || sdt == PX_BF16)) {
+    if (sdt == PX_F16)
+      px_f16_to_f32(dst, (const uint16_t *)src, n);
+    else
+      px_bf16_to_f32(dst, (const uint16_t *)src, n);
+    return;
+  }
 #ifdef EW_CLONE_AVX2
   if (__builtin_cpu_supports("avx2")) {
     gather_avx2(dst, ddt, src, sdt, st, n);
@@ -210,6 +220,13 @@ static void gather(void *dst, int ddt, const char *src, int sdt, int64_t st, int
   gather_impl(dst, ddt, src, sdt, st, n);
 }
 static void scatter(char *dst, int ddt, int64_t st, const void *src, int sdt, int64_t n) {
+  if (st == 1 && sdt == PX_F32 && n >= 8 && (ddt == PX_F16 || ddt == PX_BF16)) {
+    if (ddt == PX_F16)
+      px_f32_to_f16((uint16_t *)dst, src, n);
+    else
+      px_f32_to_bf16((uint16_t *)dst, src, n);
+    return;
+  }
 #ifdef EW_CLONE_AVX2
   if (__builtin_cpu_supports("avx2")) {
     scatter_avx2(dst, ddt, st, src, sdt, n);

@@ -2,13 +2,17 @@
  * linalg.c - matrix products for every dtype: mm, bmm and addmm (float32
  * through the GEMM engine in gemm/, which reads operands of any strides, so
  * transposed and channels-last operands are not copied; float16 / bfloat16
- * through it on float32 copies, rounded once).
+ * through it too, the first operand widened to float32, the second widened
+ * as the engine packs it, read through its strides, the sums rounded once).
  */
 
 #include "kernels/linalg/linalg.h"
 
 #include <math.h>
 
+#include <string.h>
+
+#include "kernels/convert/convert16.h"
 #include "kernels/gemm/gemm.h"
 #include "kernels/kernel.h"
 
@@ -26,6 +30,98 @@ typedef struct mat_view {
   const void *data;
   int64_t bs, rs, cs;
 } mat_view;
+
+/* A 16-bit B read through its strides: element (k, j) at B[k * rsb + j * csb]. */
+typedef struct h16_strided {
+  const uint16_t *B;
+  int64_t rsb, csb;
+  bool bf16;
+} h16_strided;
+
+static void widen16(bool bf16, float *dst, const uint16_t *src, int64_t n) {
+  if (bf16)
+    px_bf16_to_f32(dst, src, n);
+  else
+    px_f16_to_f32(dst, src, n);
+}
+
+/* px_gemm_pack_fn over a strided 16-bit B: depth [pc, pc + kc) x columns
+ * [jc, jc + nc) widened into nr-wide float32 panels (columns past nc zero).
+ * Rows of B run along its memory when csb is 1 (a row widened at a time),
+ * else its columns do (a column widened into a row of the panel's depth). */
+static void pack_h16_strided(const void *src, int64_t pc, int64_t kc, int64_t jc, int64_t nc, int nr,
+                             float *pb) {
+  const h16_strided *s = src;
+  const uint16_t *B = s->B + pc * s->rsb + jc * s->csb;
+  const int64_t pstride = (int64_t)nr * kc;
+  if (s->csb == 1) {
+    for (int64_t p = 0; p < kc; p++)
+      for (int64_t j0 = 0; j0 < nc; j0 += nr) {
+        const int64_t n = nc - j0 < nr ? nc - j0 : nr;
+        float *dst = pb + j0 / nr * pstride + p * nr;
+        widen16(s->bf16, dst, B + p * s->rsb + j0, n);
+        if (n < nr) memset(dst + n, 0, sizeof(float) * (size_t)(nr - n));
+      }
+    return;
+  }
+  float col[PX_GEMM_KC_MAX];
+  for (int64_t j = 0; j < nc; j++) {
+    const uint16_t *c = B + j * s->csb;
+    if (s->rsb == 1 && kc <= PX_GEMM_KC_MAX) {
+      widen16(s->bf16, col, c, kc);
+      float *dst = pb + j / nr * pstride + j % nr;
+      for (int64_t p = 0; p < kc; p++) dst[p * nr] = col[p];
+    } else {
+      float *dst = pb + j / nr * pstride + j % nr;
+      for (int64_t p = 0; p < kc; p++) widen16(s->bf16, dst + p * nr, c + p * s->rsb, 1);
+    }
+  }
+  if (nc % nr) {
+    float *last = pb + nc / nr * pstride;
+    for (int64_t p = 0; p < kc; p++)
+      memset(last + p * nr + nc % nr, 0, sizeof(float) * (size_t)(nr - nc % nr));
+  }
+}
+
+int px_matmul16(px_ctx *ctx, int dtype, int64_t M, int64_t N, int64_t K, const void *A, const void *B,
+                int64_t rsb, int64_t csb, const void *bias, int64_t bias_rs, int64_t bias_cs, float alpha,
+                float beta, void *out) {
+  if (M <= 0 || N <= 0) return 0;
+  const bool bf16 = dtype == PX_BF16;
+  float *fa = px_scratch(ctx, sizeof(float) * (size_t)(M * K + 1));
+  float *fo = px_scratch(ctx, sizeof(float) * (size_t)(M * N));
+  float *fb = bias ? px_scratch(ctx, sizeof(float) * (size_t)N) : NULL;
+  if (!fa || !fo || (bias && !fb)) return PYEXEC_ERR_EXECUTION;
+  px_convert(fa, PX_F32, A, dtype, M * K);
+  h16_strided src = {B, rsb, csb, bf16};
+  int rc = px_gemm_f32_packed_ep(ctx, NULL, M, N, K, alpha, fa, K, 1, pack_h16_strided, &src, 0.0f, fo, N, NULL);
+  if (rc) return rc;
+  if (bias)
+    for (int64_t i = 0; i < M; i++) {
+      float *v = fo + i * N;
+      const uint16_t *br = (const uint16_t *)bias + i * bias_rs;
+      if (bias_cs == 1) {
+        widen16(bf16, fb, br, N);
+      } else {
+        widen16(bf16, fb, br, 1);
+        for (int64_t j = 1; j < N; j++) widen16(bf16, fb + j, br + j * bias_cs, 1);
+      }
+      for (int64_t j = 0; j < N; j++) v[j] += beta * fb[j];
+    }
+  px_convert(out, dtype, fo, PX_F32, M * N);
+  return 0;
+}
+
+static int matmul16(px_ctx *ctx, int dtype, int64_t batch, int64_t M, int64_t N, int64_t K, const void *A,
+                    mat_view Bv, void *out, const bias_view *bias, float alpha, float beta) {
+  for (int64_t b = 0; b < batch; b++) {
+    int rc = px_matmul16(ctx, dtype, M, N, K, (const uint16_t *)A + b * M * K, (const uint16_t *)Bv.data + b * Bv.bs,
+                         Bv.rs, Bv.cs, bias ? bias->data : NULL, bias ? bias->rs : 0, bias ? bias->cs : 0, alpha,
+                         beta, (uint16_t *)out + b * M * N);
+    if (rc) return rc;
+  }
+  return 0;
+}
 
 /* out[b] (M x N, contiguous) = alpha * A[b] @ B[b] + beta * bias, for `batch`
  * products; A is M x K and contiguous; B is K x N with any strides for
@@ -83,27 +179,9 @@ static int matmul_any(px_ctx *ctx, int dtype, int64_t batch, int64_t M, int64_t 
       }
       return 0;
     }
-    /* float16 / bfloat16: widen to float32, multiply, round once. */
-    float *fa = px_scratch(ctx, sizeof(float) * (size_t)(M * K + 1));
-    float *fb = px_scratch(ctx, sizeof(float) * (size_t)(K * N + 1));
-    float *fo = px_scratch(ctx, sizeof(float) * (size_t)(M * N));
-    void *work = px_scratch(ctx, px_gemm_f32_work_size(M, N, K)); /* shared by the batch */
-    if (!fa || !fb || !fo || !work) return PYEXEC_ERR_EXECUTION;
-    size_t es = px_elsize(dtype);
-    for (int64_t b = 0; b < batch; b++) {
-      px_convert(fa, PX_F32, (const char *)A + (size_t)(b * M * K) * es, dtype, M * K);
-      px_convert(fb, PX_F32, (const char *)B + (size_t)(b * K * N) * es, dtype, K * N);
-      int rc = px_gemm_f32(ctx, work, M, N, K, (float)alpha, fa, K, 1, fb, N, 1, 0.0f, fo, N);
-      if (rc) return rc;
-      for (int64_t i = 0; i < M; i++)
-        for (int64_t j = 0; j < N; j++) {
-          float v = fo[i * N + j];
-          if (use_bias)
-            v += (float)beta * (float)px_load_d(bias->data, bias->dtype, i * bias->rs + j * bias->cs);
-          px_store_d(out, dtype, b * M * N + i * N + j, v);
-        }
-    }
-    return 0;
+    /* float16 / bfloat16: A widened to float32, B widened as the engine
+     * packs it, the product summed in float32, rounded once. */
+    return matmul16(ctx, dtype, batch, M, N, K, A, Bv, out, use_bias ? bias : NULL, (float)alpha, (float)beta);
   }
   /* Integers: wrap-around arithmetic in 64 bits, truncated on store (the same
    * result modulo 2^bits as torch's accumulation in the narrow type). */
@@ -170,11 +248,12 @@ static const void *row_major(px_ctx *ctx, const px_tensor *t) {
   return r.data;
 }
 
-/* The mat2 operand as the products read it: through its strides for float32
- * (a transposed weight costs no copy), row-major otherwise. */
+/* The mat2 operand as the products read it: through its strides for float32,
+ * float16 and bfloat16 (a transposed weight costs no copy), row-major
+ * otherwise. */
 static int mat2_view(px_ctx *ctx, const px_tensor *b, mat_view *v) {
   int r = b->dim;
-  if (b->dtype == PX_F32 || b->contiguous) {
+  if (b->dtype == PX_F32 || b->dtype == PX_F16 || b->dtype == PX_BF16 || b->contiguous) {
     v->data = b->data;
     v->bs = r == 3 ? b->strides[0] : 0;
     v->rs = b->strides[r - 2];
@@ -254,24 +333,79 @@ static int k_addmm(px_ctx *ctx, px_value *const *args) {
   return matmul_into(ctx, out, 1, M, N, K, a, b, &bv, args[4], args[3]);
 }
 
+/* The 16-bit panels' bytes rounded up to 64, so that the float32 bias after
+ * them is aligned. */
+static size_t panels16_bytes(int64_t N, int64_t K) { return (px_gemm_h16_prepack_size(N, K) + 63) / 64 * 64; }
+
+size_t px_linear_packed16_size(int64_t N, int64_t K, bool bias) {
+  return panels16_bytes(N, K) + (bias ? sizeof(float) * (size_t)N : 0);
+}
+
+/* The same row major result written into out: in place, or from o. */
+static int store_rows(px_ctx *ctx, px_tensor *out, void *o) {
+  if (o == out->data) return 0;
+  px_tensor r = *out;
+  for (int d = 0; d < r.dim; d++) r.dim_order[d] = (uint8_t)d;
+  r.contiguous = 1;
+  px_tensor_update_layout(&r);
+  r.data = o;
+  return px_copy_strided(ctx, out, &r);
+}
+
+/* px_linear_packed for float16 / bfloat16: mat2 packed on the first call into
+ * 16-bit panels and its bias widened to float32 once; each call widens
+ * mat1, multiplies (the bias added to each tile in float32, as px_matmul16
+ * adds it) and rounds once. */
+static int linear_packed16(px_ctx *ctx, const px_tensor *bias, const px_tensor *a, const px_tensor *b,
+                           const px_tensor *pk, px_value *packed, px_tensor *out, int64_t M, int64_t N, int64_t K) {
+  const int dt = a->dtype;
+  if (pk->nbytes < px_linear_packed16_size(N, K, bias != NULL))
+    return px_fail(ctx, "the packed %lld x %lld filter does not fit", (long long)K, (long long)N);
+  uint16_t *panels = pk->data;
+  float *fbias = bias ? (float *)((char *)pk->data + panels16_bytes(N, K)) : NULL;
+  if (!packed->u.i) {
+    px_gemm_h16_prepack_b(N, K, b->data, b->strides[0], b->strides[1], panels);
+    if (bias) px_convert(fbias, PX_F32, bias->data, dt, N);
+    packed->u.i = 1;
+  }
+  const void *A = row_major(ctx, a);
+  float *fa = px_scratch(ctx, sizeof(float) * (size_t)(M * K + 1));
+  float *fo = px_scratch(ctx, sizeof(float) * (size_t)(M * N));
+  void *o = out->contiguous ? out->data : px_scratch(ctx, out->nbytes);
+  if (!A || !fa || !fo || !o) return PYEXEC_ERR_EXECUTION;
+  px_convert(fa, PX_F32, A, dt, M * K);
+  px_gemm_epilogue ep = {fbias, -INFINITY, INFINITY, false, NULL};
+  int rc = px_gemm_h16_prepacked_ep(ctx, NULL, M, N, K, fa, K, 1, panels, dt == PX_BF16, 0.0f, fo, N, &ep);
+  if (rc) return rc;
+  px_convert(o, dt, fo, PX_F32, M * N);
+  return store_rows(ctx, out, o);
+}
+
 int px_linear_packed(px_ctx *ctx, px_value *const *args) {
   const px_tensor *bias = args[0]->tag == PX_V_TENSOR ? args[0]->u.t : NULL;
   const px_tensor *a = args[1]->u.t, *b = args[2]->u.t, *pk = args[3]->u.t;
   px_value *packed = args[4];
   px_tensor *out = args[5]->u.t;
-  if (a->dtype != PX_F32 || a->dim != 2 || b->dim != 2 || b->dtype != PX_F32 || out->dtype != PX_F32)
-    return px_fail(ctx, "expected a float32 [M, K] input, got %s with %d dims", px_dtype_name(a->dtype), a->dim);
+  const int dt = a->dtype;
+  if ((dt != PX_F32 && dt != PX_F16 && dt != PX_BF16) || a->dim != 2 || b->dim != 2 || b->dtype != dt ||
+      out->dtype != dt)
+    return px_fail(ctx, "expected a float32, float16 or bfloat16 [M, K] input and a matching weight and output, "
+                   "got %s with %d dims", px_dtype_name(a->dtype), a->dim);
   const int64_t M = a->sizes[0], K = a->sizes[1], N = b->sizes[1];
   if (K != b->sizes[0])
     return px_fail(ctx, "self's columns (%lld) do not match mat2's rows (%lld)", (long long)K,
                    (long long)b->sizes[0]);
-  if (pk->dtype != PX_F32 || pk->nbytes < px_gemm_f32_prepack_size(N, K) ||
-      (bias && (bias->dtype != PX_F32 || bias->dim != 1 || bias->sizes[0] != N || !bias->contiguous)))
+  if (pk->dtype != PX_F32 ||
+      (bias && (bias->dtype != dt || bias->dim != 1 || bias->sizes[0] != N || !bias->contiguous)))
     return px_fail(ctx, "the packed %lld x %lld filter or its [%lld] bias does not fit", (long long)K,
                    (long long)N, (long long)N);
   int64_t os[2] = {M, N};
   int rc = px_resize(ctx, out, 2, os);
   if (rc || M * N == 0) return rc;
+  if (dt != PX_F32) return linear_packed16(ctx, bias, a, b, pk, packed, out, M, N, K);
+  if (pk->nbytes < px_gemm_f32_prepack_size(N, K))
+    return px_fail(ctx, "the packed %lld x %lld filter or its [%lld] bias does not fit", (long long)K,
+                   (long long)N, (long long)N);
   if (!packed->u.i && M < PX_LINEAR_PACK_MIN_ROWS) { /* not packed yet: read mat2 in place */
     bias_view bv = {bias ? bias->data : NULL, PX_F32, 0, 1};
     px_value one = {.tag = PX_V_DOUBLE, .u.d = 1.0};
@@ -287,13 +421,7 @@ int px_linear_packed(px_ctx *ctx, px_value *const *args) {
   if (!o) return PYEXEC_ERR_EXECUTION;
   px_gemm_epilogue ep = {bias ? bias->data : NULL, -INFINITY, INFINITY, false, NULL};
   rc = px_gemm_f32_prepacked_ep(ctx, NULL, M, N, K, A, K, 1, NULL, NULL, pk->data, 0.0f, o, N, &ep);
-  if (rc || o == out->data) return rc;
-  px_tensor r = *out;
-  for (int d = 0; d < r.dim; d++) r.dim_order[d] = (uint8_t)d;
-  r.contiguous = 1;
-  px_tensor_update_layout(&r);
-  r.data = o;
-  return px_copy_strided(ctx, out, &r);
+  return rc ? rc : store_rows(ctx, out, o);
 }
 
 const px_kernel_def px_kernels_linalg[] = {

@@ -6,6 +6,7 @@
 
 #include "kernels/common.h"
 #include "kernels/gemm/gemm.h"
+#include "kernels/linalg/linalg.h"
 
 /* The broadcast of bias to out's shape, as a view (strides 0 where it
  * repeats). */
@@ -22,10 +23,15 @@ static px_tensor bias_view(const px_tensor *b, const px_tensor *out) {
   return view;
 }
 
-/* float16 / bfloat16: float32 copies of input and weight through the GEMM
- * engine, added to the bias in float32, rounded once. */
+/* float16 / bfloat16: the product summed in float32, added to the bias in
+ * float32, rounded once. A bias of one row (the usual [out_features]):
+ * linalg.h's px_matmul16, the weight widened as the GEMM engine packs it;
+ * others: float32 copies of input and weight through the GEMM engine. */
 static int linear16(px_ctx *ctx, const px_tensor *in, const px_tensor *w, const px_tensor *b, px_tensor *out,
                     int64_t M, int64_t NO, int64_t K) {
+  if (!b || b->dim == 1)
+    return px_matmul16(ctx, in->dtype, M, NO, K, in->data, w->data, 1, K, b ? b->data : NULL, 0,
+                       b && b->sizes[0] != 1 ? b->strides[0] : 0, 1.0f, 1.0f, out->data);
   float *fx = px_scratch(ctx, sizeof(float) * (size_t)(M * K + 1));
   float *fw = px_scratch(ctx, sizeof(float) * (size_t)(NO * K + 1));
   float *fo = px_scratch(ctx, sizeof(float) * (size_t)(M * NO));

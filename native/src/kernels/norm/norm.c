@@ -93,11 +93,12 @@ typedef struct layer_norm_job {
   px_tensor *out, *mean_t, *rstd_t;
   double eps;
   int64_t N;
+  float *wf, *bf; /* float16 / bfloat16: weight and bias widened, or NULL */
+  float *tmp;     /* float16 / bfloat16: N floats per thread */
 } layer_norm_job;
 
 /* Rows [r0, r1) of layer_norm: each row whole on one thread. */
 static void layer_norm_rows(void *arg, int64_t r0, int64_t r1, int tid) {
-  (void)tid;
   const layer_norm_job *J = arg;
   const px_tensor *in = J->in, *w = J->w, *b = J->b;
   px_tensor *out = J->out, *mean_t = J->mean_t, *rstd_t = J->rstd_t;
@@ -113,6 +114,19 @@ static void layer_norm_rows(void *arg, int64_t r0, int64_t r1, int tid) {
       float rs = 1.0f / sqrtf(var + (float)eps);
       norm_row_f32(N, x, rs, -m * rs, w ? (const float *)w->data : NULL,
                    b ? (const float *)b->data : NULL, y);
+      mean = m;
+      rstd = rs;
+    } else if (J->tmp) {
+      /* float16 / bfloat16: the row widened, the float32 path (statistics
+       * in float32, as ExecuTorch and torch compute them), rounded once */
+      float *x = J->tmp + (int64_t)tid * N;
+      const size_t es = px_elsize(in->dtype);
+      px_convert(x, PX_F32, (const char *)in->data + (size_t)(r * N) * es, in->dtype, N);
+      float m = sum_f32(N, x) / (float)N;
+      float var = sqdev_f32(N, x, m) / (float)N;
+      float rs = 1.0f / sqrtf(var + (float)eps);
+      norm_row_f32(N, x, rs, -m * rs, J->wf, J->bf, x);
+      px_convert((char *)out->data + (size_t)(r * N) * es, out->dtype, x, PX_F32, N);
       mean = m;
       rstd = rs;
     } else {
@@ -181,7 +195,15 @@ static int k_native_layer_norm(px_ctx *ctx, px_value *const *args) {
   if ((rc = px_resize_like(ctx, out, in)) || (rc = px_resize(ctx, mean_t, in->dim, ms)) ||
       (rc = px_resize(ctx, rstd_t, in->dim, ms)))
     return rc;
-  layer_norm_job J = {in, w, b, out, mean_t, rstd_t, eps, N};
+  layer_norm_job J = {in, w, b, out, mean_t, rstd_t, eps, N, NULL, NULL, NULL};
+  if ((in->dtype == PX_F16 || in->dtype == PX_BF16) && N > 0) {
+    J.tmp = px_scratch(ctx, sizeof(float) * (size_t)N * (size_t)px_parallel_threads());
+    J.wf = w ? px_scratch(ctx, sizeof(float) * (size_t)N) : NULL;
+    J.bf = b ? px_scratch(ctx, sizeof(float) * (size_t)N) : NULL;
+    if (!J.tmp || (w && !J.wf) || (b && !J.bf)) return PYEXEC_ERR_EXECUTION;
+    if (w) px_convert(J.wf, PX_F32, w->data, w->dtype, N);
+    if (b) px_convert(J.bf, PX_F32, b->data, b->dtype, N);
+  }
   px_parallel_for(M, 1, in->numel * 8, layer_norm_rows, &J);
   return 0;
 }

@@ -182,7 +182,8 @@ typedef struct softmax_job {
   px_tensor *out;
   int64_t n, inner;
   bool log, f32;
-  float *scratch; /* n floats per thread: strided float32 rows */
+  bool h16;       /* softmax of float16 / bfloat16 into its own dtype or float32 */
+  float *scratch; /* n floats per thread: strided float32 rows, 16-bit rows widened */
 } softmax_job;
 
 /* Rows [r0, r1) of outer x inner (row r = o * inner + i). */
@@ -201,6 +202,22 @@ static void softmax_rows(void *arg, int64_t r0, int64_t r1, int tid) {
       for (int64_t k = 0; k < n; k++) row[k] = x[base + k * inner];
       softmax_row_f32(n, row, row, J->log);
       for (int64_t k = 0; k < n; k++) y[base + k * inner] = row[k];
+    } else if (J->h16) {
+      /* widened to float32, the float32 row kernel, rounded once (as
+       * ExecuTorch and torch compute it: in float32) */
+      float *row = J->scratch + (size_t)tid * (size_t)n;
+      const int dt = J->in->dtype, odt = J->out->dtype;
+      if (inner == 1)
+        px_convert(row, PX_F32, (const uint16_t *)J->in->data + base, dt, n);
+      else
+        for (int64_t k = 0; k < n; k++) row[k] = px_ld16(J->in->data, dt, base + k * inner);
+      softmax_row_f32(n, row, row, false);
+      if (inner == 1)
+        px_convert((char *)J->out->data + (size_t)base * px_elsize(odt), odt, row, PX_F32, n);
+      else if (odt == PX_F32)
+        for (int64_t k = 0; k < n; k++) ((float *)J->out->data)[base + k * inner] = row[k];
+      else
+        for (int64_t k = 0; k < n; k++) px_st16(J->out->data, odt, base + k * inner, row[k]);
     } else if (J->log && inner == 1 && px_is16(J->in->dtype) && J->out->dtype == J->in->dtype) {
       log_softmax16_row(J->in, J->out, n, base);
     } else {
@@ -235,13 +252,14 @@ static int softmax_common(px_ctx *ctx, px_value *const *args, bool log) {
   bool f32 = in->dtype == PX_F32 && out->dtype == PX_F32;
   /* Rows (outer x inner of them) are shared out over the thread pool; each
    * row is computed whole by one thread, so the split changes no bit. */
-  softmax_job J = {.in = in, .out = out, .n = n, .inner = inner, .log = log, .f32 = f32};
-  if (f32 && inner != 1) {
+  const bool h16 = !log && px_is16(in->dtype) && (out->dtype == in->dtype || out->dtype == PX_F32);
+  softmax_job J = {.in = in, .out = out, .n = n, .inner = inner, .log = log, .f32 = f32, .h16 = h16};
+  if ((f32 && inner != 1) || h16) {
     /* strided float32 rows are gathered into per-thread scratch */
     J.scratch = px_scratch(ctx, sizeof(float) * (size_t)n * (size_t)px_parallel_threads());
     if (!J.scratch) return PYEXEC_ERR_EXECUTION;
   }
-  px_parallel_for(outer * inner, 1, in->numel * (f32 ? 16 : 64), softmax_rows, &J);
+  px_parallel_for(outer * inner, 1, in->numel * (f32 || h16 ? 16 : 64), softmax_rows, &J);
   return 0;
 }
 
