@@ -386,7 +386,7 @@ def _env() -> dict[str, str]:
                 PYTHONPATH=path)
 
 
-def _stage(stage: str, names: list[str], base: Path, timeout: float) -> None:
+def _stage(stage: str, names: list[str], base: Path, timeout: float, resume: bool = False) -> None:
     """Runs `stage` (export, executorch, pyexec) for the cases in one process,
     then each case it left without a result in a process of its own (a crash
     or a timeout costs that case only); failures end up in <case>/<stage>.error."""
@@ -402,10 +402,11 @@ def _stage(stage: str, names: list[str], base: Path, timeout: float) -> None:
             return f"timed out after {timeout * len(todo):.0f} s"
         return _last_error(r.stderr + r.stdout) or f"the process exited with status {r.returncode}"
 
-    for n in names:
-        for suffix in (".json", ".error", ".pt"):
-            (base / n / f"{stage}{suffix}").unlink(missing_ok=True)
-    todo = list(names)
+    if not resume:
+        for n in names:
+            for suffix in (".json", ".error", ".pt"):
+                (base / n / f"{stage}{suffix}").unlink(missing_ok=True)
+    todo = [n for n in names if not done(n)]
     if todo:
         run(todo)
     for n in [n for n in names if not done(n)]:
@@ -451,7 +452,7 @@ def compare(case: Case, work: Path) -> Row:
     row.atol, row.rtol = case.tolerance()
     row.exported = (work / "export.json").exists()
     if not row.exported:
-        row.export_error = _result(work, "export")[2]
+        row.export_error = _result(work, "export")[2] if (work / "export.error").exists() else "not run"
         return row
     et, et_logits, row.et_error = _result(work, "executorch")
     px, px_logits, row.pyexec_error = _result(work, "pyexec")
@@ -491,6 +492,9 @@ def table(rows: list[Row]) -> str:
     notes = []
     for r in rows:
         opts = f"{r.recipe} {r.options}".strip()
+        if r.export_error == "not run":
+            lines.append(f"| {r.case} | {opts} | not run | - | - | - | - | - |")
+            continue
         if not r.exported:
             lines.append(f"| {r.case} | {opts} | export failed [{len(notes) + 1}] | - | - | - | - | - |")
             notes.append(f"{r.case}: {r.export_error}")
@@ -519,6 +523,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--list", action="store_true", help="list the cases and exit")
     p.add_argument("--json", type=Path, help="write the results as JSON here")
     p.add_argument("--work-dir", type=Path, help="keep models and .pte files here (default: a temporary folder)")
+    p.add_argument("--resume", action="store_true", help="keep the results already in --work-dir and run only "
+                                                          "what is missing")
+    p.add_argument("--report", action="store_true", help="only tabulate the results already in --work-dir")
     p.add_argument("--timeout", type=float, default=600, help="seconds per export and per run (default 600)")
     p.add_argument("--worker", choices=["export", "executorch", "pyexec"], help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -538,10 +545,10 @@ def main(argv: list[str] | None = None) -> int:
 
     with tempfile.TemporaryDirectory(prefix="optimum_corpus_") as tmp:
         base = (args.work_dir or Path(tmp)).resolve()
-        for stage in ("export", "executorch", "pyexec"):
+        for stage in () if args.report else ("export", "executorch", "pyexec"):
             t = time.perf_counter()
             todo = names if stage == "export" else [n for n in names if (base / n / "export.json").exists()]
-            _stage(stage, todo, base, args.timeout)
+            _stage(stage, todo, base, args.timeout, args.resume)
             print(f"{stage}: {time.perf_counter() - t:.0f} s", file=sys.stderr, flush=True)
         rows = [compare(BY_NAME[n], base / n) for n in names]
     print(table(rows))
