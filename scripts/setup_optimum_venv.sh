@@ -46,7 +46,7 @@ fi
 # Packages installed here go into $SITE, ahead of the main venv's on sys.path;
 # pip never uninstalls the main venv's copies (they are outside this venv).
 # torch is pinned to the main venv's version so nothing replaces it.
-if "$TARGET/bin/python" -c "import importlib.metadata as m; m.version('optimum-executorch')" 2>/dev/null \
+if "$TARGET/bin/python" -c "import importlib.metadata as m; print(m.version('optimum-executorch'))" 2>/dev/null \
    | grep -qx '1.1.0'; then
     say "optimum-executorch 1.1.0 already installed"
 else
