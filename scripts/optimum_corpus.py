@@ -176,7 +176,7 @@ def _config(family: str) -> Any:
         return tf.ViTConfig(image_size=32, patch_size=8, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
                             intermediate_size=128, num_labels=10)
     if family == "convnext":
-        cfg = tf.ConvNextConfig(hidden_sizes=[16, 32], depths=[1, 1], num_labels=10)
+        cfg = tf.ConvNextConfig(num_stages=2, hidden_sizes=[16, 32], depths=[1, 1], num_labels=10)
         cfg.image_size = 32
         return cfg
     if family == "resnet":
