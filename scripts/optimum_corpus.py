@@ -512,7 +512,7 @@ def table(rows: list[Row]) -> str:
                      f"{_fmt_s(r.seconds_pyexec)} |")
     if notes:
         lines.append("")
-        lines += [f"[{i + 1}] {n}" for i, n in enumerate(notes)]
+        lines += [f"[{i + 1}] " + " ".join(n.split()) for i, n in enumerate(notes)]
     return "\n".join(lines)
 
 
