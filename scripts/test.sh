@@ -86,7 +86,10 @@ summary() {
 setup_python() {
   python3 -m venv .venv && . .venv/bin/activate &&
     python -m pip install -q --upgrade pip &&
-    python -m pip install -q --no-compile -r requirements-test.txt
+    python -m pip install -q --no-compile -r requirements-test.txt &&
+    # optimum-executorch (its tests compare its model classes on pyexec and on
+    # ExecuTorch) pins a transformers of its own: a second venv over this one.
+    bash scripts/setup_optimum_venv.sh "$PWD/.venv" "$PWD/.venv-optimum" >/dev/null
 }
 
 setup_clang() {  # clang and compiler-rt (sanitizer and libFuzzer runtimes), from Debian

@@ -4,16 +4,14 @@ greedy generation gives the same token texts and counts as ExecuTorch's
 TextLLMRunner on the same file and tokenizer.
 
 optimum-executorch 1.1.0 pins transformers 5.0.0rc1, so the export runs in a
-virtual environment of its own, named by $PYEXEC_OPTIMUM_PYTHON (its python,
-with torch 2.13.0, executorch 1.5.1 and optimum-executorch 1.1.0); without it
-the test is skipped. The model is a tiny LlamaForCausalLM from a config with
+virtual environment of its own (support.optimum: scripts/setup_optimum_venv.sh
+builds .venv-optimum; $PYEXEC_OPTIMUM_PYTHON names another). The model is a tiny LlamaForCausalLM from a config with
 random weights (examples/llm/export_hf.py's), its vocabulary the test
 tokenizer's, the output rows of the partial-UTF-8 byte tokens zeroed (as
 support.llm_runner's whole_chars, for ExecuTorch's binding)."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import warnings
@@ -22,12 +20,12 @@ from typing import Any
 
 import pytest
 from support.llm_runner import VOCAB, partial_utf8_ids, write_tokenizer
+from support.optimum import optimum_python
 
 import pyexec.llm as px
 
 pytestmark = pytest.mark.slow  # an optimum-cli export, 2-3 minutes on 2 cores
 
-OPTIMUM_PYTHON = os.environ.get("PYEXEC_OPTIMUM_PYTHON")
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "llm" / "export_hf.py"
 
 EXPORT = r"""
@@ -53,11 +51,10 @@ subprocess.run([str(cli), "export", "executorch", "--model", str(out / "model"),
 
 @pytest.fixture(scope="module")
 def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    if not OPTIMUM_PYTHON:
-        pytest.skip("set PYEXEC_OPTIMUM_PYTHON to a python with optimum-executorch 1.1.0 to run this test")
+    python = optimum_python()
     out = tmp_path_factory.mktemp("optimum")
     zero = ",".join(str(i) for i in partial_utf8_ids())
-    proc = subprocess.run([OPTIMUM_PYTHON, "-c", EXPORT, str(EXAMPLE), str(out), str(VOCAB), zero],
+    proc = subprocess.run([python, "-c", EXPORT, str(EXAMPLE), str(out), str(VOCAB), zero],
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return {"tokenizer": write_tokenizer(out / "tok"), "model": out / "pte" / "model.pte"}

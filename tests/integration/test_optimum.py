@@ -11,12 +11,12 @@ PYEXEC_OPTIMUM_PYTHON; set that variable to an empty string to skip)."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
+from support.optimum import optimum_python
 
 pytestmark = pytest.mark.slow
 
@@ -27,22 +27,9 @@ ROOT = Path(__file__).resolve().parents[2]
 CASES = ["llama-xnnpack-sdpa-kv", "qwen3-8da4w", "bert-xnnpack", "vit-xnnpack", "whisper-xnnpack", "llama-fp16"]
 
 
-def optimum_python() -> str | None:
-    value = os.environ.get("PYEXEC_OPTIMUM_PYTHON")
-    if value == "":
-        return None
-    path = Path(value) if value else ROOT / ".venv-optimum" / "bin" / "python"
-    if not path.exists():
-        pytest.fail(f"no optimum-executorch venv python at {path}: build it with scripts/setup_optimum_venv.sh "
-                    f"(or set PYEXEC_OPTIMUM_PYTHON to its python, or to an empty string to skip these tests)")
-    return str(path)
-
-
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
     python = optimum_python()
-    if python is None:
-        pytest.skip("PYEXEC_OPTIMUM_PYTHON is set to an empty string")
     work = tmp_path_factory.mktemp("optimum")
     out = work / "results.json"
     cmd = [python, str(ROOT / "scripts" / "optimum_corpus.py"), "--cases", ",".join(CASES), "--json", str(out),
