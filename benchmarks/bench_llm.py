@@ -6,13 +6,18 @@ the same files.
 
     python benchmarks/bench_llm.py [--quick] [--only SIZE ...] [--no-memory]
     python benchmarks/bench_llm.py --size 1b [--size qwen3-0.6b] [--threads 1 2] [--json PATH]
+    python benchmarks/bench_llm.py --sweep [--sweep-threads N] [--quick] [--json PATH]
 
 The first form times the small models (exported in seconds, kept in the
 tests' export cache). The second times the models users run on CPUs, at
 their real sizes (benchmarks/llm_models.py: Llama-3.2-1B's and Qwen3-0.6B's
 architectures, random seeded weights, XNNPACK 8da4w with groups of 128 and
 float32 XNNPACK), exported once into --cache-dir (about 20 minutes and
-10-20 GB of memory each; see big_main's docstring for what it prints).
+10-20 GB of memory each; see big_main's docstring for what it prints). The
+third times one decode step at 128, 1,024 and 4,096 filled cache positions,
+float32 and int8 KV caches, on Llama-3.2-1B's and Qwen3.5-0.8B's attention
+shapes at a few layers (SWEEP_MODELS; exported in about a minute each, kept
+in the tests' export cache), at N threads in both runtimes (default 1).
 
 Per program: prefill tokens/s (one call with the whole prompt at position 0)
 and decode tokens/s (single-token steps after the prompt, each fed the
