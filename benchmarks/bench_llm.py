@@ -6,13 +6,18 @@ the same files.
 
     python benchmarks/bench_llm.py [--quick] [--only SIZE ...] [--no-memory]
     python benchmarks/bench_llm.py --size 1b [--size qwen3-0.6b] [--threads 1 2] [--json PATH]
+    python benchmarks/bench_llm.py --sweep [--sweep-threads N] [--quick] [--json PATH]
 
 The first form times the small models (exported in seconds, kept in the
 tests' export cache). The second times the models users run on CPUs, at
 their real sizes (benchmarks/llm_models.py: Llama-3.2-1B's and Qwen3-0.6B's
 architectures, random seeded weights, XNNPACK 8da4w with groups of 128 and
 float32 XNNPACK), exported once into --cache-dir (about 20 minutes and
-10-20 GB of memory each; see big_main's docstring for what it prints).
+10-20 GB of memory each; see big_main's docstring for what it prints). The
+third times one decode step at 128, 1,024 and 4,096 filled cache positions,
+float32 and int8 KV caches, on Llama-3.2-1B's and Qwen3.5-0.8B's attention
+shapes at a few layers (SWEEP_MODELS; exported in about a minute each, kept
+in the tests' export cache), at N threads in both runtimes (default 1).
 
 Per program: prefill tokens/s (one call with the whole prompt at position 0)
 and decode tokens/s (single-token steps after the prompt, each fed the
@@ -662,6 +667,255 @@ def big_main(args: argparse.Namespace) -> None:
                                         "stream_mib": STREAM_MIB, "peaks": peaks})
 
 
+# ---- context-length sweep (--sweep) ---------------------------------------------------
+
+# Decode step time against the filled KV cache: attention at the shapes of
+# real models, few layers, a narrow feed-forward and a small vocabulary, so
+# that the attention over the cache is a large share of a step and the
+# exports take a minute. Exported by export_llm's configuration (the one
+# examples/llm/export_llama.py writes, XNNPACK for the linear layers, custom
+# SDPA over the KV cache), random weights.
+SWEEP_POSITIONS = (128, 1024, 4096)
+SWEEP_MAX_SEQ_LEN = 4096 + 128  # room for a decode step at position 4096
+SWEEP_PROMPT = 8  # the short prefill before the steps
+SWEEP_VOCAB = 512
+SWEEP_FFN = 1024  # the feed-forward's hidden width (Llama-3.2-1B: 8192, Qwen3.5-0.8B: 3584)
+
+# name -> (export_llm's base.model_class, params.json, what it is)
+SWEEP_MODELS: dict[str, tuple[str, dict[str, Any], str]] = {
+    # Llama-3.2-1B's attention: dim 2048, 32 query heads over 8 kv heads of 64; one layer
+    "llama3.2-1b-attn": (
+        "llama3",
+        {
+            "dim": 2048,
+            "hidden_dim": SWEEP_FFN,
+            "n_heads": 32,
+            "n_kv_heads": 8,
+            "n_layers": 1,
+            "norm_eps": 1e-5,
+            "rope_theta": 500000.0,
+            "use_scaled_rope": True,
+            "vocab_size": SWEEP_VOCAB,
+        },
+        "Llama-3.2-1B attention (dim 2048, 32 heads, 8 kv heads, head_dim 64), 1 layer",
+    ),
+    # Qwen3.5-0.8B (ExecuTorch's examples/models/qwen3_5/config/0_8b_config.json)
+    # at its real widths, one layer of each kind: Gated DeltaNet linear
+    # attention (16 key and 16 value heads of 128, a recurrent state whose size
+    # does not grow with the context) and full attention (8 query heads over 2
+    # kv heads of 256, gated queries, QK-norm, quarter-width rope)
+    "qwen3.5-0.8b-hybrid": (
+        "qwen3_5_0_8b",
+        {
+            "dim": 1024,
+            "hidden_dim": SWEEP_FFN,
+            "n_heads": 8,
+            "head_dim": 256,
+            "n_kv_heads": 2,
+            "n_layers": 2,
+            "norm_eps": 1e-6,
+            "rope_theta": 10000000.0,
+            "use_scaled_rope": False,
+            "vocab_size": SWEEP_VOCAB,
+            "use_hf_rope": True,
+            "partial_rotary_factor": 0.25,
+            "attention_qkv_bias": False,
+            "use_qk_norm": True,
+            "qk_norm_before_rope": True,
+            "use_q_gate": True,
+            "rms_norm_add_unit_offset": True,
+            "linear_conv_kernel_dim": 4,
+            "linear_key_head_dim": 128,
+            "linear_value_head_dim": 128,
+            "linear_num_key_heads": 16,
+            "linear_num_value_heads": 16,
+            "layer_types": ["linear_attention", "full_attention"],
+        },
+        "Qwen3.5-0.8B widths, 1 Gated DeltaNet layer + 1 full-attention layer (8 heads, 2 kv heads, head_dim 256)",
+    ),
+}
+SWEEP_CACHES = ("float32", "int8")  # int8: model.quantize_kv_cache=True (llama::custom_quantized_sdpa)
+SWEEP_FLOAT_ATOL = 1e-4  # float32 cache: logits within 1e-4 of ExecuTorch's (summation order only)
+
+
+def sweep_export(name: str, cache: str) -> bytes:
+    """The .pte of SWEEP_MODELS[name] with a `cache` KV cache, exported by
+    export_llm's configuration in this process, kept in the tests' export
+    cache (keyed by the versions, this file's settings and the example)."""
+    import hashlib
+
+    import executorch
+    from support.export import _file_digest, cache_dir, cached
+    from support.llm import example
+
+    export_llama = example("export_llama")
+    model_class, params, _ = SWEEP_MODELS[name]
+    extra = ["backend.xnnpack.enabled=True", "backend.xnnpack.extended_ops=True"]
+    if cache == "int8":
+        extra.append("model.quantize_kv_cache=True")
+    key = [name, model_class, params, extra, SWEEP_MAX_SEQ_LEN]
+    h = hashlib.sha256()
+    h.update(f"{torch.__version__}|{getattr(executorch, '__version__', '?')}".encode())
+    h.update(_file_digest(str(Path(export_llama.__file__))).encode())
+    h.update(json.dumps(key, sort_keys=True).encode())
+    where = cache_dir()
+
+    def make() -> list[bytes | None]:
+        from executorch.examples.models.llama.export_llama_lib import export_llama as run_export
+        from executorch.extension.llm.export.config.llm_config import LlmConfig
+        from omegaconf import OmegaConf
+
+        with tempfile.TemporaryDirectory() as d, warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            workdir = Path(d)
+            export_llama.write_model(workdir, params, SWEEP_MAX_SEQ_LEN, 0)
+            settings = export_llama.overrides("portable", workdir, SWEEP_MAX_SEQ_LEN, model_class=model_class)
+            config = OmegaConf.merge(OmegaConf.structured(LlmConfig), OmegaConf.from_dotlist(settings + extra))
+            run_export(OmegaConf.to_object(config))
+            pte, _ = export_llama.file_names("portable")
+            return [(workdir / pte).read_bytes()]
+
+    (pte,) = cached(None if where is None else [where / f"sweep-{name}-{cache}-{h.hexdigest()[:24]}.pte"], make)
+    assert pte is not None
+    return pte
+
+
+def program_ops(pte: bytes) -> set[str]:
+    """The operator names (without overloads) a program's first plan holds."""
+    from executorch.exir._serialize._program import deserialize_pte_binary
+
+    p = deserialize_pte_binary(pte)
+    p = getattr(p, "program", p)
+    return {op.name for op in p.execution_plan[0].operators}
+
+
+class SweepStep:
+    """One runtime's method after a short prefill, stepped at one position:
+    each call is a single-token decode at input_pos `pos` (the cache holds
+    `pos` entries; every call rewrites the same slot, so every call attends
+    over the same pos + 1 positions)."""
+
+    def __init__(self, runtime: str, pte: Path, prompt: torch.Tensor) -> None:
+        self.runtime = runtime
+        if runtime == "pyexec":
+            import pyexec
+
+            self.method = pyexec.load(pte).load_method("forward")
+        else:
+            self.method = executorch_method(pte, None)
+        self.prefill_logits = self.call(prompt, 0)
+        self.token, self.pos = torch.zeros(1, 1, dtype=torch.int64), torch.zeros(1, dtype=torch.int64)
+
+    def call(self, tokens: torch.Tensor, pos: int) -> torch.Tensor:
+        (logits,) = self.method.execute([tokens.clone(), torch.tensor([pos])])
+        return torch.as_tensor(logits).clone()
+
+    def at(self, token: int, pos: int) -> Callable[[], object]:
+        """The timed step: pyexec with its inputs installed once and written in
+        place, execute(clone_outputs=False); ExecuTorch's Method.execute with
+        fresh tensors (each runtime's cheapest use, as the decode table)."""
+        if self.runtime == "pyexec":
+            self.token[0, 0], self.pos[0] = token, pos
+            self.method.set_inputs([self.token, self.pos])
+            return lambda: self.method.execute(clone_outputs=False)
+        return lambda: self.method.execute([torch.tensor([[token]]), torch.tensor([pos])])
+
+
+def sweep_point(pte: Path, cache: str, pos: int, vocab: int, budget_s: float, rounds: int) -> dict[str, Any]:
+    """Both runtimes loaded afresh, the same prefill and one step at `pos`
+    checked against ExecuTorch's logits, then that step timed interleaved."""
+    prompt = prompt_tokens(SWEEP_PROMPT, vocab)
+    theirs = SweepStep("ExecuTorch", pte, prompt)
+    ours = SweepStep("pyexec", pte, prompt)
+    token = int(theirs.prefill_logits.argmax())
+    checks = [("prefill", ours.prefill_logits, theirs.prefill_logits)]
+    step = torch.tensor([[token]])
+    checks.append((f"step at {pos}", ours.call(step, pos), theirs.call(step, pos)))
+    result: dict[str, Any] = {"argmax_equal": True, "error": ""}
+    for (what, got, want), key in zip(checks, ("prefill_diff", "step_diff")):
+        diff = float((got - want).abs().max())
+        result[key] = diff
+        same = int(got.argmax()) == int(want.argmax())
+        result["argmax_equal"] &= same
+        if cache == "float32" and not diff <= SWEEP_FLOAT_ATOL:  # also catches nan
+            result["error"] = f"{what}: logits differ by {diff:.3g} (tolerance {SWEEP_FLOAT_ATOL})"
+        elif not same:
+            result["error"] = f"{what}: greedy token {int(got.argmax())}, ExecuTorch's {int(want.argmax())}"
+        if result["error"]:
+            return result
+    et_us, py_us = interleaved_us([theirs.at(token, pos), ours.at(token, pos)], budget_s=budget_s, rounds=rounds)
+    result.update(et_ms=et_us / 1e3, pyexec_ms=py_us / 1e3)
+    method = ours.method  # where the time goes in pyexec's step: each operator's share (top five), in the JSON
+    with method.profile() as p:
+        for _ in range(3):
+            method.execute(clone_outputs=False)
+    per_op: dict[str, int] = {}
+    for e in p.events:
+        if e.depth == 0:
+            per_op[e.name] = per_op.get(e.name, 0) + e.duration_ns
+    total = sum(per_op.values()) or 1
+    result["pyexec_profile"] = {k: round(v / total, 3) for k, v in sorted(per_op.items(), key=lambda kv: -kv[1])[:5]}
+    return result
+
+
+def sweep_main(args: argparse.Namespace) -> None:
+    """Decode step time at 128, 1k and 4k filled cache positions, float32 and
+    int8 KV caches, ExecuTorch's runtime beside pyexec on the same file at the
+    same thread count."""
+    import pyexec
+
+    n = args.sweep_threads
+    torch.set_num_threads(n)
+    set_et_threads(n)
+    pyexec.set_num_threads(n)
+    print(f"threads: {n} (pyexec {pyexec.get_num_threads()}, ExecuTorch {n})", file=sys.stderr)
+    budget, rounds = (0.2, 2) if args.quick else (0.5, 3)
+    rows, values = [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, (_, params, _) in SWEEP_MODELS.items():
+            for cache in SWEEP_CACHES:
+                t0 = time.perf_counter()
+                try:
+                    data = sweep_export(name, cache)
+                except Exception as e:  # noqa: BLE001 - an export the exporter refuses is reported, not fatal
+                    print(f"{name} {cache}: export failed: {type(e).__name__}: {e}", file=sys.stderr)
+                    rows.append([name, cache, "-", f"export failed: {type(e).__name__}", "", ""])
+                    values.append({"model": name, "cache": cache, "error": f"export: {e}"})
+                    continue
+                pte = Path(tmp) / f"{name}-{cache}.pte"
+                pte.write_bytes(data)
+                sdpa = "llama::custom_quantized_sdpa" if cache == "int8" else "llama::custom_sdpa"
+                if sdpa not in program_ops(data):
+                    raise RuntimeError(f"{name} {cache}: the export holds no {sdpa}")
+                print(f"{name} {cache}: {len(data) / 1e6:.1f} MB, export/cache {time.perf_counter() - t0:.0f} s",
+                      file=sys.stderr)
+                for pos in SWEEP_POSITIONS:
+                    r = sweep_point(pte, cache, pos, params["vocab_size"], budget, rounds)
+                    print(f"  {pos}: {r}", file=sys.stderr)
+                    values.append({"model": name, "cache": cache, "positions": pos, "threads": n, **r})
+                    if r["error"]:
+                        rows.append([name, cache, str(pos), f"wrong result: {r['error']}", "", ""])
+                        continue
+                    check = f"max diff {r['step_diff']:.2g} (prefill {r['prefill_diff']:.2g})"
+                    if cache == "int8":
+                        check = "argmax equal, " + check
+                    rows.append([name, cache, str(pos), f"{r['et_ms']:.2f}", f"{r['pyexec_ms']:.2f}",
+                                 f"{r['et_ms'] / r['pyexec_ms']:.2f}x", check])
+    print_table(
+        f"Decode step at a filled KV cache, {n} thread(s), ms/step (speed-up: ExecuTorch's time / pyexec's, "
+        "above 1 pyexec is faster)",
+        ["model", "KV cache", "filled positions", "ExecuTorch ms/step", "pyexec ms/step", "speed-up",
+         "logits vs ExecuTorch"],
+        [r + [""] * (7 - len(r)) for r in rows], values=values,
+    )
+    print("\n" + "\n".join(f"{k}: {v[2]}" for k, v in SWEEP_MODELS.items()))
+    print(f"feed-forward width {SWEEP_FFN}, vocabulary {SWEEP_VOCAB}, max_seq_len {SWEEP_MAX_SEQ_LEN}, "
+          f"a {SWEEP_PROMPT}-token prefill, then steps at the position "
+          "(logits: the largest |difference| from ExecuTorch's at the timed step, and at the prefill)")
+    write_json(args.json, "bench_llm_sweep", {"threads": n, "positions": list(SWEEP_POSITIONS),
+                                              "budget_s": budget, "rounds": rounds})
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="shorter measurements")
@@ -678,6 +932,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="with --size: interleaved rounds, best kept")
     parser.add_argument("--cache-dir", type=Path, default=default_cache_dir(),
                         help="with --size: where the exports are kept (default ~/.cache/pyexec-bench)")
+    parser.add_argument("--sweep", action="store_true",
+                        help="decode step time at 128, 1k and 4k filled cache positions, float32 and int8 KV caches")
+    parser.add_argument("--sweep-threads", type=int, default=1, metavar="N", help="with --sweep: threads (default 1)")
     add_json_option(parser)
     args = parser.parse_args()
     if args.child:
@@ -688,6 +945,9 @@ def main() -> None:
         return
     if args.size:
         big_main(args)
+        return
+    if args.sweep:
+        sweep_main(args)
         return
     torch.set_num_threads(1)
     set_et_threads(1)
