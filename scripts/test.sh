@@ -149,7 +149,9 @@ PYTEST=(pytest -q -p no:cacheprovider -n "${PYTEST_WORKERS:-auto}" --dist loadfi
 
 pytest_regular() {
   # pytest (not `python -m pytest`): the tests import the installed package.
-  PYEXEC_TEST_WHEELS="$WHEELS" "${PYTEST[@]}" tests
+  # The tests marked extended (Ray clusters, optimum-cli exports, whole LLM
+  # families: about 12 minutes of one core) run apart: pytest -m extended tests
+  PYEXEC_TEST_WHEELS="$WHEELS" "${PYTEST[@]}" -m "not extended" tests
 }
 
 # The Python suite against the ASan library (native/build/asan): the source

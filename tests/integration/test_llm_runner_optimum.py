@@ -24,7 +24,7 @@ from support.optimum import optimum_python
 
 import pyexec.llm as px
 
-pytestmark = pytest.mark.slow  # an optimum-cli export, 2-3 minutes on 2 cores
+pytestmark = [pytest.mark.slow, pytest.mark.extended]  # an optimum-cli export, 2-3 minutes on 2 cores; outside the test command (README)
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "llm" / "export_hf.py"
 

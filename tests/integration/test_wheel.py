@@ -76,7 +76,8 @@ def test_wheel_holds_the_package_library_header_type_hints_and_license_only(whee
         header = z.read("pyexec/_lib/pyexec.h")
     package = {n for n in names if ".dist-info/" not in n}
     (license_file,) = [n for n in names if n.endswith(".dist-info/licenses/LICENSE")]
-    sources = {f"pyexec/{p.name}" for p in (ROOT / "pyexec").glob("*.py")}
+    sources = {f"pyexec/{p.relative_to(ROOT / 'pyexec').as_posix()}" for p in (ROOT / "pyexec").rglob("*.py")
+               if "demo" not in p.parts}
     assert package == sources | {
         "pyexec/py.typed",
         "pyexec/_lib/libpyexec.so",
