@@ -43,7 +43,8 @@ from support.llm import assert_steps_match_eager, example, lock_step
 
 export_llama = example("export_llama")
 
-pytestmark = [pytest.mark.slow, pytest.mark.extended]  # two export_llm exports (~1.5 min) when not cached; outside the test command (README)
+# two export_llm exports (~1.5 min) when not cached; outside the test command (README)
+pytestmark = [pytest.mark.slow, pytest.mark.extended]
 
 # Qwen 3.5's architecture at dim 32: one Gated DeltaNet layer (2 key heads
 # shared by 4 value heads of 8) and one full-attention layer (4 query heads

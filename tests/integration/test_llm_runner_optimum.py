@@ -24,7 +24,8 @@ from support.optimum import optimum_python
 
 import pyexec.llm as px
 
-pytestmark = [pytest.mark.slow, pytest.mark.extended]  # an optimum-cli export, 2-3 minutes on 2 cores; outside the test command (README)
+# an optimum-cli export, 2-3 minutes on 2 cores; outside the test command (README)
+pytestmark = [pytest.mark.slow, pytest.mark.extended]
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "llm" / "export_hf.py"
 

@@ -33,7 +33,8 @@ except ImportError as e:  # requirements-test.txt installs ray[data,serve]: CI n
         f"ray[data,serve] cannot be imported ({e}); pip install -r requirements-test.txt", allow_module_level=True
     )
 
-pytestmark = [pytest.mark.slow, pytest.mark.extended]  # starts a Ray cluster and Serve: about a minute on 2 cores; outside the test command (README)
+# starts a Ray cluster and Serve: about a minute on 2 cores; outside the test command (README)
+pytestmark = [pytest.mark.slow, pytest.mark.extended]
 EXAMPLES = ROOT / "examples" / "ray"
 ROWS = 3000
 T = TypeVar("T")

@@ -21,7 +21,8 @@ except ImportError as e:  # requirements-test.txt installs ray[serve]
 openai = pytest.importorskip("openai")
 pytest.importorskip("fastapi")
 
-pytestmark = [pytest.mark.slow, pytest.mark.extended]  # a Ray cluster and two Serve replicas: about a minute on 2 cores; outside the test command (README)
+# a Ray cluster and two Serve replicas: about a minute on 2 cores; outside the test command (README)
+pytestmark = [pytest.mark.slow, pytest.mark.extended]
 
 
 def _example() -> Any:
