@@ -133,6 +133,26 @@ def _checkpoint(params: dict[str, Any], lora: bool) -> dict[str, Any]:
     return weights
 
 
+def _safetensors_stub() -> None:
+    """ExecuTorch's lfm2 package imports safetensors (its Hugging Face
+    checkpoint converter's) when the model is built, though a .pth checkpoint
+    never calls it: where safetensors is not installed, a stand-in module
+    whose load_file says so."""
+    import importlib.util
+    import types
+
+    if importlib.util.find_spec("safetensors") is not None:
+        return
+
+    def load_file(*args: Any, **kwargs: Any) -> Any:
+        raise ImportError("safetensors is not installed (scripts/llm_matrix.py's stand-in)")
+
+    package, torch_module = types.ModuleType("safetensors"), types.ModuleType("safetensors.torch")
+    torch_module.load_file = load_file  # type: ignore[attr-defined]
+    package.torch = torch_module  # type: ignore[attr-defined]
+    sys.modules.update({"safetensors": package, "safetensors.torch": torch_module})
+
+
 def export(family: str, option: str) -> tuple[Path, Path | None]:
     """The cached .pte (and .ptd) of `family` with `option`, exported by
     export_llm's configuration in this process when not cached. An export
@@ -167,6 +187,8 @@ def export(family: str, option: str) -> tuple[Path, Path | None]:
         if lora:  # the adapter's weights are in model.pth already (an empty adapter file: nothing to convert)
             torch.save({}, work / "adapter.pt")
             config.base.lora_config = {"adapter_checkpoint": str(work / "adapter.pt"), **LORA}
+        if model_class.startswith("lfm2"):
+            _safetensors_stub()
         try:
             export_llama(OmegaConf.to_object(config))
             written = sorted(work.glob("*.pte"))
@@ -223,8 +245,9 @@ def _run(method: Any, inputs: list[tuple[Any, Any]]) -> tuple[list[Any], list[fl
 def _inputs(pte: Path, ptd: Path | None) -> list[tuple[Any, Any]]:
     """The prompt (as one prefill, or a token at a time where the program's
     tokens input is [1, 1]), then single tokens to the last position."""
-    import pyexec
     import torch
+
+    import pyexec
 
     meta = pyexec.load(pte, data_path=ptd).method_meta("forward").inputs[0]
     one_at_a_time = meta is not None and not meta.is_dynamic and tuple(meta.shape) == (1, 1)
@@ -323,7 +346,12 @@ def table(rows: list[dict[str, Any]]) -> str:
 
 
 def _selected(only: list[str] | None) -> list[tuple[str, str]]:
-    pairs = [(f, o) for o in OPTIONS for f in FAMILIES]  # each family's first option first
+    # XNNPACK float32 for every family first, then every option of a few
+    # families of different architectures, then the rest
+    core = ["llama3_2", "qwen3", "qwen3_5", "lfm2"]
+    pairs = sorted(((f, o) for o in OPTIONS for f in FAMILIES),
+                   key=lambda p: (0 if p[1] == "xnnpack" else 1 if p[0] in core else 2,
+                                  list(OPTIONS).index(p[1]), list(FAMILIES).index(p[0])))
     if not only:
         return pairs
     keep = []
