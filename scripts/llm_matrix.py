@@ -165,6 +165,8 @@ def export(family: str, option: str) -> tuple[Path, Path | None]:
         raise RuntimeError(err.read_text())
     CACHE.mkdir(parents=True, exist_ok=True)
     model_class, params = FAMILIES[family]
+    if model_class.startswith("lfm2"):
+        _safetensors_stub()
     import torch
     from executorch.examples.models.llama.export_llama_lib import export_llama
     from executorch.extension.llm.export.config.llm_config import LlmConfig
@@ -187,8 +189,6 @@ def export(family: str, option: str) -> tuple[Path, Path | None]:
         if lora:  # the adapter's weights are in model.pth already (an empty adapter file: nothing to convert)
             torch.save({}, work / "adapter.pt")
             config.base.lora_config = {"adapter_checkpoint": str(work / "adapter.pt"), **LORA}
-        if model_class.startswith("lfm2"):
-            _safetensors_stub()
         try:
             export_llama(OmegaConf.to_object(config))
             written = sorted(work.glob("*.pte"))
@@ -250,7 +250,7 @@ def _inputs(pte: Path, ptd: Path | None) -> list[tuple[Any, Any]]:
     import pyexec
 
     meta = pyexec.load(pte, data_path=ptd).method_meta("forward").inputs[0]
-    one_at_a_time = meta is not None and not meta.is_dynamic and tuple(meta.shape) == (1, 1)
+    one_at_a_time = meta is not None and not meta.is_dynamic and tuple(meta.sizes) == (1, 1)
     steps = []
     if one_at_a_time:
         steps += [(torch.tensor([[t]]), torch.tensor([i])) for i, t in enumerate(PROMPT)]
