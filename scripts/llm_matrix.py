@@ -376,6 +376,8 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="write the rows to this JSON file")
     parser.add_argument("--resume", action="store_true",
                         help="keep the rows already in the --json file and step only the others")
+    parser.add_argument("--report", action="store_true",
+                        help="print the table of the rows in the --json file, stepping nothing")
     parser.add_argument("--timeout", type=float, default=900, help="seconds for one file's export and steps")
     parser.add_argument("--one", help=argparse.SUPPRESS)  # FAMILY:OPTION in a child process
     args = parser.parse_args()
@@ -389,6 +391,13 @@ def main() -> None:
         print("ROW " + json.dumps(row), flush=True)
         return
 
+    if args.report:
+        if not args.json or not args.json.is_file():
+            raise SystemExit("--report needs --json FILE, a file an earlier run wrote")
+        order = {pair: i for i, pair in enumerate(_selected(None))}
+        rows = [r for r in json.loads(args.json.read_text())["rows"] if (r["family"], r["option"]) in order]
+        print(table(sorted(rows, key=lambda r: (list(FAMILIES).index(r["family"]), list(OPTIONS).index(r["option"])))))
+        return
     done: dict[tuple[str, str], dict[str, Any]] = {}
     if args.resume and args.json and args.json.is_file():
         done = {(r["family"], r["option"]): r for r in json.loads(args.json.read_text())["rows"]}
