@@ -185,10 +185,13 @@ def export(family: str, option: str) -> tuple[Path, Path | None]:
             f"export.output_dir={work}", "export.output_name=model",
             *[s for s in OPTIONS[option] if s != "LORA"],
         ]
-        config = OmegaConf.merge(OmegaConf.structured(LlmConfig), OmegaConf.from_dotlist(settings))
         if lora:  # the adapter's weights are in model.pth already (an empty adapter file: nothing to convert)
             torch.save({}, work / "adapter.pt")
-            config.base.lora_config = {"adapter_checkpoint": str(work / "adapter.pt"), **LORA}
+            settings += [f"base.lora_config.adapter_checkpoint={work / 'adapter.pt'}",
+                         f"base.lora_config.lora_rank={LORA['lora_rank']}",
+                         f"base.lora_config.lora_alpha={LORA['lora_alpha']}",
+                         f"base.lora_config.target_modules=[{','.join(LORA['target_modules'])}]"]
+        config = OmegaConf.merge(OmegaConf.structured(LlmConfig), OmegaConf.from_dotlist(settings))
         try:
             export_llama(OmegaConf.to_object(config))
             written = sorted(work.glob("*.pte"))
