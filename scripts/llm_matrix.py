@@ -371,6 +371,13 @@ def _selected(only: list[str] | None) -> list[tuple[str, str]]:
     return keep
 
 
+def _blank(family: str, option: str) -> dict[str, Any]:
+    return {"family": family, "option": option, "model_class": FAMILIES[family][0], "exported": None,
+            "executorch_runs": None, "pyexec_runs": None, "max_logit_diff": None, "tolerance": tolerance(option),
+            "within_tolerance": None, "same_greedy_tokens": None, "executorch_decode_ms": None,
+            "pyexec_decode_ms": None, "error": None}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", action="append", metavar="FAMILY[:OPTION]",
@@ -399,6 +406,8 @@ def main() -> None:
             raise SystemExit("--report needs --json FILE, a file an earlier run wrote")
         order = {pair: i for i, pair in enumerate(_selected(None))}
         rows = [r for r in json.loads(args.json.read_text())["rows"] if (r["family"], r["option"]) in order]
+        seen = {(r["family"], r["option"]) for r in rows}
+        rows += [{**_blank(f, o), "error": "not run yet (--resume runs it)"} for f, o in order if (f, o) not in seen]
         print(table(sorted(rows, key=lambda r: (list(FAMILIES).index(r["family"]), list(OPTIONS).index(r["option"])))))
         return
     done: dict[tuple[str, str], dict[str, Any]] = {}
@@ -421,11 +430,7 @@ def main() -> None:
                 row = {"error": f"crashed (exit {proc.returncode}): {tail[0][:300]}"}
         except subprocess.TimeoutExpired:
             row = {"error": f"timed out after {args.timeout:.0f} s"}
-        base = {"family": family, "option": option, "model_class": FAMILIES[family][0], "exported": None,
-                "executorch_runs": None, "pyexec_runs": None, "max_logit_diff": None, "tolerance": tolerance(option),
-                "within_tolerance": None, "same_greedy_tokens": None, "executorch_decode_ms": None,
-                "pyexec_decode_ms": None, "error": None}
-        row = {**base, **row}
+        row = {**_blank(family, option), **row}
         rows.append(row)
         print(f"{family}:{option} ({time.perf_counter() - t0:.0f} s): "
               + ("ok" if not row["error"] and row["within_tolerance"] and row["same_greedy_tokens"]
