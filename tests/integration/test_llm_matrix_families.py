@@ -25,7 +25,8 @@ import pytest
 from support.export import cache_dir
 from support.llm import lock_step
 
-pytestmark = pytest.mark.slow  # two export_llm exports (~30-60 s each) when not cached
+# two export_llm exports (~30-60 s each) when not cached; outside the test command (README)
+pytestmark = [pytest.mark.slow, pytest.mark.extended]
 
 FAMILIES = ["qwen2_5", "phi_4_mini"]
 FLOAT_TOL = {"rtol": 0.0, "atol": 1e-4}
