@@ -159,6 +159,23 @@ def compare(expected: Any, actual: Any, rtol: float, atol: float) -> str | None:
     )
 
 
+def mismatch(case: BundledTestCase, outputs: Sequence[Any], rtol: float, atol: float) -> tuple[str | None, int | None]:
+    """How a call's `outputs` fail test case `case` (see `compare`): ("output
+    K: why", K) for the first output that differs, (why, None) when the case
+    holds no expected outputs or another count of them, (None, None) when
+    every output matches."""
+    expected = case.expected_outputs
+    if not expected:
+        return "no expected outputs to compare with", None
+    if len(expected) != len(outputs):
+        return f"the method returned {len(outputs)} outputs, the test case expects {len(expected)}", None
+    for k, (want, got) in enumerate(zip(expected, outputs)):
+        why = compare(want, got, rtol, atol)
+        if why is not None:
+            return f"output {k}: {why}", k
+    return None, None
+
+
 def _check_fits(meta: MethodMeta, case: BundledTestCase, where: str) -> None:
     """InvalidProgramError when a test case cannot be a call of the method:
     input or output count, a tensor where a scalar is expected or the
@@ -260,15 +277,7 @@ def run_bundled(
                 outputs = method.execute([_fresh(x) for x in case.inputs])
             except Error as exc:
                 raise type(exc)(f"method '{name}', test case {i}: {exc}") from exc
-            result = BundledResult(name, i, tuple(outputs))
-            if not case.expected_outputs:
-                result = BundledResult(name, i, tuple(outputs), "no expected outputs to compare with")
-            for k, (want, got) in enumerate(zip(case.expected_outputs, outputs)):
-                why = compare(want, got, rtol, atol)
-                if why is not None:
-                    result = BundledResult(name, i, tuple(outputs), f"output {k}: {why}", k)
-                    break
-            results.append(result)
+            results.append(BundledResult(name, i, tuple(outputs), *mismatch(case, outputs, rtol, atol)))
     return results
 
 

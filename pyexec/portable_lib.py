@@ -37,7 +37,7 @@ from typing import Any, Optional, Union
 import numpy as np
 
 from . import _dtypes
-from ._bundled import BundledTestCase, BundledTestSuite, compare
+from ._bundled import BundledTestCase, BundledTestSuite, mismatch
 from ._errors import Error
 from ._meta import MethodMeta as _PxMethodMeta
 from ._meta import TensorInfo as _PxTensorInfo
@@ -416,13 +416,7 @@ class ExecuTorchModule:
 
 def _verify(method_name: str, testset_idx: int, outputs: Sequence[Any], case: BundledTestCase, rtol: float,
             atol: float) -> None:
-    problem = None
-    if len(outputs) != len(case.expected_outputs):
-        problem = f"the method returned {len(outputs)} outputs, the test set expects {len(case.expected_outputs)}"
-    for i, (got, want) in enumerate(zip(outputs, case.expected_outputs)):
-        why = compare(want, got, rtol, atol)
-        if problem is None and why is not None:
-            problem = f"output {i}: {why}"
+    problem, _ = mismatch(case, outputs, rtol, atol)
     if problem is not None:
         raise RuntimeError(f"Result verification failed: method '{method_name}', test set {testset_idx}: {problem}")
 
