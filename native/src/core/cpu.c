@@ -58,6 +58,9 @@ static void detect(void) {
   unsigned int a = 0, b = 0, c = 0, d = 0;
   if (__get_cpuid(1, &a, &b, &c, &d)) f.f16c = __builtin_cpu_supports("avx") && (c & (1u << 29)) != 0;
   if (__get_cpuid_count(7, 1, &a, &b, &c, &d)) f.avxvnni = f.avx2 && (a & (1u << 4)) != 0;
+  /* AVX512-FP16: leaf 7 subleaf 0, EDX bit 23; its registers are AVX-512's,
+   * whose OS support the avx512f check already includes */
+  if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) f.avx512fp16 = f.avx512f && (d & (1u << 23)) != 0;
 #elif defined(__aarch64__)
   f.asimd = true; /* mandatory in AArch64; the compiler already relies on it */
 #if defined(__linux__)

@@ -17,6 +17,7 @@ typedef struct px_cpu_features {
   bool avx512f, avx512bw, avx512vl, avx512vnni;
   bool avx512vbmi; /* VPERMB / VPERMI2B byte permutes */
   bool avxvnni; /* the VEX-encoded VNNI of Alder Lake and later */
+  bool avx512fp16; /* float16 arithmetic in 512-bit registers (Sapphire Rapids and later) */
   /* AArch64 (getauxval(AT_HWCAP / AT_HWCAP2), what the kernel reports) */
   bool asimd;   /* Advanced SIMD (NEON): part of every AArch64 CPU */
   bool dotprod; /* SDOT / UDOT (HWCAP_ASIMDDP, Armv8.2 optional, 8.4 mandatory) */

@@ -28,6 +28,7 @@
 #include "core/events.h"
 #include "core/limits.h"
 #include "kernels/convert/convert16.h"
+#include "kernels/gemm/f16n.h"
 
 /* A StaticReshape at the graph's edge, from a stored value to an external
  * output or from an external input to a stored value, moves bytes that could
@@ -165,6 +166,12 @@ static pyexec_status plan_rounding(xnn_delegate *d) {
       keeps_wide = wide_in;
     for (uint32_t k = 0; k < nd->nout; k++) wide[nd->out[k]] = keeps_wide && g->values[nd->out[k]].half;
     d->rounds[i] = half && !keeps_wide && moves_or_rounds(nd, g->values);
+    /* On a CPU with AVX512-FP16, XNNPACK's float16 products and convolutions
+     * sum in float16: such a node runs so too (nodes_f16n.c), if its prepare
+     * hook keeps the mark */
+    d->g.nodes[i].f16n = half == XNN_DT_FP16 && !keeps_wide && px_f16n_available() &&
+                         (nd->type == XNN_NODE_fully_connected || nd->type == XNN_NODE_batch_matrix_multiply ||
+                          nd->type == XNN_NODE_conv2d || nd->type == XNN_NODE_depthwise_conv2d);
   }
   free(wide);
   return PYEXEC_OK;
@@ -263,6 +270,7 @@ static pyexec_status xnn_init(px_ctx *ctx, const uint8_t *payload, size_t size, 
     ctx->scratch_used = 0;
     if (d->ops[i]->prepare(ctx, nd, d->g.values))
       st = px_invalid_program("XNNPACK payload: node %u: %s", i, ctx->msg[0] ? ctx->msg : "prepare failed");
+    if (nd->f16n) d->rounds[i] = false; /* its float16 sums are its output's values */
   }
   if (!st) st = plan_edges(d);
   if (st) {

@@ -23,6 +23,10 @@ typedef struct conv_plan {
                                             after group; depthwise, the filter [KH*KW][Cout] as the file has it */
   size_t wg;                             /* floats between groups in w */
   float *wino;                           /* Winograd F(4x4, 3x3) filter, or NULL */
+  bool f16n;                             /* float16 arithmetic (nodes_f16n.c): bias16 and w16 instead */
+  uint16_t *bias16;                      /* float16 bias, per group padded to whole 32-column panels */
+  uint16_t *w16;                         /* plain: float16 panels (f16n.h), wg halves per group;
+                                            depthwise: the filter [KH*KW][Cout] as the file has it */
 } conv_plan;
 
 #endif /* PX_XNN_CONV_PLAN_H */

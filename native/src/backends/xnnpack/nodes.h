@@ -107,6 +107,18 @@ int xnn_exec_batch_matrix_multiply(px_ctx *ctx, const xnn_node *node, xnn_value 
 int xnn_prepare_fully_connected(px_ctx *ctx, xnn_node *node, xnn_value *values);
 int xnn_prepare_batch_matrix_multiply(px_ctx *ctx, xnn_node *node, xnn_value *values);
 
+/* ---- float16 arithmetic (nodes_f16n.c) ------------------------------------
+ * For a node marked f16n: the prepare hooks pack its filter in float16 or
+ * clear the mark (the node then runs in float32); the exec functions run a
+ * node whose mark stayed. */
+struct conv_plan;
+int xnn_f16n_prepare_fc(px_ctx *ctx, xnn_node *node, xnn_value *values);
+int xnn_f16n_exec_fc(px_ctx *ctx, const xnn_node *node, xnn_value *values);
+int xnn_f16n_prepare_bmm(px_ctx *ctx, xnn_node *node, xnn_value *values);
+int xnn_f16n_exec_bmm(px_ctx *ctx, const xnn_node *node, xnn_value *values);
+int xnn_f16n_prepare_conv(px_ctx *ctx, xnn_node *node, const xnn_value *values, const struct conv_plan *p);
+int xnn_f16n_exec_conv(px_ctx *ctx, const xnn_node *node, xnn_value *values);
+
 /* ---- data movement (nodes_shape.c) ---------------------------------------- */
 
 int xnn_shape_static_transpose(px_ctx *ctx, const xnn_node *node, xnn_value *values);

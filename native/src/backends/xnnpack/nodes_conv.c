@@ -146,6 +146,13 @@ static int conv_prepare(px_ctx *ctx, xnn_node *node, xnn_value *values, int kind
                    (long long)p.dh, (long long)p.dw, (long long)p.pt, (long long)p.pr,
                    (long long)p.pb, (long long)p.pl, (long long)x->max_dims[1],
                    (long long)x->max_dims[2]);
+  /* Float16 arithmetic (nodes_f16n.c) where the backend marked the node and
+   * its operands are float16: the float16 plan replaces all of what follows. */
+  if (node->f16n) {
+    p.kind = kind;
+    int rc = xnn_f16n_prepare_conv(ctx, node, values, &p);
+    if (rc || node->f16n) return rc;
+  }
   /* A depthwise convolution of a one-channel input (one group, a depth
    * multiplier of Cout) is a plain convolution with one input channel: with
    * a kernel of several taps it runs as one, through the GEMM (the taps x
@@ -490,6 +497,7 @@ const char *xnn_conv2d_profile_name(const xnn_node *node) {
 
 int xnn_exec_conv2d(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
   const conv_plan *p = node->packed;
+  if (p->f16n) return xnn_f16n_exec_conv(ctx, node, values);
   const xnn_value *xv = &values[node->in[0]], *yv = &values[node->out[0]];
   const float *x = xv->data;
   float *y = yv->data;
@@ -561,6 +569,7 @@ int xnn_exec_conv2d(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
  * (kernels/dwconv.c) reads it as packed at prepare, with the bias. */
 int xnn_exec_depthwise_conv2d(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
   const conv_plan *p = node->packed;
+  if (p->f16n) return xnn_f16n_exec_conv(ctx, node, values);
   if (p->kind == CONV_PLAIN) return xnn_exec_conv2d(ctx, node, values); /* one input channel (prepare) */
   const xnn_value *xv = &values[node->in[0]], *yv = &values[node->out[0]];
   px_dwconv d = {xv->dims[0], xv->dims[1], xv->dims[2], p->Cin, p->Cout_g, p->KH, p->KW,

@@ -131,6 +131,10 @@ static int pack_constant_h16(px_ctx *ctx, xnn_node *node, int64_t count, int64_t
 }
 
 int xnn_prepare_fully_connected(px_ctx *ctx, xnn_node *node, xnn_value *values) {
+  if (node->f16n) {
+    int rc = xnn_f16n_prepare_fc(ctx, node, values);
+    if (rc || node->f16n) return rc;
+  }
   const xnn_value *w = &values[node->in[1]];
   if (!w->constant || w->num_dims != 2) return 0; /* a run-time filter: packed per call */
   int64_t oc, ic;
@@ -145,6 +149,7 @@ int xnn_prepare_fully_connected(px_ctx *ctx, xnn_node *node, xnn_value *values) 
 }
 
 int xnn_exec_fully_connected(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
+  if (node->f16n) return xnn_f16n_exec_fc(ctx, node, values);
   const xnn_value *x = &values[node->in[0]], *w = &values[node->in[1]];
   xnn_value *o = &values[node->out[0]];
   int64_t oc, ic;
@@ -191,6 +196,10 @@ int xnn_shape_batch_matrix_multiply(px_ctx *ctx, const xnn_node *node, xnn_value
 }
 
 int xnn_prepare_batch_matrix_multiply(px_ctx *ctx, xnn_node *node, xnn_value *values) {
+  if (node->f16n) {
+    int rc = xnn_f16n_prepare_bmm(ctx, node, values);
+    if (rc || node->f16n) return rc;
+  }
   const xnn_value *b = &values[node->in[1]];
   uint32_t r = b->num_dims;
   if (!b->constant || r < 2) return 0;
@@ -205,6 +214,7 @@ int xnn_prepare_batch_matrix_multiply(px_ctx *ctx, xnn_node *node, xnn_value *va
 }
 
 int xnn_exec_batch_matrix_multiply(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
+  if (node->f16n) return xnn_f16n_exec_bmm(ctx, node, values);
   const xnn_value *a = &values[node->in[0]], *b = &values[node->in[1]];
   xnn_value *o = &values[node->out[0]];
   uint32_t r = a->num_dims;

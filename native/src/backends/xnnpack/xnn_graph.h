@@ -289,6 +289,8 @@ typedef struct xnn_node {
   void *packed;        /* owned by the node (prepare hook); free()d at destroy */
   size_t packed_size;
   void (*release)(void *packed); /* when set, frees packed instead of free() */
+  bool f16n;           /* runs in float16 arithmetic (nodes_f16n.c): set by the backend, kept or
+                          cleared by the node's prepare hook */
 } xnn_node;
 
 /* What a block node (fuse.c's xnn_fuse_blocks) stands for: the nodes of

@@ -1,0 +1,377 @@
+/*
+ * nodes_f16n.c - the float16 graph's products and convolutions in float16
+ * arithmetic, where the CPU has it (kernels/gemm/f16n.h): FullyConnected,
+ * BatchMatrixMultiply, Conv2d and DepthwiseConv2d (channel multiplier 1)
+ * whose operands and output are float16, as XNNPACK runs them on the same
+ * CPU (each sum a float16 register, rounded at every multiply-add), so the
+ * two runtimes give the same bits.
+ *
+ * backend.c marks the candidates (node->f16n: a float16 output not
+ * downstream of a quantized value, on a CPU with AVX512-FP16); the prepare
+ * hooks here pack their filters into float16 panels (the file's bytes as
+ * they are, behind the float16 bias padded to whole panels) or clear the
+ * mark, and the node then runs as before (float32 arithmetic, rounded).
+ * A marked node's inputs (float32 storage holding float16 values) are
+ * narrowed into float16 scratch once per call; its output is stored as
+ * float32 holding float16 values, which need no rounding after it.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/xnnpack/conv_plan.h"
+#include "backends/xnnpack/nodes.h"
+#include "backends/xnnpack/qnodes.h"
+#include "core/parallel.h"
+#include "kernels/convert/convert16.h"
+#include "kernels/gemm/f16n.h"
+
+/* Rows of output pixels gathered per convolution chunk. */
+#define CONV_ROWS 32
+
+static int64_t panels(int64_t n) { return (n + PX_F16N_NR - 1) / PX_F16N_NR; }
+
+/* A packed float16 product: the bias (panels * 32 entries, zero past N;
+ * absent: NULL), then `count` matrices of panels. */
+typedef struct f16n_mat {
+  int64_t N, K, count;
+  uint16_t *bias;
+  uint16_t *w;
+  size_t one; /* halves per matrix */
+} f16n_mat;
+
+static f16n_mat *mat_new(px_ctx *ctx, int64_t N, int64_t K, int64_t count, bool bias) {
+  const size_t one = px_f16n_pack_size(N, K) / sizeof(uint16_t);
+  const size_t nb = bias ? (size_t)panels(N) * PX_F16N_NR : 0;
+  if (count <= 0 || one > (SIZE_MAX / 4 - nb) / (size_t)count) {
+    px_fail(ctx, "packed weights are too large");
+    return NULL;
+  }
+  f16n_mat *m = malloc(sizeof *m + sizeof(uint16_t) * (nb + one * (size_t)count));
+  if (!m) {
+    px_fail(ctx, "out of memory packing float16 weights");
+    return NULL;
+  }
+  m->N = N, m->K = K, m->count = count, m->one = one;
+  m->bias = bias ? (uint16_t *)(m + 1) : NULL;
+  m->w = (uint16_t *)(m + 1) + nb;
+  if (bias) memset(m->bias, 0, sizeof(uint16_t) * nb);
+  return m;
+}
+
+static void set_packed(xnn_node *node, void *p, size_t size) {
+  if (node->release) node->release(node->packed);
+  else free(node->packed);
+  node->packed = p;
+  node->packed_size = size;
+  node->release = NULL;
+}
+
+/* A float16 value stored as float32 (not a constant), or absent. */
+static bool f16_value(const xnn_value *v) { return v->half == XNN_DT_FP16 && v->datatype == XNN_DT_FP32; }
+
+/* A constant filter of a float16 node: float16, or float32 (ExecuTorch's
+ * exporter may keep a float16 graph's convolution weights and biases in
+ * float32; XNNPACK narrows such static weights to float16 when it packs
+ * them, and so does the prepare hook). */
+static bool filter_ok(const xnn_value *f) {
+  return f->constant && (f->datatype == XNN_DT_FP16 || (f->datatype == XNN_DT_FP32 && !f->half));
+}
+
+/* The filter's n values as float16: its own bytes, or a malloc'd narrowed
+ * copy (NULL when out of memory). */
+static const uint16_t *narrow_filter(const xnn_value *f, int64_t n) {
+  if (f->datatype == XNN_DT_FP16) return f->constant;
+  uint16_t *c = malloc(sizeof(uint16_t) * (size_t)(n > 0 ? n : 1));
+  if (c) px_f32_to_f16(c, f->constant, n);
+  return c;
+}
+
+/* ---- FullyConnected ------------------------------------------------------------ */
+
+int xnn_f16n_prepare_fc(px_ctx *ctx, xnn_node *node, xnn_value *values) {
+  const xnn_value *x = &values[node->in[0]], *w = &values[node->in[1]];
+  const xnn_value *b = node->in[2] == XNN_INVALID_ID ? NULL : &values[node->in[2]];
+  if (!filter_ok(w) || w->num_dims != 2 || !f16_value(x) || (b && !b->constant) || node->post) {
+    node->f16n = false;
+    return 0;
+  }
+  const bool tr = node->flags & XNN_FLAG_TRANSPOSE_WEIGHTS;
+  const int64_t oc = tr ? w->dims[1] : w->dims[0], ic = tr ? w->dims[0] : w->dims[1];
+  if (b && xnn_numel(b) != oc) return px_fail(ctx, "bias has %lld entries for %lld outputs", (long long)xnn_numel(b),
+                                              (long long)oc);
+  f16n_mat *m = mat_new(ctx, oc, ic, 1, true);
+  if (!m) return PYEXEC_ERR_EXECUTION;
+  const uint16_t *fw = narrow_filter(w, oc * ic);
+  if (!fw) {
+    free(m);
+    return px_fail(ctx, "out of memory narrowing a float32 filter to float16");
+  }
+  px_f16n_pack_b(oc, ic, fw, tr ? oc : 1, tr ? 1 : ic, m->w);
+  if (fw != w->data) free((void *)(uintptr_t)fw);
+  if (b) px_f32_to_f16(m->bias, b->data, oc);
+  set_packed(node, m, sizeof *m + sizeof(uint16_t) * ((size_t)panels(oc) * PX_F16N_NR + m->one));
+  xnn_drop_constant_pages(w->data, w->constant_size);
+  return 0;
+}
+
+typedef struct gemm_job {
+  const f16n_mat *m;
+  const uint16_t *A, *B; /* B: the packed matrices (m->w, or packed per call) */
+  int64_t M, N, K, batch, qpairs, mblocks;
+  float lo, hi;
+  float *C;
+} gemm_job;
+
+/* Item = (matrix, panel pair, block of 8 rows), panel pairs outer. */
+static void gemm_chunk(void *arg, int64_t begin, int64_t end, int tid) {
+  (void)tid;
+  const gemm_job *j = arg;
+  const int64_t per = j->qpairs * j->mblocks;
+  for (int64_t it = begin; it < end;) {
+    const int64_t bi = it / per, r = it % per, qp = r / j->mblocks, mb0 = r % j->mblocks;
+    int64_t mb1 = mb0 + (end - it);
+    if (mb1 > j->mblocks) mb1 = j->mblocks;
+    const int64_t i0 = mb0 * 8, i1 = mb1 * 8 < j->M ? mb1 * 8 : j->M;
+    const size_t one = px_f16n_pack_size(j->N, j->K) / sizeof(uint16_t);
+    px_f16n_gemm(i1 - i0, j->N, j->K, j->A + (bi * j->M + i0) * j->K, j->K, j->B + (size_t)bi * one, qp * 2,
+                 qp * 2 + 2, j->m ? j->m->bias : NULL, j->lo, j->hi, j->C + (bi * j->M + i0) * j->N, j->N);
+    it += mb1 - mb0;
+  }
+}
+
+static void run_gemm(gemm_job *j) {
+  j->qpairs = (panels(j->N) + 1) / 2;
+  j->mblocks = (j->M + 7) / 8;
+  const int64_t items = j->batch * j->qpairs * j->mblocks;
+  px_parallel_for(items, 1, j->batch * j->M * j->N * j->K, gemm_chunk, j);
+}
+
+/* x's float32 storage narrowed to float16 scratch. */
+static uint16_t *narrow(px_ctx *ctx, const float *x, int64_t n) {
+  uint16_t *a = px_scratch(ctx, sizeof(uint16_t) * (size_t)(n > 0 ? n : 1));
+  if (a) px_f32_to_f16(a, x, n);
+  return a;
+}
+
+int xnn_f16n_exec_fc(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
+  const f16n_mat *m = node->packed;
+  const xnn_value *x = &values[node->in[0]];
+  xnn_value *o = &values[node->out[0]];
+  const int64_t M = m->K ? xnn_numel(x) / m->K : 0;
+  if (!M || !m->N) return 0;
+  const uint16_t *a = narrow(ctx, x->data, M * m->K);
+  if (!a) return PYEXEC_ERR_EXECUTION;
+  gemm_job j = {m, a, m->w, M, m->N, m->K, 1, 0, 0, node->output_min, node->output_max, o->data};
+  run_gemm(&j);
+  return 0;
+}
+
+/* ---- BatchMatrixMultiply ------------------------------------------------------- */
+
+int xnn_f16n_prepare_bmm(px_ctx *ctx, xnn_node *node, xnn_value *values) {
+  const xnn_value *a = &values[node->in[0]], *b = &values[node->in[1]];
+  const uint32_t r = b->num_dims;
+  if (!f16_value(a) || r < 2 || node->flags || !(b->constant ? b->datatype == XNN_DT_FP16 : f16_value(b))) {
+    node->f16n = false;
+    return 0;
+  }
+  if (!b->constant) return 0; /* packed per call */
+  int64_t K = b->dims[r - 2], N = b->dims[r - 1], batch = 1;
+  for (uint32_t k = 0; k + 2 < r; k++) batch *= b->dims[k];
+  f16n_mat *m = mat_new(ctx, N, K, batch, false);
+  if (!m) return PYEXEC_ERR_EXECUTION;
+  for (int64_t i = 0; i < batch; i++)
+    px_f16n_pack_b(N, K, (const uint16_t *)b->data + i * K * N, N, 1, m->w + (size_t)i * m->one);
+  set_packed(node, m, sizeof *m + sizeof(uint16_t) * m->one * (size_t)batch);
+  xnn_drop_constant_pages(b->data, b->constant_size);
+  return 0;
+}
+
+int xnn_f16n_exec_bmm(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
+  const xnn_value *a = &values[node->in[0]], *b = &values[node->in[1]];
+  xnn_value *o = &values[node->out[0]];
+  const uint32_t r = a->num_dims;
+  const int64_t M = a->dims[r - 2], K = a->dims[r - 1], N = b->dims[r - 1];
+  int64_t batch = 1;
+  for (uint32_t k = 0; k + 2 < r; k++) batch *= a->dims[k];
+  if (!batch || !M || !N) return 0;
+  if (!K) {
+    memset(o->data, 0, sizeof(float) * (size_t)(batch * M * N));
+    return 0;
+  }
+  const uint16_t *pa = narrow(ctx, a->data, batch * M * K);
+  if (!pa) return PYEXEC_ERR_EXECUTION;
+  const uint16_t *pb;
+  if (node->packed) {
+    pb = ((const f16n_mat *)node->packed)->w;
+  } else {
+    const size_t one = px_f16n_pack_size(N, K) / sizeof(uint16_t);
+    uint16_t *p = px_scratch(ctx, sizeof(uint16_t) * one * (size_t)batch);
+    if (!p) return PYEXEC_ERR_EXECUTION;
+    for (int64_t i = 0; i < batch; i++)
+      px_f16n_pack_b_f32(N, K, (const float *)b->data + i * K * N, N, 1, p + (size_t)i * one);
+    pb = p;
+  }
+  gemm_job j = {NULL, pa, pb, M, N, K, batch, 0, 0, node->output_min, node->output_max, o->data};
+  run_gemm(&j);
+  return 0;
+}
+
+/* ---- Conv2d and DepthwiseConv2d ---------------------------------------------------- */
+
+/* After the checks of conv_prepare (nodes_conv.c): p is the checked plan.
+ * Returns 0 with node->packed the float16 plan, or 0 with node->f16n
+ * cleared when the node is not one this file runs, or a failure. */
+int xnn_f16n_prepare_conv(px_ctx *ctx, xnn_node *node, const xnn_value *values, const conv_plan *p) {
+  const xnn_value *x = &values[node->in[0]], *f = &values[node->in[1]];
+  const xnn_value *b = node->in[2] == XNN_INVALID_ID ? NULL : &values[node->in[2]];
+  const bool dw = p->kind == CONV_DEPTHWISE;
+  if (!filter_ok(f) || !f16_value(x) || node->post ||
+      (p->kind != CONV_PLAIN && !(dw && p->Cout_g == 1))) {
+    node->f16n = false;
+    return 0;
+  }
+  const int64_t taps = p->KH * p->KW;
+  const int64_t K = dw ? taps : taps * p->Cin_g;
+  /* bias: per group, whole panels (depthwise: one group of Cout) */
+  const int64_t bstride = dw ? p->Cout : panels(p->Cout_g) * PX_F16N_NR;
+  const int64_t nbias = dw ? p->Cout : bstride * p->G;
+  const size_t wg = dw ? (size_t)(taps * p->Cout) : px_f16n_pack_size(p->Cout_g, K) / sizeof(uint16_t);
+  const size_t nw = dw ? wg : wg * (size_t)p->G;
+  const size_t head = (sizeof(conv_plan) + 63) / 64 * 64;
+  const size_t total = head + sizeof(uint16_t) * ((size_t)nbias + nw) + 64;
+  char *mem = aligned_alloc(64, (total + 63) / 64 * 64);
+  if (!mem) return px_fail(ctx, "out of memory packing %zu bytes of float16 weights", total);
+  conv_plan *plan = (conv_plan *)mem;
+  *plan = *p;
+  plan->K = K;
+  plan->direct = !dw && p->KH == 1 && p->KW == 1 && p->sh == 1 && p->sw == 1 && !p->pt && !p->pl && !p->pb && !p->pr;
+  plan->bias = NULL, plan->w = NULL, plan->wino = NULL;
+  plan->f16n = true;
+  plan->bias16 = (uint16_t *)(mem + head);
+  plan->w16 = plan->bias16 + nbias;
+  plan->wg = wg;
+  memset(plan->bias16, 0, sizeof(uint16_t) * (size_t)nbias);
+  for (int64_t g = 0; g < (dw ? 1 : p->G); g++) {
+    const int64_t n = dw ? p->Cout : p->Cout_g;
+    if (b) px_f32_to_f16(plan->bias16 + g * bstride, (const float *)b->constant + g * n, n);
+  }
+  const uint16_t *fw = narrow_filter(f, dw ? (int64_t)wg : p->Cout * K);
+  if (!fw) {
+    free(mem);
+    return px_fail(ctx, "out of memory narrowing a float32 filter to float16");
+  }
+  if (dw) {
+    memcpy(plan->w16, fw, sizeof(uint16_t) * wg);
+  } else {
+    /* B(k, j) = filter[g*Cout_g + j][k], k = (ky*KW + kx)*Cin_g + c */
+    for (int64_t g = 0; g < p->G; g++)
+      px_f16n_pack_b(p->Cout_g, K, fw + g * p->Cout_g * K, 1, K, plan->w16 + (size_t)g * wg);
+  }
+  if (fw != f->constant) free((void *)(uintptr_t)fw);
+  xnn_drop_constant_pages(f->constant, f->constant_size);
+  free(node->packed);
+  node->packed = plan;
+  node->packed_size = total;
+  return 0;
+}
+
+typedef struct conv_job {
+  const conv_plan *p;
+  const uint16_t *x; /* the input, float16 NHWC */
+  uint16_t *rows;    /* per thread: CONV_ROWS x K gathered rows */
+  int64_t H, W, OH, OW, M;
+  float lo, hi;
+  float *y;
+} conv_job;
+
+/* Gathers im2col rows [r0, r0 + n) of group g: tap-major, channels fastest,
+ * zeros where a tap falls in the padding. */
+static void gather(const conv_job *j, int64_t g, int64_t r0, int64_t n, uint16_t *a) {
+  const conv_plan *p = j->p;
+  const int64_t OHW = j->OH * j->OW, Cg = p->Cin_g;
+  for (int64_t i = 0; i < n; i++) {
+    const int64_t r = r0 + i, img = r / OHW, rem = r % OHW;
+    const int64_t ih0 = rem / j->OW * p->sh - p->pt, iw0 = rem % j->OW * p->sw - p->pl;
+    const uint16_t *xn = j->x + img * j->H * j->W * p->Cin + g * Cg;
+    uint16_t *row = a + i * p->K;
+    for (int64_t ky = 0; ky < p->KH; ky++) {
+      const int64_t ih = ih0 + ky * p->dh;
+      for (int64_t kx = 0; kx < p->KW; kx++, row += Cg) {
+        const int64_t iw = iw0 + kx * p->dw;
+        if (ih < 0 || ih >= j->H || iw < 0 || iw >= j->W)
+          memset(row, 0, sizeof(uint16_t) * (size_t)Cg);
+        else
+          memcpy(row, xn + (ih * j->W + iw) * p->Cin, sizeof(uint16_t) * (size_t)Cg);
+      }
+    }
+  }
+}
+
+static void conv_chunk(void *arg, int64_t begin, int64_t end, int tid) {
+  const conv_job *j = arg;
+  const conv_plan *p = j->p;
+  const int64_t q = panels(p->Cout_g), bstride = q * PX_F16N_NR;
+  uint16_t *a = j->rows + (size_t)tid * CONV_ROWS * (size_t)p->K;
+  for (int64_t blk = begin; blk < end; blk++) {
+    const int64_t r0 = blk * CONV_ROWS, n = j->M - r0 < CONV_ROWS ? j->M - r0 : CONV_ROWS;
+    for (int64_t g = 0; g < p->G; g++) {
+      const uint16_t *rows = a;
+      int64_t lda = p->K;
+      if (p->direct) {
+        rows = j->x + r0 * p->Cin + g * p->Cin_g;
+        lda = p->Cin;
+      } else {
+        gather(j, g, r0, n, a);
+      }
+      px_f16n_gemm(n, p->Cout_g, p->K, rows, lda, p->w16 + (size_t)g * p->wg, 0, q, p->bias16 + g * bstride, j->lo,
+                   j->hi, j->y + r0 * p->Cout + g * p->Cout_g, p->Cout);
+    }
+  }
+}
+
+typedef struct dw_job {
+  px_f16n_dw d;
+  const uint16_t *x;
+  int64_t N;
+  float *y;
+} dw_job;
+
+/* Item = (image, output row). */
+static void dw_chunk(void *arg, int64_t begin, int64_t end, int tid) {
+  (void)tid;
+  const dw_job *j = arg;
+  const px_f16n_dw *d = &j->d;
+  for (int64_t it = begin; it < end;) {
+    const int64_t img = it / d->OH, oh0 = it % d->OH;
+    const int64_t oh1 = oh0 + (end - it) < d->OH ? oh0 + (end - it) : d->OH;
+    px_f16n_dwconv_rows(d, j->x + img * d->H * d->W * d->C, oh0, oh1, j->y + img * d->OH * d->OW * d->C);
+    it += oh1 - oh0;
+  }
+}
+
+int xnn_f16n_exec_conv(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
+  const conv_plan *p = node->packed;
+  const xnn_value *xv = &values[node->in[0]], *yv = &values[node->out[0]];
+  const int64_t N = xv->dims[0], H = xv->dims[1], W = xv->dims[2], OH = yv->dims[1], OW = yv->dims[2];
+  const int64_t M = N * OH * OW;
+  if (M == 0) return 0;
+  const uint16_t *x = narrow(ctx, xv->data, N * H * W * p->Cin);
+  if (!x) return PYEXEC_ERR_EXECUTION;
+  if (p->kind == CONV_DEPTHWISE) {
+    dw_job j = {{H, W, p->Cout, p->KH, p->KW, p->sh, p->sw, p->dh, p->dw, p->pt, p->pl, OH, OW, p->w16, p->bias16,
+                 node->output_min, node->output_max},
+                x, N, yv->data};
+    px_parallel_for(N * OH, 1, M * p->Cout * p->KH * p->KW, dw_chunk, &j);
+    return 0;
+  }
+  const int threads = px_parallel_threads();
+  uint16_t *rows = NULL;
+  if (!p->direct) {
+    rows = px_scratch(ctx, sizeof(uint16_t) * (size_t)threads * CONV_ROWS * (size_t)p->K);
+    if (!rows) return PYEXEC_ERR_EXECUTION;
+  }
+  conv_job j = {p, x, rows, H, W, OH, OW, M, node->output_min, node->output_max, yv->data};
+  px_parallel_for((M + CONV_ROWS - 1) / CONV_ROWS, 1, M * p->Cout * p->K, conv_chunk, &j);
+  return 0;
+}

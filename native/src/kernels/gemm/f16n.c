@@ -1,0 +1,280 @@
+/*
+ * f16n.c - float16 arithmetic on AVX512-FP16 (f16n.h): the product's
+ * 8 x 64 micro-kernel (two 32-column panels, A broadcast from memory into
+ * the multiply-add, sixteen float16 accumulators) and the depthwise
+ * convolution's 32-channel loop. Elsewhere (other CPUs, other
+ * architectures) px_f16n_available() is false and the delegate never calls
+ * these; their portable loops below compute the same sums one at a time.
+ */
+#include "kernels/gemm/f16n.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/cpu.h"
+#include "kernels/convert/convert16.h"
+
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(PX_PORTABLE_KERNELS) && __GNUC__ >= 12
+#define PX_F16N_X86 1
+#include <immintrin.h>
+#else
+#define PX_F16N_X86 0
+#endif
+
+static int f16n_state; /* 0: not read yet, 1: available, 2: not */
+
+bool px_f16n_available(void) {
+  int s = __atomic_load_n(&f16n_state, __ATOMIC_ACQUIRE);
+  if (!s) {
+    const px_cpu_features *f = px_cpu();
+    const char *env = getenv("PYEXEC_F16_ARITH");
+    bool on = PX_F16N_X86 && f->avx512fp16 && f->avx512bw && f->avx512vl && !(env && strcmp(env, "float32") == 0);
+    s = on ? 1 : 2;
+    __atomic_store_n(&f16n_state, s, __ATOMIC_RELEASE);
+  }
+  return s == 1;
+}
+
+size_t px_f16n_pack_size(int64_t N, int64_t K) {
+  if (N <= 0 || K <= 0) return 64;
+  return (size_t)((N + PX_F16N_NR - 1) / PX_F16N_NR) * (size_t)K * PX_F16N_NR * sizeof(uint16_t);
+}
+
+void px_f16n_pack_b(int64_t N, int64_t K, const uint16_t *B, int64_t rsb, int64_t csb, uint16_t *pb) {
+  for (int64_t q = 0; q * PX_F16N_NR < N; q++) {
+    const int64_t n = N - q * PX_F16N_NR < PX_F16N_NR ? N - q * PX_F16N_NR : PX_F16N_NR;
+    uint16_t *panel = pb + q * K * PX_F16N_NR;
+    for (int64_t k = 0; k < K; k++) {
+      const uint16_t *src = B + k * rsb + q * PX_F16N_NR * csb;
+      uint16_t *row = panel + k * PX_F16N_NR;
+      for (int64_t j = 0; j < n; j++) row[j] = src[j * csb];
+      for (int64_t j = n; j < PX_F16N_NR; j++) row[j] = 0;
+    }
+  }
+}
+
+void px_f16n_pack_b_f32(int64_t N, int64_t K, const float *B, int64_t rsb, int64_t csb, uint16_t *pb) {
+  for (int64_t q = 0; q * PX_F16N_NR < N; q++) {
+    const int64_t n = N - q * PX_F16N_NR < PX_F16N_NR ? N - q * PX_F16N_NR : PX_F16N_NR;
+    uint16_t *panel = pb + q * K * PX_F16N_NR;
+    for (int64_t k = 0; k < K; k++) {
+      uint16_t *row = panel + k * PX_F16N_NR;
+      if (csb == 1) {
+        px_f32_to_f16(row, B + k * rsb + q * PX_F16N_NR, n);
+      } else {
+        const float *src = B + k * rsb + q * PX_F16N_NR * csb;
+        for (int64_t j = 0; j < n; j++) row[j] = px_f32_to_f16_bits(src[j * csb]);
+      }
+      for (int64_t j = n; j < PX_F16N_NR; j++) row[j] = 0;
+    }
+  }
+}
+
+#if PX_F16N_X86
+
+#define F16N_TARGET __attribute__((target("avx512fp16,avx512vl,avx512bw,avx512f")))
+typedef _Float16 f16_alias __attribute__((may_alias));
+
+/* 32 float16 lanes widened to float32 and stored to c[0 .. n) (n <= 32). */
+F16N_TARGET __attribute__((always_inline)) static inline void store32(float *c, __m512h v, int n) {
+  const __m512 lo = _mm512_cvtxph_ps(_mm512_castph512_ph256(v));
+  const __m512 hi = _mm512_cvtxph_ps(_mm256_castsi256_ph(_mm512_extracti64x4_epi64(_mm512_castph_si512(v), 1)));
+  if (n >= 32) {
+    _mm512_storeu_ps(c, lo);
+    _mm512_storeu_ps(c + 16, hi);
+    return;
+  }
+  const __mmask16 m0 = (__mmask16)(n >= 16 ? 0xffff : (1u << n) - 1);
+  const __mmask16 m1 = (__mmask16)(n <= 16 ? 0 : (1u << (n - 16)) - 1);
+  _mm512_mask_storeu_ps(c, m0, lo);
+  _mm512_mask_storeu_ps(c + 16, m1, hi);
+}
+
+/* The bounds as XNNPACK applies them: max(lo, acc) then min(hi, acc), a NaN
+ * sum kept (the second operand wins when either is NaN). */
+F16N_TARGET __attribute__((always_inline)) static inline __m512h bound(__m512h v, __m512h lo, __m512h hi) {
+  return _mm512_min_ph(hi, _mm512_max_ph(lo, v));
+}
+
+/* mr rows x np panels (np 1 or 2) of the product, columns n0 (first panel)
+ * and n1 (second) of them valid. */
+F16N_TARGET __attribute__((always_inline)) static inline void
+tile(const int mr, const int np, int64_t K, const uint16_t *a, int64_t lda, const uint16_t *b0,
+     const uint16_t *b1, const uint16_t *bias, bool clamp, __m512h vlo, __m512h vhi, float *c, int64_t ldc,
+     int n0, int n1) {
+  __m512h acc0[8], acc1[8];
+  const __m512h z = _mm512_setzero_ph();
+  const __m512h bv0 = bias ? _mm512_loadu_ph(bias) : z;
+  const __m512h bv1 = bias && np == 2 ? _mm512_loadu_ph(bias + PX_F16N_NR) : z;
+  for (int i = 0; i < mr; i++) acc0[i] = bv0, acc1[i] = bv1;
+  const f16_alias *ap = (const f16_alias *)a;
+  for (int64_t k = 0; k < K; k++) {
+    const __m512h w0 = _mm512_loadu_ph(b0 + k * PX_F16N_NR);
+    if (np == 2) {
+      const __m512h w1 = _mm512_loadu_ph(b1 + k * PX_F16N_NR);
+      for (int i = 0; i < mr; i++) {
+        const __m512h va = _mm512_set1_ph(ap[i * lda + k]);
+        acc0[i] = _mm512_fmadd_ph(va, w0, acc0[i]);
+        acc1[i] = _mm512_fmadd_ph(va, w1, acc1[i]);
+      }
+    } else {
+      for (int i = 0; i < mr; i++) acc0[i] = _mm512_fmadd_ph(_mm512_set1_ph(ap[i * lda + k]), w0, acc0[i]);
+    }
+  }
+  for (int i = 0; i < mr; i++) {
+    __m512h v0 = acc0[i];
+    if (clamp) v0 = bound(v0, vlo, vhi);
+    store32(c + i * ldc, v0, n0);
+    if (np == 2) {
+      __m512h v1 = acc1[i];
+      if (clamp) v1 = bound(v1, vlo, vhi);
+      store32(c + i * ldc + PX_F16N_NR, v1, n1);
+    }
+  }
+}
+
+#define TILE_CASES(np)                                                                                   \
+  switch (mr) {                                                                                          \
+    case 8: tile(8, np, K, a, lda, b0, b1, bias, clamp, vlo, vhi, c, ldc, n0, n1); break;                \
+    case 7: tile(7, np, K, a, lda, b0, b1, bias, clamp, vlo, vhi, c, ldc, n0, n1); break;                \
+    case 6: tile(6, np, K, a, lda, b0, b1, bias, clamp, vlo, vhi, c, ldc, n0, n1); break;                \
+    case 5: tile(5, np, K, a, lda, b0, b1, bias, clamp, vlo, vhi, c, ldc, n0, n1); break;                \
+    case 4: tile(4, np, K, a, lda, b0, b1, bias, clamp, vlo, vhi, c, ldc, n0, n1); break;                \
+    case 3: tile(3, np, K, a, lda, b0, b1, bias, clamp, vlo, vhi, c, ldc, n0, n1); break;                \
+    case 2: tile(2, np, K, a, lda, b0, b1, bias, clamp, vlo, vhi, c, ldc, n0, n1); break;                \
+    default: tile(1, np, K, a, lda, b0, b1, bias, clamp, vlo, vhi, c, ldc, n0, n1); break;               \
+  }
+
+F16N_TARGET static void tile_any(int mr, int np, int64_t K, const uint16_t *a, int64_t lda, const uint16_t *b0,
+                                 const uint16_t *b1, const uint16_t *bias, bool clamp, __m512h vlo, __m512h vhi,
+                                 float *c, int64_t ldc, int n0, int n1) {
+  if (np == 2) {
+    TILE_CASES(2)
+  } else {
+    TILE_CASES(1)
+  }
+}
+
+F16N_TARGET static void gemm_x86(int64_t M, int64_t N, int64_t K, const uint16_t *A, int64_t lda,
+                                 const uint16_t *pb, int64_t q0, int64_t q1, const uint16_t *bias, float lo,
+                                 float hi, float *C, int64_t ldc) {
+  const bool clamp = !(isinf(lo) && lo < 0 && isinf(hi) && hi > 0);
+  const __m512h vlo = _mm512_set1_ph((_Float16)lo), vhi = _mm512_set1_ph((_Float16)hi);
+  for (int64_t q = q0; q < q1; q += 2) {
+    const int np = q + 1 < q1 ? 2 : 1;
+    const int64_t j0 = q * PX_F16N_NR;
+    const int n0 = (int)(N - j0 < PX_F16N_NR ? N - j0 : PX_F16N_NR);
+    const int n1 = np == 2 ? (int)(N - j0 - PX_F16N_NR < PX_F16N_NR ? N - j0 - PX_F16N_NR : PX_F16N_NR) : 0;
+    const uint16_t *b0 = pb + q * K * PX_F16N_NR, *b1 = b0 + K * PX_F16N_NR;
+    for (int64_t i = 0; i < M; i += 8) {
+      const int mr = (int)(M - i < 8 ? M - i : 8);
+      tile_any(mr, np, K, A + i * lda, lda, b0, b1, bias ? bias + j0 : NULL, clamp, vlo, vhi, C + i * ldc + j0, ldc,
+               n0, n1);
+    }
+  }
+}
+
+/* 32 channels (n of them valid) of one output pixel, the taps in XNNPACK's
+ * order (dw_order). */
+F16N_TARGET __attribute__((always_inline)) static inline void
+dw_pixel(const px_f16n_dw *d, const uint16_t *x, int64_t ih0, int64_t iw0, int64_t c, int n, bool clamp, __m512h vlo,
+         __m512h vhi, float *out) {
+  const __mmask32 m = n >= 32 ? 0xffffffffu : (1u << n) - 1;
+  const int64_t taps = d->KH * d->KW;
+  const bool rows = taps > 25, two = taps > 9 && taps <= 25;
+  __m512h acc[2] = {_mm512_castsi512_ph(_mm512_maskz_loadu_epi16(m, d->bias + c)), _mm512_setzero_ph()};
+  const __m512h z = _mm512_setzero_ph();
+  for (int64_t t = 0; t < taps; t++) {
+    const int64_t ky = rows ? t / d->KW : t % d->KH, kx = rows ? t % d->KW : t / d->KH;
+    const int64_t ih = ih0 + ky * d->dh, iw = iw0 + kx * d->dw;
+    const __m512h w = _mm512_castsi512_ph(_mm512_maskz_loadu_epi16(m, d->w + (ky * d->KW + kx) * d->C + c));
+    __m512h v = z;
+    if (ih >= 0 && ih < d->H && iw >= 0 && iw < d->W)
+      v = _mm512_castsi512_ph(_mm512_maskz_loadu_epi16(m, x + (ih * d->W + iw) * d->C + c));
+    const int a = two ? (int)(t & 1) : 0;
+    acc[a] = _mm512_fmadd_ph(v, w, acc[a]);
+  }
+  __m512h r = two ? _mm512_add_ph(acc[0], acc[1]) : acc[0];
+  if (clamp) r = bound(r, vlo, vhi);
+  store32(out, r, n);
+}
+
+F16N_TARGET static void dw_x86(const px_f16n_dw *d, const uint16_t *x, int64_t oh0, int64_t oh1, float *y) {
+  const bool clamp = !(isinf(d->lo) && d->lo < 0 && isinf(d->hi) && d->hi > 0);
+  const __m512h vlo = _mm512_set1_ph((_Float16)d->lo), vhi = _mm512_set1_ph((_Float16)d->hi);
+  for (int64_t oh = oh0; oh < oh1; oh++)
+    for (int64_t ow = 0; ow < d->OW; ow++) {
+      float *out = y + (oh * d->OW + ow) * d->C;
+      for (int64_t c = 0; c < d->C; c += PX_F16N_NR) {
+        const int n = (int)(d->C - c < PX_F16N_NR ? d->C - c : PX_F16N_NR);
+        dw_pixel(d, x, oh * d->sh - d->pt, ow * d->sw - d->pl, c, n, clamp, vlo, vhi, out + c);
+      }
+    }
+}
+
+#endif /* PX_F16N_X86 */
+
+/* ---- the portable definitions (never selected: px_f16n_available() is
+ * false wherever the x86 kernels are not built) ---- */
+
+static float f16(float v) { return px_f16_bits_to_f32(px_f32_to_f16_bits(v)); }
+
+/* One float16 multiply-add, acc + a * b rounded once: the product of two
+ * float16 values is exact in double, and so is its sum with a float16
+ * accumulator across the range these products take. */
+static float fma16(float acc, float a, float b) { return f16((float)((double)acc + (double)a * (double)b)); }
+
+static float bound1(float v, float lo, float hi) {
+  v = v < lo ? lo : v;
+  return v > hi ? hi : v;
+}
+
+void px_f16n_gemm(int64_t M, int64_t N, int64_t K, const uint16_t *A, int64_t lda, const uint16_t *pb,
+                  int64_t q0, int64_t q1, const uint16_t *bias, float lo, float hi, float *C, int64_t ldc) {
+  if (q1 * PX_F16N_NR > N + PX_F16N_NR - 1) q1 = (N + PX_F16N_NR - 1) / PX_F16N_NR;
+  if (M <= 0 || K <= 0 || q0 >= q1) return;
+#if PX_F16N_X86
+  if (px_f16n_available()) {
+    gemm_x86(M, N, K, A, lda, pb, q0, q1, bias, lo, hi, C, ldc);
+    return;
+  }
+#endif
+  const float flo = f16(lo), fhi = f16(hi);
+  for (int64_t i = 0; i < M; i++)
+    for (int64_t j = q0 * PX_F16N_NR; j < N && j < q1 * PX_F16N_NR; j++) {
+      const uint16_t *col = pb + (j / PX_F16N_NR) * K * PX_F16N_NR + j % PX_F16N_NR;
+      float acc = bias ? px_f16_bits_to_f32(bias[j]) : 0.0f;
+      for (int64_t k = 0; k < K; k++)
+        acc = fma16(acc, px_f16_bits_to_f32(A[i * lda + k]), px_f16_bits_to_f32(col[k * PX_F16N_NR]));
+      C[i * ldc + j] = bound1(acc, flo, fhi);
+    }
+}
+
+void px_f16n_dwconv_rows(const px_f16n_dw *d, const uint16_t *x, int64_t oh0, int64_t oh1, float *y) {
+#if PX_F16N_X86
+  if (px_f16n_available()) {
+    dw_x86(d, x, oh0, oh1, y);
+    return;
+  }
+#endif
+  const float flo = f16(d->lo), fhi = f16(d->hi);
+  const int64_t taps = d->KH * d->KW;
+  const bool rows = taps > 25, two = taps > 9 && taps <= 25;
+  for (int64_t oh = oh0; oh < oh1; oh++)
+    for (int64_t ow = 0; ow < d->OW; ow++)
+      for (int64_t c = 0; c < d->C; c++) {
+        float acc[2] = {px_f16_bits_to_f32(d->bias[c]), 0.0f};
+        for (int64_t t = 0; t < taps; t++) {
+          const int64_t ky = rows ? t / d->KW : t % d->KH, kx = rows ? t % d->KW : t / d->KH;
+          const int64_t ih = oh * d->sh - d->pt + ky * d->dh, iw = ow * d->sw - d->pl + kx * d->dw;
+          const float v = ih >= 0 && ih < d->H && iw >= 0 && iw < d->W
+                              ? px_f16_bits_to_f32(x[(ih * d->W + iw) * d->C + c])
+                              : 0.0f;
+          const int a = two ? (int)(t & 1) : 0;
+          acc[a] = fma16(acc[a], v, px_f16_bits_to_f32(d->w[(ky * d->KW + kx) * d->C + c]));
+        }
+        const float r = two ? f16(acc[0] + acc[1]) : acc[0];
+        y[(oh * d->OW + ow) * d->C + c] = bound1(r, flo, fhi);
+      }
+}
