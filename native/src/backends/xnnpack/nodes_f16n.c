@@ -278,54 +278,53 @@ int xnn_f16n_prepare_conv(px_ctx *ctx, xnn_node *node, const xnn_value *values, 
 
 typedef struct conv_job {
   const conv_plan *p;
-  const uint16_t *x; /* the input, float16 NHWC */
-  uint16_t *rows;    /* per thread: CONV_ROWS x K gathered rows */
-  int64_t H, W, OH, OW, M;
+  const uint16_t *x; /* the input, float16 NHWC, zero-padded to Hp x Wp (plain) */
+  const int64_t *off; /* segments (segments()) */
+  int64_t nseg, len;
+  int64_t Hp, Wp, OH, OW, M;
   float lo, hi;
   float *y;
 } conv_job;
 
-/* Gathers im2col rows [r0, r0 + n) of group g: tap-major, channels fastest,
- * zeros where a tap falls in the padding. */
-static void gather(const conv_job *j, int64_t g, int64_t r0, int64_t n, uint16_t *a) {
+/* The segments of a window as the product reads them (px_f16n_conv_gemm):
+ * a kernel row of KW * Cin values where the group is the whole pixel and
+ * taps are adjacent, else one tap's Cin_g channels; offsets from the
+ * window's first value in the padded input. Returns the segment count. */
+static int64_t segments(const conv_job *j, int64_t *off, int64_t *len) {
   const conv_plan *p = j->p;
-  const int64_t OHW = j->OH * j->OW, Cg = p->Cin_g;
-  for (int64_t i = 0; i < n; i++) {
-    const int64_t r = r0 + i, img = r / OHW, rem = r % OHW;
-    const int64_t ih0 = rem / j->OW * p->sh - p->pt, iw0 = rem % j->OW * p->sw - p->pl;
-    const uint16_t *xn = j->x + img * j->H * j->W * p->Cin + g * Cg;
-    uint16_t *row = a + i * p->K;
-    for (int64_t ky = 0; ky < p->KH; ky++) {
-      const int64_t ih = ih0 + ky * p->dh;
-      for (int64_t kx = 0; kx < p->KW; kx++, row += Cg) {
-        const int64_t iw = iw0 + kx * p->dw;
-        if (ih < 0 || ih >= j->H || iw < 0 || iw >= j->W)
-          memset(row, 0, sizeof(uint16_t) * (size_t)Cg);
-        else
-          memcpy(row, xn + (ih * j->W + iw) * p->Cin, sizeof(uint16_t) * (size_t)Cg);
-      }
-    }
+  const int64_t Cin = p->Cin;
+  if (p->Cin_g == Cin && p->dw == 1) {
+    for (int64_t ky = 0; ky < p->KH; ky++) off[ky] = ky * p->dh * j->Wp * Cin;
+    *len = p->KW * Cin;
+    return p->KH;
   }
+  for (int64_t ky = 0; ky < p->KH; ky++)
+    for (int64_t kx = 0; kx < p->KW; kx++) off[ky * p->KW + kx] = (ky * p->dh * j->Wp + kx * p->dw) * Cin;
+  *len = p->Cin_g;
+  return p->KH * p->KW;
 }
 
 static void conv_chunk(void *arg, int64_t begin, int64_t end, int tid) {
+  (void)tid;
   const conv_job *j = arg;
   const conv_plan *p = j->p;
-  const int64_t q = panels(p->Cout_g), bstride = q * PX_F16N_NR;
-  uint16_t *a = j->rows + (size_t)tid * CONV_ROWS * (size_t)p->K;
+  const int64_t q = panels(p->Cout_g), bstride = q * PX_F16N_NR, OHW = j->OH * j->OW;
+  const uint16_t *rows[CONV_ROWS];
   for (int64_t blk = begin; blk < end; blk++) {
     const int64_t r0 = blk * CONV_ROWS, n = j->M - r0 < CONV_ROWS ? j->M - r0 : CONV_ROWS;
     for (int64_t g = 0; g < p->G; g++) {
-      const uint16_t *rows = a;
-      int64_t lda = p->K;
-      if (p->direct) {
-        rows = j->x + r0 * p->Cin + g * p->Cin_g;
-        lda = p->Cin;
-      } else {
-        gather(j, g, r0, n, a);
+      /* each output pixel's window in the padded input (pixel r0 found by
+       * division once, the next ones by counting) */
+      int64_t img = r0 / OHW, oh = r0 % OHW / j->OW, ow = r0 % j->OW;
+      for (int64_t i = 0; i < n; i++) {
+        rows[i] = j->x + (img * j->Hp * j->Wp + oh * p->sh * j->Wp + ow * p->sw) * p->Cin + g * p->Cin_g;
+        if (++ow == j->OW) {
+          ow = 0;
+          if (++oh == j->OH) oh = 0, img++;
+        }
       }
-      px_f16n_gemm(n, p->Cout_g, p->K, rows, lda, p->w16 + (size_t)g * p->wg, 0, q, p->bias16 + g * bstride, j->lo,
-                   j->hi, j->y + r0 * p->Cout + g * p->Cout_g, p->Cout);
+      px_f16n_conv_gemm(n, p->Cout_g, j->nseg, j->len, j->off, rows, p->w16 + (size_t)g * p->wg, 0, q,
+                        p->bias16 + g * bstride, j->lo, j->hi, j->y + r0 * p->Cout + g * p->Cout_g, p->Cout);
     }
   }
 }
@@ -345,9 +344,34 @@ static void dw_chunk(void *arg, int64_t begin, int64_t end, int tid) {
   for (int64_t it = begin; it < end;) {
     const int64_t img = it / d->OH, oh0 = it % d->OH;
     const int64_t oh1 = oh0 + (end - it) < d->OH ? oh0 + (end - it) : d->OH;
-    px_f16n_dwconv_rows(d, j->x + img * d->H * d->W * d->C, oh0, oh1, j->y + img * d->OH * d->OW * d->C);
+    px_f16n_dwconv_rows(d, j->x + img * d->Hp * d->Wp * d->C, oh0, oh1, j->y + img * d->OH * d->OW * d->C);
     it += oh1 - oh0;
   }
+}
+
+/* The NHWC input narrowed to float16 into scratch, inside a zero border of
+ * the plan's padding. */
+static const uint16_t *narrow_padded(px_ctx *ctx, const float *src, const conv_plan *p, int64_t N, int64_t H,
+                                     int64_t W) {
+  const int64_t Hp = H + p->pt + p->pb, Wp = W + p->pl + p->pr, Cin = p->Cin;
+  uint16_t *x = px_scratch(ctx, sizeof(uint16_t) * (size_t)(N * Hp * Wp * Cin + 1));
+  if (!x) return NULL;
+  if (Hp == H && Wp == W) {
+    px_f32_to_f16(x, src, N * H * W * Cin);
+    return x;
+  }
+  for (int64_t img = 0; img < N; img++) {
+    uint16_t *xi = x + img * Hp * Wp * Cin;
+    memset(xi, 0, sizeof(uint16_t) * (size_t)(p->pt * Wp * Cin));
+    memset(xi + (p->pt + H) * Wp * Cin, 0, sizeof(uint16_t) * (size_t)(p->pb * Wp * Cin));
+    for (int64_t h = 0; h < H; h++) {
+      uint16_t *row = xi + (p->pt + h) * Wp * Cin;
+      memset(row, 0, sizeof(uint16_t) * (size_t)(p->pl * Cin));
+      px_f32_to_f16(row + p->pl * Cin, src + (img * H + h) * W * Cin, W * Cin);
+      memset(row + (p->pl + W) * Cin, 0, sizeof(uint16_t) * (size_t)(p->pr * Cin));
+    }
+  }
+  return x;
 }
 
 int xnn_f16n_exec_conv(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
@@ -356,22 +380,25 @@ int xnn_f16n_exec_conv(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
   const int64_t N = xv->dims[0], H = xv->dims[1], W = xv->dims[2], OH = yv->dims[1], OW = yv->dims[2];
   const int64_t M = N * OH * OW;
   if (M == 0) return 0;
-  const uint16_t *x = narrow(ctx, xv->data, N * H * W * p->Cin);
+  /* the input narrowed once, into a zero border of the padding's width:
+   * every window then lies inside it */
+  const int64_t Hp = H + p->pt + p->pb, Wp = W + p->pl + p->pr;
+  const uint16_t *x = narrow_padded(ctx, xv->data, p, N, H, W);
   if (!x) return PYEXEC_ERR_EXECUTION;
   if (p->kind == CONV_DEPTHWISE) {
-    dw_job j = {{H, W, p->Cout, p->KH, p->KW, p->sh, p->sw, p->dh, p->dw, p->pt, p->pl, OH, OW, p->w16, p->bias16,
-                 node->output_min, node->output_max},
+    int64_t *toff = px_scratch(ctx, sizeof(int64_t) * 2 * (size_t)(p->KH * p->KW));
+    if (!toff) return PYEXEC_ERR_EXECUTION;
+    dw_job j = {{Hp, Wp, p->Cout, p->KH, p->KW, p->sh, p->sw, p->dh, p->dw, OH, OW, p->w16, p->bias16, toff,
+                 toff + p->KH * p->KW, node->output_min, node->output_max},
                 x, N, yv->data};
+    px_f16n_dw_taps(&j.d, toff, toff + p->KH * p->KW);
     px_parallel_for(N * OH, 1, M * p->Cout * p->KH * p->KW, dw_chunk, &j);
     return 0;
   }
-  const int threads = px_parallel_threads();
-  uint16_t *rows = NULL;
-  if (!p->direct) {
-    rows = px_scratch(ctx, sizeof(uint16_t) * (size_t)threads * CONV_ROWS * (size_t)p->K);
-    if (!rows) return PYEXEC_ERR_EXECUTION;
-  }
-  conv_job j = {p, x, rows, H, W, OH, OW, M, node->output_min, node->output_max, yv->data};
+  int64_t *off = px_scratch(ctx, sizeof(int64_t) * (size_t)(p->KH * p->KW));
+  if (!off) return PYEXEC_ERR_EXECUTION;
+  conv_job j = {p, x, off, 0, 0, Hp, Wp, OH, OW, M, node->output_min, node->output_max, yv->data};
+  j.nseg = segments(&j, off, &j.len);
   px_parallel_for((M + CONV_ROWS - 1) / CONV_ROWS, 1, M * p->Cout * p->K, conv_chunk, &j);
   return 0;
 }

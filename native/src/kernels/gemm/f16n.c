@@ -98,30 +98,39 @@ F16N_TARGET __attribute__((always_inline)) static inline __m512h bound(__m512h v
 }
 
 /* mr rows x np panels (np 1 or 2) of the product, columns n0 (first panel)
- * and n1 (second) of them valid. */
+ * and n1 (second) of them valid. Row i of A is, segment after segment, the
+ * L values at a[i] + off[s] (s < nseg). */
 F16N_TARGET __attribute__((always_inline)) static inline void
-tile(const int mr, const int np, int64_t K, const uint16_t *a, int64_t lda, const uint16_t *b0,
-     const uint16_t *b1, const uint16_t *bias, bool clamp, __m512h vlo, __m512h vhi, float *c, int64_t ldc,
-     int n0, int n1) {
+tile(const int mr, const int np, int64_t nseg, int64_t L, const int64_t *off, const uint16_t *const *a,
+     const uint16_t *b0, const uint16_t *b1, const uint16_t *bias, bool clamp, __m512h vlo, __m512h vhi, float *c,
+     int64_t ldc, int n0, int n1) {
   __m512h acc0[8], acc1[8];
   const __m512h z = _mm512_setzero_ph();
   const __m512h bv0 = bias ? _mm512_loadu_ph(bias) : z;
   const __m512h bv1 = bias && np == 2 ? _mm512_loadu_ph(bias + PX_F16N_NR) : z;
+#pragma GCC unroll 8
   for (int i = 0; i < mr; i++) acc0[i] = bv0, acc1[i] = bv1;
-  const f16_alias *ap = (const f16_alias *)a;
-  for (int64_t k = 0; k < K; k++) {
-    const __m512h w0 = _mm512_loadu_ph(b0 + k * PX_F16N_NR);
-    if (np == 2) {
-      const __m512h w1 = _mm512_loadu_ph(b1 + k * PX_F16N_NR);
-      for (int i = 0; i < mr; i++) {
-        const __m512h va = _mm512_set1_ph(ap[i * lda + k]);
-        acc0[i] = _mm512_fmadd_ph(va, w0, acc0[i]);
-        acc1[i] = _mm512_fmadd_ph(va, w1, acc1[i]);
+  for (int64_t s = 0; s < nseg; s++) {
+    const f16_alias *ap[8];
+#pragma GCC unroll 8
+    for (int i = 0; i < mr; i++) ap[i] = (const f16_alias *)(a[i] + off[s]);
+    for (int64_t e = 0; e < L; e++, b0 += PX_F16N_NR, b1 += PX_F16N_NR) {
+      const __m512h w0 = _mm512_loadu_ph(b0);
+      if (np == 2) {
+        const __m512h w1 = _mm512_loadu_ph(b1);
+#pragma GCC unroll 8
+        for (int i = 0; i < mr; i++) {
+          const __m512h va = _mm512_set1_ph(ap[i][e]);
+          acc0[i] = _mm512_fmadd_ph(va, w0, acc0[i]);
+          acc1[i] = _mm512_fmadd_ph(va, w1, acc1[i]);
+        }
+      } else {
+#pragma GCC unroll 8
+        for (int i = 0; i < mr; i++) acc0[i] = _mm512_fmadd_ph(_mm512_set1_ph(ap[i][e]), w0, acc0[i]);
       }
-    } else {
-      for (int i = 0; i < mr; i++) acc0[i] = _mm512_fmadd_ph(_mm512_set1_ph(ap[i * lda + k]), w0, acc0[i]);
     }
   }
+#pragma GCC unroll 8
   for (int i = 0; i < mr; i++) {
     __m512h v0 = acc0[i];
     if (clamp) v0 = bound(v0, vlo, vhi);
@@ -136,19 +145,20 @@ tile(const int mr, const int np, int64_t K, const uint16_t *a, int64_t lda, cons
 
 #define TILE_CASES(np)                                                                                   \
   switch (mr) {                                                                                          \
-    case 8: tile(8, np, K, a, lda, b0, b1, bias, clamp, vlo, vhi, c, ldc, n0, n1); break;                \
-    case 7: tile(7, np, K, a, lda, b0, b1, bias, clamp, vlo, vhi, c, ldc, n0, n1); break;                \
-    case 6: tile(6, np, K, a, lda, b0, b1, bias, clamp, vlo, vhi, c, ldc, n0, n1); break;                \
-    case 5: tile(5, np, K, a, lda, b0, b1, bias, clamp, vlo, vhi, c, ldc, n0, n1); break;                \
-    case 4: tile(4, np, K, a, lda, b0, b1, bias, clamp, vlo, vhi, c, ldc, n0, n1); break;                \
-    case 3: tile(3, np, K, a, lda, b0, b1, bias, clamp, vlo, vhi, c, ldc, n0, n1); break;                \
-    case 2: tile(2, np, K, a, lda, b0, b1, bias, clamp, vlo, vhi, c, ldc, n0, n1); break;                \
-    default: tile(1, np, K, a, lda, b0, b1, bias, clamp, vlo, vhi, c, ldc, n0, n1); break;               \
+    case 8: tile(8, np, nseg, L, off, a, b0, b1, bias, clamp, vlo, vhi, c, ldc, n0, n1); break;          \
+    case 7: tile(7, np, nseg, L, off, a, b0, b1, bias, clamp, vlo, vhi, c, ldc, n0, n1); break;          \
+    case 6: tile(6, np, nseg, L, off, a, b0, b1, bias, clamp, vlo, vhi, c, ldc, n0, n1); break;          \
+    case 5: tile(5, np, nseg, L, off, a, b0, b1, bias, clamp, vlo, vhi, c, ldc, n0, n1); break;          \
+    case 4: tile(4, np, nseg, L, off, a, b0, b1, bias, clamp, vlo, vhi, c, ldc, n0, n1); break;          \
+    case 3: tile(3, np, nseg, L, off, a, b0, b1, bias, clamp, vlo, vhi, c, ldc, n0, n1); break;          \
+    case 2: tile(2, np, nseg, L, off, a, b0, b1, bias, clamp, vlo, vhi, c, ldc, n0, n1); break;          \
+    default: tile(1, np, nseg, L, off, a, b0, b1, bias, clamp, vlo, vhi, c, ldc, n0, n1); break;         \
   }
 
-F16N_TARGET static void tile_any(int mr, int np, int64_t K, const uint16_t *a, int64_t lda, const uint16_t *b0,
-                                 const uint16_t *b1, const uint16_t *bias, bool clamp, __m512h vlo, __m512h vhi,
-                                 float *c, int64_t ldc, int n0, int n1) {
+F16N_TARGET static void tile_any(int mr, int np, int64_t nseg, int64_t L, const int64_t *off,
+                                 const uint16_t *const *a, const uint16_t *b0, const uint16_t *b1,
+                                 const uint16_t *bias, bool clamp, __m512h vlo, __m512h vhi, float *c, int64_t ldc,
+                                 int n0, int n1) {
   if (np == 2) {
     TILE_CASES(2)
   } else {
@@ -156,9 +166,10 @@ F16N_TARGET static void tile_any(int mr, int np, int64_t K, const uint16_t *a, i
   }
 }
 
-F16N_TARGET static void gemm_x86(int64_t M, int64_t N, int64_t K, const uint16_t *A, int64_t lda,
-                                 const uint16_t *pb, int64_t q0, int64_t q1, const uint16_t *bias, float lo,
-                                 float hi, float *C, int64_t ldc) {
+F16N_TARGET static void gemm_x86(int64_t M, int64_t N, int64_t nseg, int64_t L, const int64_t *off,
+                                 const uint16_t *const *rows, const uint16_t *pb, int64_t q0, int64_t q1,
+                                 const uint16_t *bias, float lo, float hi, float *C, int64_t ldc) {
+  const int64_t K = nseg * L;
   const bool clamp = !(isinf(lo) && lo < 0 && isinf(hi) && hi > 0);
   const __m512h vlo = _mm512_set1_ph((_Float16)lo), vhi = _mm512_set1_ph((_Float16)hi);
   for (int64_t q = q0; q < q1; q += 2) {
@@ -169,48 +180,55 @@ F16N_TARGET static void gemm_x86(int64_t M, int64_t N, int64_t K, const uint16_t
     const uint16_t *b0 = pb + q * K * PX_F16N_NR, *b1 = b0 + K * PX_F16N_NR;
     for (int64_t i = 0; i < M; i += 8) {
       const int mr = (int)(M - i < 8 ? M - i : 8);
-      tile_any(mr, np, K, A + i * lda, lda, b0, b1, bias ? bias + j0 : NULL, clamp, vlo, vhi, C + i * ldc + j0, ldc,
-               n0, n1);
+      tile_any(mr, np, nseg, L, off, rows + i, b0, b1, bias ? bias + j0 : NULL, clamp, vlo, vhi, C + i * ldc + j0,
+               ldc, n0, n1);
     }
   }
+  /* back to code built without AVX: clean upper halves, no SSE transition stalls */
+  _mm256_zeroupper();
 }
 
-/* 32 channels (n of them valid) of one output pixel, the taps in XNNPACK's
- * order (dw_order). */
-F16N_TARGET __attribute__((always_inline)) static inline void
-dw_pixel(const px_f16n_dw *d, const uint16_t *x, int64_t ih0, int64_t iw0, int64_t c, int n, bool clamp, __m512h vlo,
-         __m512h vhi, float *out) {
-  const __mmask32 m = n >= 32 ? 0xffffffffu : (1u << n) - 1;
+/* 32 channels (n of them valid) of one output pixel, its window at x. */
+F16N_TARGET __attribute__((always_inline)) static inline void dw_pixel(const px_f16n_dw *d, const uint16_t *x,
+                                                                       int64_t c, __mmask32 m, bool two, bool clamp,
+                                                                       __m512h vlo, __m512h vhi, float *out, int n) {
   const int64_t taps = d->KH * d->KW;
-  const bool rows = taps > 25, two = taps > 9 && taps <= 25;
-  __m512h acc[2] = {_mm512_castsi512_ph(_mm512_maskz_loadu_epi16(m, d->bias + c)), _mm512_setzero_ph()};
-  const __m512h z = _mm512_setzero_ph();
-  for (int64_t t = 0; t < taps; t++) {
-    const int64_t ky = rows ? t / d->KW : t % d->KH, kx = rows ? t % d->KW : t / d->KH;
-    const int64_t ih = ih0 + ky * d->dh, iw = iw0 + kx * d->dw;
-    const __m512h w = _mm512_castsi512_ph(_mm512_maskz_loadu_epi16(m, d->w + (ky * d->KW + kx) * d->C + c));
-    __m512h v = z;
-    if (ih >= 0 && ih < d->H && iw >= 0 && iw < d->W)
-      v = _mm512_castsi512_ph(_mm512_maskz_loadu_epi16(m, x + (ih * d->W + iw) * d->C + c));
-    const int a = two ? (int)(t & 1) : 0;
-    acc[a] = _mm512_fmadd_ph(v, w, acc[a]);
+  __m512h acc0 = _mm512_castsi512_ph(_mm512_maskz_loadu_epi16(m, d->bias + c)), acc1 = _mm512_setzero_ph();
+  int64_t t = 0;
+  if (two) {
+    for (; t + 2 <= taps; t += 2) {
+      acc0 = _mm512_fmadd_ph(_mm512_castsi512_ph(_mm512_maskz_loadu_epi16(m, x + d->toff[t] + c)),
+                             _mm512_castsi512_ph(_mm512_maskz_loadu_epi16(m, d->w + d->woff[t] + c)), acc0);
+      acc1 = _mm512_fmadd_ph(_mm512_castsi512_ph(_mm512_maskz_loadu_epi16(m, x + d->toff[t + 1] + c)),
+                             _mm512_castsi512_ph(_mm512_maskz_loadu_epi16(m, d->w + d->woff[t + 1] + c)), acc1);
+    }
   }
-  __m512h r = two ? _mm512_add_ph(acc[0], acc[1]) : acc[0];
+  for (; t < taps; t++)
+    acc0 = _mm512_fmadd_ph(_mm512_castsi512_ph(_mm512_maskz_loadu_epi16(m, x + d->toff[t] + c)),
+                           _mm512_castsi512_ph(_mm512_maskz_loadu_epi16(m, d->w + d->woff[t] + c)), acc0);
+  __m512h r = two ? _mm512_add_ph(acc0, acc1) : acc0;
   if (clamp) r = bound(r, vlo, vhi);
   store32(out, r, n);
 }
 
 F16N_TARGET static void dw_x86(const px_f16n_dw *d, const uint16_t *x, int64_t oh0, int64_t oh1, float *y) {
+  const int64_t taps = d->KH * d->KW;
+  const bool two = taps > 9 && taps <= 25;
   const bool clamp = !(isinf(d->lo) && d->lo < 0 && isinf(d->hi) && d->hi > 0);
   const __m512h vlo = _mm512_set1_ph((_Float16)d->lo), vhi = _mm512_set1_ph((_Float16)d->hi);
   for (int64_t oh = oh0; oh < oh1; oh++)
     for (int64_t ow = 0; ow < d->OW; ow++) {
       float *out = y + (oh * d->OW + ow) * d->C;
-      for (int64_t c = 0; c < d->C; c += PX_F16N_NR) {
-        const int n = (int)(d->C - c < PX_F16N_NR ? d->C - c : PX_F16N_NR);
-        dw_pixel(d, x, oh * d->sh - d->pt, ow * d->sw - d->pl, c, n, clamp, vlo, vhi, out + c);
+      const uint16_t *win = x + (oh * d->sh * d->Wp + ow * d->sw) * d->C;
+      int64_t c = 0;
+      for (; c + PX_F16N_NR <= d->C; c += PX_F16N_NR)
+        dw_pixel(d, win, c, 0xffffffffu, two, clamp, vlo, vhi, out + c, PX_F16N_NR);
+      if (c < d->C) {
+        const int n = (int)(d->C - c);
+        dw_pixel(d, win, c, (1u << n) - 1, two, clamp, vlo, vhi, out + c, n);
       }
     }
+  _mm256_zeroupper();
 }
 
 #endif /* PX_F16N_X86 */
@@ -230,13 +248,15 @@ static float bound1(float v, float lo, float hi) {
   return v > hi ? hi : v;
 }
 
-void px_f16n_gemm(int64_t M, int64_t N, int64_t K, const uint16_t *A, int64_t lda, const uint16_t *pb,
-                  int64_t q0, int64_t q1, const uint16_t *bias, float lo, float hi, float *C, int64_t ldc) {
+void px_f16n_conv_gemm(int64_t M, int64_t N, int64_t nseg, int64_t L, const int64_t *off,
+                       const uint16_t *const *rows, const uint16_t *pb, int64_t q0, int64_t q1, const uint16_t *bias,
+                       float lo, float hi, float *C, int64_t ldc) {
+  const int64_t K = nseg * L;
   if (q1 * PX_F16N_NR > N + PX_F16N_NR - 1) q1 = (N + PX_F16N_NR - 1) / PX_F16N_NR;
   if (M <= 0 || K <= 0 || q0 >= q1) return;
 #if PX_F16N_X86
   if (px_f16n_available()) {
-    gemm_x86(M, N, K, A, lda, pb, q0, q1, bias, lo, hi, C, ldc);
+    gemm_x86(M, N, nseg, L, off, rows, pb, q0, q1, bias, lo, hi, C, ldc);
     return;
   }
 #endif
@@ -246,9 +266,30 @@ void px_f16n_gemm(int64_t M, int64_t N, int64_t K, const uint16_t *A, int64_t ld
       const uint16_t *col = pb + (j / PX_F16N_NR) * K * PX_F16N_NR + j % PX_F16N_NR;
       float acc = bias ? px_f16_bits_to_f32(bias[j]) : 0.0f;
       for (int64_t k = 0; k < K; k++)
-        acc = fma16(acc, px_f16_bits_to_f32(A[i * lda + k]), px_f16_bits_to_f32(col[k * PX_F16N_NR]));
+        acc = fma16(acc, px_f16_bits_to_f32(rows[i][off[k / L] + k % L]), px_f16_bits_to_f32(col[k * PX_F16N_NR]));
       C[i * ldc + j] = bound1(acc, flo, fhi);
     }
+}
+
+void px_f16n_gemm(int64_t M, int64_t N, int64_t K, const uint16_t *A, int64_t lda, const uint16_t *pb,
+                  int64_t q0, int64_t q1, const uint16_t *bias, float lo, float hi, float *C, int64_t ldc) {
+  static const int64_t zero = 0;
+  const uint16_t *rows[8];
+  for (int64_t i = 0; i < M; i += 8) {
+    const int64_t mr = M - i < 8 ? M - i : 8;
+    for (int64_t r = 0; r < mr; r++) rows[r] = A + (i + r) * lda;
+    px_f16n_conv_gemm(mr, N, 1, K, &zero, rows, pb, q0, q1, bias, lo, hi, C + i * ldc, ldc);
+  }
+}
+
+void px_f16n_dw_taps(const px_f16n_dw *d, int64_t *toff, int64_t *woff) {
+  const int64_t taps = d->KH * d->KW;
+  const bool rows = taps > 25; /* XNNPACK's multipass kernels: row by row; else column by column */
+  for (int64_t t = 0; t < taps; t++) {
+    const int64_t ky = rows ? t / d->KW : t % d->KH, kx = rows ? t % d->KW : t / d->KH;
+    toff[t] = (ky * d->dh * d->Wp + kx * d->dw) * d->C;
+    woff[t] = (ky * d->KW + kx) * d->C;
+  }
 }
 
 void px_f16n_dwconv_rows(const px_f16n_dw *d, const uint16_t *x, int64_t oh0, int64_t oh1, float *y) {
@@ -260,19 +301,15 @@ void px_f16n_dwconv_rows(const px_f16n_dw *d, const uint16_t *x, int64_t oh0, in
 #endif
   const float flo = f16(d->lo), fhi = f16(d->hi);
   const int64_t taps = d->KH * d->KW;
-  const bool rows = taps > 25, two = taps > 9 && taps <= 25;
+  const bool two = taps > 9 && taps <= 25;
   for (int64_t oh = oh0; oh < oh1; oh++)
     for (int64_t ow = 0; ow < d->OW; ow++)
       for (int64_t c = 0; c < d->C; c++) {
+        const uint16_t *win = x + (oh * d->sh * d->Wp + ow * d->sw) * d->C + c;
         float acc[2] = {px_f16_bits_to_f32(d->bias[c]), 0.0f};
         for (int64_t t = 0; t < taps; t++) {
-          const int64_t ky = rows ? t / d->KW : t % d->KH, kx = rows ? t % d->KW : t / d->KH;
-          const int64_t ih = oh * d->sh - d->pt + ky * d->dh, iw = ow * d->sw - d->pl + kx * d->dw;
-          const float v = ih >= 0 && ih < d->H && iw >= 0 && iw < d->W
-                              ? px_f16_bits_to_f32(x[(ih * d->W + iw) * d->C + c])
-                              : 0.0f;
           const int a = two ? (int)(t & 1) : 0;
-          acc[a] = fma16(acc[a], v, px_f16_bits_to_f32(d->w[(ky * d->KW + kx) * d->C + c]));
+          acc[a] = fma16(acc[a], px_f16_bits_to_f32(win[d->toff[t]]), px_f16_bits_to_f32(d->w[d->woff[t] + c]));
         }
         const float r = two ? f16(acc[0] + acc[1]) : acc[0];
         y[(oh * d->OW + ow) * d->C + c] = bound1(r, flo, fhi);

@@ -53,16 +53,27 @@ void px_f16n_pack_b_f32(int64_t N, int64_t K, const float *B, int64_t rsb, int64
 void px_f16n_gemm(int64_t M, int64_t N, int64_t K, const uint16_t *A, int64_t lda, const uint16_t *pb,
                   int64_t q0, int64_t q1, const uint16_t *bias, float lo, float hi, float *C, int64_t ldc);
 
+/* The same over rows given by pointers, as a convolution reads its input in
+ * place: row i of A is, for s in [0, nseg), the L values at rows[i] + off[s]
+ * (K = nseg * L). */
+void px_f16n_conv_gemm(int64_t M, int64_t N, int64_t nseg, int64_t L, const int64_t *off,
+                       const uint16_t *const *rows, const uint16_t *pb, int64_t q0, int64_t q1, const uint16_t *bias,
+                       float lo, float hi, float *C, int64_t ldc);
+
 /* One depthwise convolution (channel multiplier 1) of output rows
- * [oh0, oh1) of image x (NHWC float16, H x W x C) into y (float32, OW x C
- * per row, row oh at y + oh * OW * C): w is the filter [KH*KW][C] (tap-major,
- * channel fastest, float16), bias [C] float16. Padding reads zeros, as
- * XNNPACK's zero buffer does. */
+ * [oh0, oh1) of image x (NHWC float16, zero-padded: Hp x Wp x C, every
+ * window inside it) into y (float32, OW x C per row, row oh at
+ * y + oh * OW * C): w is the filter [KH*KW][C] (tap-major, channel fastest,
+ * float16), bias [C] float16. px_f16n_dw_taps fills toff and woff (KH * KW
+ * entries each: the taps in XNNPACK's order, as offsets into the window and
+ * into w) once per call. */
 typedef struct px_f16n_dw {
-  int64_t H, W, C, KH, KW, sh, sw, dh, dw, pt, pl, OH, OW;
+  int64_t Hp, Wp, C, KH, KW, sh, sw, dh, dw, OH, OW;
   const uint16_t *w, *bias;
+  const int64_t *toff, *woff;
   float lo, hi;
 } px_f16n_dw;
+void px_f16n_dw_taps(const px_f16n_dw *d, int64_t *toff, int64_t *woff);
 void px_f16n_dwconv_rows(const px_f16n_dw *d, const uint16_t *x, int64_t oh0, int64_t oh1, float *y);
 
 #endif /* PX_F16N_H */
