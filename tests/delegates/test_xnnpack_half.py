@@ -9,7 +9,10 @@ graph: it refuses bf16 convolution, softmax, pooling and batch matrix
 multiply) and with torch eager, at one tolerance for both.
 
 Tolerance. pyexec computes every node in float32 and rounds its output to
-the value's type where XNNPACK does (xnn_graph.h), to nearest even: half a
+the value's type where XNNPACK does (xnn_graph.h), to nearest even (on CPUs
+with AVX512-FP16, float16 products and convolutions sum in float16 as
+XNNPACK's do there: test_xnnpack_f16_arith.py holds those to ExecuTorch's
+bits, so here they only add their own roundings to the chain): half a
 unit in the last place, eps / 2 relative, eps = 2^-10 for fp16 and 2^-7 for
 bf16. torch eager rounds after every operation too, and XNNPACK's own fp16
 kernels for the transcendental functions and depthwise convolution differ

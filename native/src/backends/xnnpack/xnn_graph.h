@@ -21,7 +21,8 @@
  *
  * fp16 and bf16 values (XNNPACK's numerics on x86: float32 arithmetic,
  * outputs rounded to the value's type, to nearest even, where XNNPACK rounds
- * them):
+ * them; on CPUs with AVX512-FP16, fp16 products and convolutions sum in
+ * float16 instead, as XNNPACK's kernels for them do: nodes_f16n.c):
  *   - every one that is not a constant lives in float32 storage (4 bytes an
  *     element): payload.c sets its datatype to fp32 and records the file's
  *     in `half`. Node functions see float32 and run unchanged, the quantized
