@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import importlib.util
 import json
 import statistics
 import subprocess
@@ -89,6 +90,8 @@ OPTIONS: dict[str, list[str]] = {
     "portable": [],
     "xnnpack-lora": [*_XNN, "LORA"],  # base.lora_config with a rank-4 adapter on q_proj and v_proj
 }
+# the adapter file: a .safetensors of PEFT-named LoRA weights (export_llm reads a .pt one with torchtune)
+_ADAPTER = "adapter.safetensors, PEFT names"
 LORA = {"lora_rank": 4, "lora_alpha": 8, "target_modules": ["q_proj", "v_proj"]}
 
 
@@ -106,12 +109,15 @@ def _key(family: str, option: str) -> str:
     h = hashlib.sha256()
     h.update(f"{torch.__version__}|{getattr(executorch, '__version__', '?')}".encode())
     h.update(json.dumps([FAMILIES[family], OPTIONS[option], LORA, MAX_SEQ_LEN, _WEIGHTS], sort_keys=True).encode())
+    if "LORA" in OPTIONS[option]:
+        h.update(_ADAPTER.encode())
     return f"{family}-{option}-{h.hexdigest()[:16]}"
 
 
 def _checkpoint(params: dict[str, Any], lora: bool) -> dict[str, Any]:
     """Random weights as tests/support's exports draw them (N(0, 1/fan_in)
-    matrices, norms near 1), with LoRA's A and B matrices when `lora`."""
+    matrices, norms near 1), with LoRA's A and B matrices (named
+    `layers.N.attention.wq.lora_a.weight`...) when `lora`."""
     import torch
     from executorch.examples.models.llama.llama_transformer import construct_transformer
     from executorch.examples.models.llama.model_args import ModelArgs
@@ -133,12 +139,34 @@ def _checkpoint(params: dict[str, Any], lora: bool) -> dict[str, Any]:
     return weights
 
 
+def _write_adapter(weights: dict[str, Any], path: Path) -> None:
+    """The LoRA matrices of `weights` as a PEFT adapter file
+    (`base_model.model.model.layers.N.self_attn.q_proj.lora_A.weight`...),
+    the names export_llm's .safetensors reader maps back with its own table."""
+    import re
+
+    from executorch.examples.models.llama.convert_weights import _UNSLOTH_TO_META
+    from safetensors.torch import save_file
+
+    to_peft = {ours: theirs for theirs, ours in _UNSLOTH_TO_META.items()}
+    adapter = {}
+    for name, w in weights.items():
+        if ".lora_" in name:
+            layer = re.search(r"\.(\d+)\.", name)
+            template = re.sub(r"\.(\d+)\.", ".{}.", name, count=1)
+            if layer is None or template not in to_peft:
+                raise RuntimeError(f"no PEFT name for the LoRA weight {name!r} in export_llm's table")
+            adapter[to_peft[template].format(layer.group(1))] = w.contiguous()
+    if not adapter:
+        raise RuntimeError("the model has no LoRA weights (target_modules matched no layer)")
+    save_file(adapter, str(path))
+
+
 def _safetensors_stub() -> None:
     """ExecuTorch's lfm2 package imports safetensors (its Hugging Face
     checkpoint converter's) when the model is built, though a .pth checkpoint
     never calls it: where safetensors is not installed, a stand-in module
     whose load_file says so."""
-    import importlib.util
     import types
 
     if importlib.util.find_spec("safetensors") is not None:
@@ -165,6 +193,10 @@ def export(family: str, option: str) -> tuple[Path, Path | None]:
         raise RuntimeError(err.read_text())
     CACHE.mkdir(parents=True, exist_ok=True)
     model_class, params = FAMILIES[family]
+    lora = "LORA" in OPTIONS[option]
+    if lora and importlib.util.find_spec("safetensors") is None:
+        raise RuntimeError("the xnnpack-lora option needs safetensors (pip install safetensors): "
+                           "export_llm reads a .safetensors adapter with it")
     if model_class.startswith("lfm2"):
         _safetensors_stub()
     import torch
@@ -175,9 +207,12 @@ def export(family: str, option: str) -> tuple[Path, Path | None]:
     with tempfile.TemporaryDirectory() as d, warnings.catch_warnings():
         warnings.simplefilter("ignore")
         work = Path(d)
-        lora = "LORA" in OPTIONS[option]
         (work / "params.json").write_text(json.dumps(params))
-        torch.save(_checkpoint(params, lora), work / "model.pth")
+        weights = _checkpoint(params, lora)
+        if lora:  # the base weights in model.pth, the adapter's in adapter.safetensors
+            _write_adapter(weights, work / "adapter.safetensors")
+            weights = {k: v for k, v in weights.items() if ".lora_" not in k}
+        torch.save(weights, work / "model.pth")
         settings = [
             f"base.model_class={model_class}", f"base.params={work / 'params.json'}",
             f"base.checkpoint={work / 'model.pth'}", "model.use_kv_cache=True", "model.use_sdpa_with_kv_cache=True",
@@ -185,9 +220,8 @@ def export(family: str, option: str) -> tuple[Path, Path | None]:
             f"export.output_dir={work}", "export.output_name=model",
             *[s for s in OPTIONS[option] if s != "LORA"],
         ]
-        if lora:  # the adapter's weights are in model.pth already (an empty adapter file: nothing to convert)
-            torch.save({}, work / "adapter.pt")
-            settings += [f"base.lora_config.adapter_checkpoint={work / 'adapter.pt'}",
+        if lora:
+            settings += [f"base.lora_config.adapter_checkpoint={work / 'adapter.safetensors'}",
                          f"base.lora_config.lora_rank={LORA['lora_rank']}",
                          f"base.lora_config.lora_alpha={LORA['lora_alpha']}",
                          f"base.lora_config.target_modules=[{','.join(LORA['target_modules'])}]"]
