@@ -15,7 +15,9 @@
 #include "core/cpu.h"
 #include "kernels/convert/convert16.h"
 
-#if defined(__GNUC__) && defined(__x86_64__) && !defined(PX_PORTABLE_KERNELS) && __GNUC__ >= 12
+/* AVX512-FP16 intrinsics and _Float16: GCC 12 and clang 16 onwards (clang 14 and 15 have no _Float16 outside -mavx512fp16 builds) */
+#if defined(__x86_64__) && !defined(PX_PORTABLE_KERNELS) && \
+    ((defined(__clang__) && __clang_major__ >= 16) || (!defined(__clang__) && defined(__GNUC__) && __GNUC__ >= 12))
 #define PX_F16N_X86 1
 #include <immintrin.h>
 #else
