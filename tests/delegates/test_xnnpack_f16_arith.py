@@ -26,20 +26,11 @@ import numpy as np
 import pytest
 import torch
 from support.export import run_with_executorch
-from support.xnnpack import export_xnnpack
+from support.xnnpack import export_xnnpack, has_avx512_fp16
 
 import pyexec
 
-
-def _has_avx512_fp16() -> bool:
-    try:
-        with open("/proc/cpuinfo") as f:
-            return any(line.startswith("flags") and " avx512_fp16" in line for line in f)
-    except OSError:
-        return False
-
-
-pytestmark = pytest.mark.skipif(not _has_avx512_fp16(), reason="the CPU has no AVX512-FP16 (XNNPACK sums in float32)")
+pytestmark = pytest.mark.skipif(not has_avx512_fp16(), reason="the CPU has no AVX512-FP16 (XNNPACK sums in float32)")
 
 
 class Bmm(torch.nn.Module):

@@ -171,3 +171,13 @@ def union_names() -> dict[int, str]:
     assert body is not None
     names = [m.group(1) for m in re.finditer(r"^\s*XNN(\w+)\s*[:,]", body.group(1), re.M)]
     return {k + 1: n for k, n in enumerate(names)}
+
+
+def has_avx512_fp16() -> bool:
+    """Whether this CPU has AVX512-FP16, where XNNPACK's (and pyexec's) float16
+    products and convolutions sum in float16 (docs/supported.md)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            return any(line.startswith("flags") and " avx512_fp16" in line for line in f)
+    except OSError:
+        return False

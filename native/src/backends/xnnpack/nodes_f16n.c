@@ -22,6 +22,7 @@
 #include "backends/xnnpack/nodes.h"
 #include "backends/xnnpack/qnodes.h"
 #include "core/parallel.h"
+#include "core/pcache.h"
 #include "kernels/convert/convert16.h"
 #include "kernels/gemm/f16n.h"
 
@@ -66,6 +67,43 @@ static void set_packed(xnn_node *node, void *p, size_t size) {
   node->release = NULL;
 }
 
+/* The packed-weight cache (core/pcache.h): a node's float16 weights (bias
+ * and panels, one entry) are taken from the cache file when it holds an
+ * entry of exactly the size the shapes give; otherwise packed and put. */
+#define CACHE_F16N_MAT 0x4d363146u  /* "F16M": an f16n_mat's bias and panels */
+#define CACHE_F16N_CONV 0x43363146u /* "F16C": a float16 conv plan's bias and filter */
+
+static const void *cache_take(uint32_t tag, size_t bytes) {
+  px_pcache *c = px_pcache_current();
+  size_t n;
+  const void *e = px_pcache_take(c, tag, &n);
+  if (e && n != bytes) {
+    px_pcache_reject(c);
+    return NULL;
+  }
+  return e;
+}
+
+static void cache_put(uint32_t tag, const void *p, size_t bytes) {
+  px_pcache_put(px_pcache_current(), tag, 1, &p, &bytes);
+}
+
+/* m's bias and panels (body bytes from m->bias on, as mat_new lays them
+ * out) from the cache: m then keeps only its header, pointing into the
+ * cache's mapping, and becomes node->packed. */
+static bool mat_from_cache(xnn_node *node, f16n_mat *m, size_t body) {
+  const void *e = cache_take(CACHE_F16N_MAT, body);
+  if (!e) return false;
+  const bool bias = m->bias != NULL;
+  const size_t nb = bias ? (size_t)(m->w - m->bias) : 0;
+  f16n_mat *h = realloc(m, sizeof *m);
+  if (!h) h = m;
+  h->bias = bias ? (uint16_t *)(uintptr_t)e : NULL;
+  h->w = (uint16_t *)(uintptr_t)e + nb;
+  set_packed(node, h, sizeof *h);
+  return true;
+}
+
 /* A float16 value stored as float32 (not a constant), or absent. */
 static bool f16_value(const xnn_value *v) { return v->half == XNN_DT_FP16 && v->datatype == XNN_DT_FP32; }
 
@@ -101,15 +139,19 @@ int xnn_f16n_prepare_fc(px_ctx *ctx, xnn_node *node, xnn_value *values) {
                                               (long long)oc);
   f16n_mat *m = mat_new(ctx, oc, ic, 1, true);
   if (!m) return PYEXEC_ERR_EXECUTION;
-  const uint16_t *fw = narrow_filter(w, oc * ic);
-  if (!fw) {
-    free(m);
-    return px_fail(ctx, "out of memory narrowing a float32 filter to float16");
+  const size_t body = sizeof(uint16_t) * ((size_t)panels(oc) * PX_F16N_NR + m->one);
+  if (!mat_from_cache(node, m, body)) {
+    const uint16_t *fw = narrow_filter(w, oc * ic);
+    if (!fw) {
+      free(m);
+      return px_fail(ctx, "out of memory narrowing a float32 filter to float16");
+    }
+    px_f16n_pack_b(oc, ic, fw, tr ? oc : 1, tr ? 1 : ic, m->w);
+    if (fw != w->data) free((void *)(uintptr_t)fw);
+    if (b) px_f32_to_f16(m->bias, b->data, oc);
+    cache_put(CACHE_F16N_MAT, m->bias, body);
+    set_packed(node, m, sizeof *m + body);
   }
-  px_f16n_pack_b(oc, ic, fw, tr ? oc : 1, tr ? 1 : ic, m->w);
-  if (fw != w->data) free((void *)(uintptr_t)fw);
-  if (b) px_f32_to_f16(m->bias, b->data, oc);
-  set_packed(node, m, sizeof *m + sizeof(uint16_t) * ((size_t)panels(oc) * PX_F16N_NR + m->one));
   xnn_drop_constant_pages(w->data, w->constant_size);
   return 0;
 }
@@ -180,9 +222,13 @@ int xnn_f16n_prepare_bmm(px_ctx *ctx, xnn_node *node, xnn_value *values) {
   for (uint32_t k = 0; k + 2 < r; k++) batch *= b->dims[k];
   f16n_mat *m = mat_new(ctx, N, K, batch, false);
   if (!m) return PYEXEC_ERR_EXECUTION;
-  for (int64_t i = 0; i < batch; i++)
-    px_f16n_pack_b(N, K, (const uint16_t *)b->data + i * K * N, N, 1, m->w + (size_t)i * m->one);
-  set_packed(node, m, sizeof *m + sizeof(uint16_t) * m->one * (size_t)batch);
+  const size_t body = sizeof(uint16_t) * m->one * (size_t)batch;
+  if (!mat_from_cache(node, m, body)) {
+    for (int64_t i = 0; i < batch; i++)
+      px_f16n_pack_b(N, K, (const uint16_t *)b->data + i * K * N, N, 1, m->w + (size_t)i * m->one);
+    cache_put(CACHE_F16N_MAT, m->w, body);
+    set_packed(node, m, sizeof *m + body);
+  }
   xnn_drop_constant_pages(b->data, b->constant_size);
   return 0;
 }
@@ -239,18 +285,35 @@ int xnn_f16n_prepare_conv(px_ctx *ctx, xnn_node *node, const xnn_value *values, 
   const size_t wg = dw ? (size_t)(taps * p->Cout) : px_f16n_pack_size(p->Cout_g, K) / sizeof(uint16_t);
   const size_t nw = dw ? wg : wg * (size_t)p->G;
   const size_t head = (sizeof(conv_plan) + 63) / 64 * 64;
-  const size_t total = head + sizeof(uint16_t) * ((size_t)nbias + nw) + 64;
+  const size_t body = sizeof(uint16_t) * ((size_t)nbias + nw);
+  conv_plan plan0 = *p;
+  plan0.K = K;
+  plan0.direct = !dw && p->KH == 1 && p->KW == 1 && p->sh == 1 && p->sw == 1 && !p->pt && !p->pl && !p->pb && !p->pr;
+  plan0.bias = NULL, plan0.w = NULL, plan0.wino = NULL;
+  plan0.f16n = true;
+  plan0.wg = wg;
+  /* the bias and filter from the packed-weight cache: the plan's head alone
+   * is allocated, pointing into the cache's mapping */
+  const void *entry = cache_take(CACHE_F16N_CONV, body);
+  if (entry) {
+    conv_plan *plan = malloc(sizeof *plan);
+    if (!plan) return px_fail(ctx, "out of memory for a convolution's plan");
+    *plan = plan0;
+    plan->bias16 = (uint16_t *)(uintptr_t)entry;
+    plan->w16 = plan->bias16 + nbias;
+    xnn_drop_constant_pages(f->constant, f->constant_size);
+    free(node->packed);
+    node->packed = plan;
+    node->packed_size = sizeof *plan;
+    return 0;
+  }
+  const size_t total = head + body + 64;
   char *mem = aligned_alloc(64, (total + 63) / 64 * 64);
   if (!mem) return px_fail(ctx, "out of memory packing %zu bytes of float16 weights", total);
   conv_plan *plan = (conv_plan *)mem;
-  *plan = *p;
-  plan->K = K;
-  plan->direct = !dw && p->KH == 1 && p->KW == 1 && p->sh == 1 && p->sw == 1 && !p->pt && !p->pl && !p->pb && !p->pr;
-  plan->bias = NULL, plan->w = NULL, plan->wino = NULL;
-  plan->f16n = true;
+  *plan = plan0;
   plan->bias16 = (uint16_t *)(mem + head);
   plan->w16 = plan->bias16 + nbias;
-  plan->wg = wg;
   memset(plan->bias16, 0, sizeof(uint16_t) * (size_t)nbias);
   for (int64_t g = 0; g < (dw ? 1 : p->G); g++) {
     const int64_t n = dw ? p->Cout : p->Cout_g;
@@ -269,6 +332,7 @@ int xnn_f16n_prepare_conv(px_ctx *ctx, xnn_node *node, const xnn_value *values, 
       px_f16n_pack_b(p->Cout_g, K, fw + g * p->Cout_g * K, 1, K, plan->w16 + (size_t)g * wg);
   }
   if (fw != f->constant) free((void *)(uintptr_t)fw);
+  cache_put(CACHE_F16N_CONV, plan->bias16, body);
   xnn_drop_constant_pages(f->constant, f->constant_size);
   free(node->packed);
   node->packed = plan;
