@@ -105,7 +105,7 @@ F16N_TARGET __attribute__((always_inline)) static inline __m512h bound(__m512h v
 F16N_TARGET __attribute__((always_inline)) static inline void
 tile(const int mr, const int np, int64_t nseg, int64_t L, const int64_t *off, const uint16_t *const *a,
      const uint16_t *b0, const uint16_t *b1, const uint16_t *bias, bool clamp, __m512h vlo, __m512h vhi, float *c,
-     int64_t ldc, int n0, int n1) {
+     int64_t ldc, int n0, int n1, int valid) {
   __m512h acc0[8], acc1[8];
   const __m512h z = _mm512_setzero_ph();
   const __m512h bv0 = bias ? _mm512_loadu_ph(bias) : z;
@@ -134,6 +134,7 @@ tile(const int mr, const int np, int64_t nseg, int64_t L, const int64_t *off, co
   }
 #pragma GCC unroll 8
   for (int i = 0; i < mr; i++) {
+    if (i >= valid) break;
     __m512h v0 = acc0[i];
     if (clamp) v0 = bound(v0, vlo, vhi);
     store32(c + i * ldc, v0, n0);
@@ -145,27 +146,23 @@ tile(const int mr, const int np, int64_t nseg, int64_t L, const int64_t *off, co
   }
 }
 
-#define TILE_CASES(np)                                                                                   \
-  switch (mr) {                                                                                          \
-    case 8: tile(8, np, nseg, L, off, a, b0, b1, bias, clamp, vlo, vhi, c, ldc, n0, n1); break;          \
-    case 7: tile(7, np, nseg, L, off, a, b0, b1, bias, clamp, vlo, vhi, c, ldc, n0, n1); break;          \
-    case 6: tile(6, np, nseg, L, off, a, b0, b1, bias, clamp, vlo, vhi, c, ldc, n0, n1); break;          \
-    case 5: tile(5, np, nseg, L, off, a, b0, b1, bias, clamp, vlo, vhi, c, ldc, n0, n1); break;          \
-    case 4: tile(4, np, nseg, L, off, a, b0, b1, bias, clamp, vlo, vhi, c, ldc, n0, n1); break;          \
-    case 3: tile(3, np, nseg, L, off, a, b0, b1, bias, clamp, vlo, vhi, c, ldc, n0, n1); break;          \
-    case 2: tile(2, np, nseg, L, off, a, b0, b1, bias, clamp, vlo, vhi, c, ldc, n0, n1); break;          \
-    default: tile(1, np, nseg, L, off, a, b0, b1, bias, clamp, vlo, vhi, c, ldc, n0, n1); break;         \
-  }
-
-F16N_TARGET static void tile_any(int mr, int np, int64_t nseg, int64_t L, const int64_t *off,
+/* Tiles of 8 rows and of 1 (a product of one row, as in a decode step):
+ * each is a fully unrolled copy of the loop, and the library stays small.
+ * 2 to 7 last rows run as an 8-row tile whose missing rows repeat the last
+ * one (their sums computed, not stored). */
+F16N_TARGET static void tile_any(int valid, int np, int64_t nseg, int64_t L, const int64_t *off,
                                  const uint16_t *const *a, const uint16_t *b0, const uint16_t *b1,
                                  const uint16_t *bias, bool clamp, __m512h vlo, __m512h vhi, float *c, int64_t ldc,
                                  int n0, int n1) {
-  if (np == 2) {
-    TILE_CASES(2)
-  } else {
-    TILE_CASES(1)
+  if (valid == 1) {
+    if (np == 2) tile(1, 2, nseg, L, off, a, b0, b1, bias, clamp, vlo, vhi, c, ldc, n0, n1, 1);
+    else tile(1, 1, nseg, L, off, a, b0, b1, bias, clamp, vlo, vhi, c, ldc, n0, n1, 1);
+    return;
   }
+  const uint16_t *rows[8];
+  for (int i = 0; i < 8; i++) rows[i] = a[i < valid ? i : valid - 1];
+  if (np == 2) tile(8, 2, nseg, L, off, rows, b0, b1, bias, clamp, vlo, vhi, c, ldc, n0, n1, valid);
+  else tile(8, 1, nseg, L, off, rows, b0, b1, bias, clamp, vlo, vhi, c, ldc, n0, n1, valid);
 }
 
 F16N_TARGET static void gemm_x86(int64_t M, int64_t N, int64_t nseg, int64_t L, const int64_t *off,
@@ -180,11 +177,9 @@ F16N_TARGET static void gemm_x86(int64_t M, int64_t N, int64_t nseg, int64_t L, 
     const int n0 = (int)(N - j0 < PX_F16N_NR ? N - j0 : PX_F16N_NR);
     const int n1 = np == 2 ? (int)(N - j0 - PX_F16N_NR < PX_F16N_NR ? N - j0 - PX_F16N_NR : PX_F16N_NR) : 0;
     const uint16_t *b0 = pb + q * K * PX_F16N_NR, *b1 = b0 + K * PX_F16N_NR;
-    for (int64_t i = 0; i < M; i += 8) {
-      const int mr = (int)(M - i < 8 ? M - i : 8);
-      tile_any(mr, np, nseg, L, off, rows + i, b0, b1, bias ? bias + j0 : NULL, clamp, vlo, vhi, C + i * ldc + j0,
-               ldc, n0, n1);
-    }
+    for (int64_t i = 0; i < M; i += 8)
+      tile_any((int)(M - i < 8 ? M - i : 8), np, nseg, L, off, rows + i, b0, b1, bias ? bias + j0 : NULL, clamp,
+               vlo, vhi, C + i * ldc + j0, ldc, n0, n1);
   }
   /* back to code built without AVX: clean upper halves, no SSE transition stalls */
   _mm256_zeroupper();
@@ -222,12 +217,9 @@ F16N_TARGET static void dw_x86(const px_f16n_dw *d, const uint16_t *x, int64_t o
     for (int64_t ow = 0; ow < d->OW; ow++) {
       float *out = y + (oh * d->OW + ow) * d->C;
       const uint16_t *win = x + (oh * d->sh * d->Wp + ow * d->sw) * d->C;
-      int64_t c = 0;
-      for (; c + PX_F16N_NR <= d->C; c += PX_F16N_NR)
-        dw_pixel(d, win, c, 0xffffffffu, two, clamp, vlo, vhi, out + c, PX_F16N_NR);
-      if (c < d->C) {
-        const int n = (int)(d->C - c);
-        dw_pixel(d, win, c, (1u << n) - 1, two, clamp, vlo, vhi, out + c, n);
+      for (int64_t c = 0; c < d->C; c += PX_F16N_NR) {
+        const int n = (int)(d->C - c < PX_F16N_NR ? d->C - c : PX_F16N_NR);
+        dw_pixel(d, win, c, n == PX_F16N_NR ? 0xffffffffu : (1u << n) - 1, two, clamp, vlo, vhi, out + c, n);
       }
     }
   _mm256_zeroupper();
@@ -235,9 +227,12 @@ F16N_TARGET static void dw_x86(const px_f16n_dw *d, const uint16_t *x, int64_t o
 
 #endif /* PX_F16N_X86 */
 
-/* ---- the portable definitions (never selected: px_f16n_available() is
- * false wherever the x86 kernels are not built) ---- */
+/* ---- the entry points: the AVX512-FP16 kernels where they are built (the
+ * callers only call where px_f16n_available()); elsewhere the portable
+ * definitions, never selected there either, which say the same sums one at
+ * a time ---- */
 
+#if !PX_F16N_X86
 static float f16(float v) { return px_f16_bits_to_f32(px_f32_to_f16_bits(v)); }
 
 /* One float16 multiply-add, acc + a * b rounded once: the product of two
@@ -249,6 +244,7 @@ static float bound1(float v, float lo, float hi) {
   v = v < lo ? lo : v;
   return v > hi ? hi : v;
 }
+#endif
 
 void px_f16n_conv_gemm(int64_t M, int64_t N, int64_t nseg, int64_t L, const int64_t *off,
                        const uint16_t *const *rows, const uint16_t *pb, int64_t q0, int64_t q1, const uint16_t *bias,
@@ -257,11 +253,8 @@ void px_f16n_conv_gemm(int64_t M, int64_t N, int64_t nseg, int64_t L, const int6
   if (q1 * PX_F16N_NR > N + PX_F16N_NR - 1) q1 = (N + PX_F16N_NR - 1) / PX_F16N_NR;
   if (M <= 0 || K <= 0 || q0 >= q1) return;
 #if PX_F16N_X86
-  if (px_f16n_available()) {
-    gemm_x86(M, N, nseg, L, off, rows, pb, q0, q1, bias, lo, hi, C, ldc);
-    return;
-  }
-#endif
+  gemm_x86(M, N, nseg, L, off, rows, pb, q0, q1, bias, lo, hi, C, ldc);
+#else
   const float flo = f16(lo), fhi = f16(hi);
   for (int64_t i = 0; i < M; i++)
     for (int64_t j = q0 * PX_F16N_NR; j < N && j < q1 * PX_F16N_NR; j++) {
@@ -271,6 +264,7 @@ void px_f16n_conv_gemm(int64_t M, int64_t N, int64_t nseg, int64_t L, const int6
         acc = fma16(acc, px_f16_bits_to_f32(rows[i][off[k / L] + k % L]), px_f16_bits_to_f32(col[k * PX_F16N_NR]));
       C[i * ldc + j] = bound1(acc, flo, fhi);
     }
+#endif
 }
 
 void px_f16n_gemm(int64_t M, int64_t N, int64_t K, const uint16_t *A, int64_t lda, const uint16_t *pb,
@@ -296,11 +290,8 @@ void px_f16n_dw_taps(const px_f16n_dw *d, int64_t *toff, int64_t *woff) {
 
 void px_f16n_dwconv_rows(const px_f16n_dw *d, const uint16_t *x, int64_t oh0, int64_t oh1, float *y) {
 #if PX_F16N_X86
-  if (px_f16n_available()) {
-    dw_x86(d, x, oh0, oh1, y);
-    return;
-  }
-#endif
+  dw_x86(d, x, oh0, oh1, y);
+#else
   const float flo = f16(d->lo), fhi = f16(d->hi);
   const int64_t taps = d->KH * d->KW;
   const bool two = taps > 9 && taps <= 25;
@@ -316,4 +307,5 @@ void px_f16n_dwconv_rows(const px_f16n_dw *d, const uint16_t *x, int64_t oh0, in
         const float r = two ? f16(acc[0] + acc[1]) : acc[0];
         y[(oh * d->OW + ow) * d->C + c] = bound1(r, flo, fhi);
       }
+#endif
 }

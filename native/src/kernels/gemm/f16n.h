@@ -20,7 +20,9 @@
  * on tiling or threads.
  *
  * Values enter and leave as float32 holding float16 values (the delegate's
- * storage of float16 values, xnn_graph.h); operands are float16 bits.
+ * storage of float16 values, xnn_graph.h); operands are float16 bits. The
+ * products and convolutions below may only be called where
+ * px_f16n_available(): on x86-64 they are the AVX512-FP16 kernels alone.
  */
 #ifndef PX_F16N_H
 #define PX_F16N_H
