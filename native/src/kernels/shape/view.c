@@ -26,7 +26,11 @@ static int k_view_copy(px_ctx *ctx, px_value *const *args) {
       return px_fail(ctx, "invalid size %lld at dim %d", (long long)req[k], k);
     } else {
       sizes[k] = req[k];
-      known *= req[k];
+      if (__builtin_mul_overflow(known, req[k], &known)) {
+        char b[200];
+        px_fmt_sizes(b, sizeof b, n, req);
+        return px_fail(ctx, "shape %s has more elements than an int64 holds", b);
+      }
     }
   }
   if (infer >= 0) {
