@@ -115,28 +115,12 @@ def _key(family: str, option: str) -> str:
 
 
 def _checkpoint(params: dict[str, Any], lora: bool) -> dict[str, Any]:
-    """Random weights as tests/support's exports draw them (N(0, 1/fan_in)
-    matrices, norms near 1), with LoRA's A and B matrices (named
-    `layers.N.attention.wq.lora_a.weight`...) when `lora`."""
-    import torch
-    from executorch.examples.models.llama.llama_transformer import construct_transformer
-    from executorch.examples.models.llama.model_args import ModelArgs
+    """Random weights as the tests' exports draw them, with LoRA's A and B
+    matrices (named `layers.N.attention.wq.lora_a.weight`...) when `lora`."""
+    from support.llm import example
 
     extra = {"r": LORA["lora_rank"], "lora_alpha": LORA["lora_alpha"], "target_modules": LORA["target_modules"]}
-    with torch.device("meta"):
-        model = construct_transformer(ModelArgs(max_seq_len=MAX_SEQ_LEN, max_context_len=MAX_SEQ_LEN,
-                                                **params, **(extra if lora else {})))
-    g = torch.Generator().manual_seed(0)
-    weights = {}
-    for name, p in model.named_parameters():
-        if name == "tok_embeddings.weight":
-            w = torch.randn(p.shape, generator=g)
-        elif p.dim() == 1:
-            w = 1.0 + 0.1 * torch.randn(p.shape, generator=g)
-        else:
-            w = torch.randn(p.shape, generator=g) / p.shape[1] ** 0.5
-        weights[name] = w
-    return weights
+    return example("export_llama").random_checkpoint(params, MAX_SEQ_LEN, 0, **(extra if lora else {}))
 
 
 def _write_adapter(weights: dict[str, Any], path: Path) -> None:

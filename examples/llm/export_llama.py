@@ -61,7 +61,7 @@ def file_names(variant: str) -> tuple[str, str | None]:
 
 
 def random_checkpoint(
-    params: dict[str, Any], max_seq_len: int, seed: int, *, tied_embedding: bool = False
+    params: dict[str, Any], max_seq_len: int, seed: int, *, tied_embedding: bool = False, **model_args: Any
 ) -> dict[str, Any]:
     """A state dict for the example's Transformer: N(0, 1/fan_in) matrices (so
     activations stay O(1) and the logits are far from ties), norm weights near
@@ -71,13 +71,16 @@ def random_checkpoint(
     With `tied_embedding` (Qwen3-0.6B's checkpoints) the output projection is
     the embedding itself, as the model's own weight converter writes it: both
     N(0, 1/dim), so the logits stay O(1) too. The model is built on the meta
-    device: only the state dict takes memory (a 1B model's 6 GB, not twice)."""
+    device: only the state dict takes memory (a 1B model's 6 GB, not twice).
+    `model_args` go to ModelArgs as they are (LoRA's `r`, `lora_alpha` and
+    `target_modules` add its A and B matrices)."""
     import torch
     from executorch.examples.models.llama.llama_transformer import construct_transformer
     from executorch.examples.models.llama.model_args import ModelArgs
 
     with torch.device("meta"):
-        model = construct_transformer(ModelArgs(max_seq_len=max_seq_len, max_context_len=max_seq_len, **params))
+        model = construct_transformer(ModelArgs(max_seq_len=max_seq_len, max_context_len=max_seq_len,
+                                                **params, **model_args))
     g = torch.Generator().manual_seed(seed)
     weights = {}
     for name, p in model.named_parameters():

@@ -32,27 +32,6 @@ TINY_LLAMA = {
 }
 
 
-def _random_checkpoint(params: dict[str, Any], max_seq_len: int, seed: int) -> dict[str, torch.Tensor]:
-    """Weights for the example's Transformer: N(0, 1/fan_in) matrices (so
-    activations stay O(1) and the logits are far from ties), norm weights
-    near 1, a N(0, 1) embedding."""
-    from executorch.examples.models.llama.llama_transformer import construct_transformer
-    from executorch.examples.models.llama.model_args import ModelArgs
-
-    model = construct_transformer(ModelArgs(max_seq_len=max_seq_len, max_context_len=max_seq_len, **params))
-    g = torch.Generator().manual_seed(seed)
-    weights = {}
-    for name, p in model.named_parameters():
-        if name == "tok_embeddings.weight":
-            w = torch.randn(p.shape, generator=g)
-        elif p.dim() == 1:
-            w = 1.0 + 0.1 * torch.randn(p.shape, generator=g)
-        else:
-            w = torch.randn(p.shape, generator=g) / p.shape[1] ** 0.5
-        weights[name] = w
-    return weights
-
-
 def _export(params: dict[str, Any], max_seq_len: int, seed: int, sdpa_with_kv_cache: bool) -> bytes:
     from executorch.examples.models.llama.export_llama_lib import export_llama
     from executorch.extension.llm.export.config.llm_config import LlmConfig, ModelType
@@ -60,7 +39,7 @@ def _export(params: dict[str, Any], max_seq_len: int, seed: int, sdpa_with_kv_ca
     with tempfile.TemporaryDirectory() as d, warnings.catch_warnings():
         warnings.simplefilter("ignore")
         (Path(d) / "params.json").write_text(json.dumps(params))
-        torch.save(_random_checkpoint(params, max_seq_len, seed), Path(d) / "model.pth")
+        torch.save(example("export_llama").random_checkpoint(params, max_seq_len, seed), Path(d) / "model.pth")
         config = LlmConfig()
         config.base.model_class = ModelType.llama3
         config.base.params = str(Path(d) / "params.json")

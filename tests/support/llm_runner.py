@@ -16,7 +16,7 @@ from typing import Any
 import torch
 
 from support.export import _file_digest, cache_dir, cached
-from support.llm import _random_checkpoint
+from support.llm import example
 
 SENTENCES = [
     "The quick brown fox jumps over the lazy dog.",
@@ -82,7 +82,7 @@ def _export(params: dict[str, Any], options: dict[str, Any]) -> bytes:
         warnings.simplefilter("ignore")
         (Path(d) / "params.json").write_text(json.dumps(params))
         max_seq_len, max_context_len = options["max_seq_len"], options["max_context_len"]
-        weights = _random_checkpoint(params, max(max_seq_len, max_context_len), options["seed"])
+        weights = example("export_llama").random_checkpoint(params, max(max_seq_len, max_context_len), options["seed"])
         if options["model_class"] == "qwen3_0_6b":  # Qwen3-0.6B ties the output to the embedding
             weights["output.weight"] = weights["tok_embeddings.weight"]
         if options["whole_chars"]:  # those tokens' logits 0, below the maximum of the others (tied: embeddings 0)
