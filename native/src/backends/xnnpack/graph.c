@@ -8,11 +8,13 @@
  * the plan can use it.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include "backends/xnnpack/qnodes.h"
+#include "core/pcache.h"
 
 static const char *const node_names[XNN_NODE_MAX + 1] = {
     NULL, "Add", "FullyConnected", "Softmax", "Sigmoid", "StaticTranspose", "Clamp", "Conv2d", "Div",
@@ -169,4 +171,32 @@ void xnn_drop_constant_pages(const void *p, size_t n) {
   (void)p;
   (void)n;
 #endif
+}
+
+/* ---- packed weights and the packed-weight cache ---------------------------------------- */
+
+/* Packed weights taken from the cache file belong to its mapping. */
+static void borrowed_release(void *packed) { (void)packed; }
+
+void xnn_set_packed(xnn_node *node, void *p, size_t size, bool borrowed) {
+  if (node->release) node->release(node->packed);
+  else free(node->packed);
+  node->packed = p;
+  node->packed_size = size;
+  node->release = borrowed ? borrowed_release : NULL;
+}
+
+const void *xnn_cache_take(uint32_t tag, size_t bytes) {
+  px_pcache *c = px_pcache_current();
+  size_t n;
+  const void *e = px_pcache_take(c, tag, &n);
+  if (e && n != bytes) {
+    px_pcache_reject(c);
+    return NULL;
+  }
+  return e;
+}
+
+void xnn_cache_put(uint32_t tag, const void *p, size_t bytes) {
+  px_pcache_put(px_pcache_current(), tag, 1, &p, &bytes);
 }

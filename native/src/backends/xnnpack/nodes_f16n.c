@@ -22,7 +22,6 @@
 #include "backends/xnnpack/nodes.h"
 #include "backends/xnnpack/qnodes.h"
 #include "core/parallel.h"
-#include "core/pcache.h"
 #include "kernels/convert/convert16.h"
 #include "kernels/gemm/f16n.h"
 
@@ -59,40 +58,17 @@ static f16n_mat *mat_new(px_ctx *ctx, int64_t N, int64_t K, int64_t count, bool 
   return m;
 }
 
-static void set_packed(xnn_node *node, void *p, size_t size) {
-  if (node->release) node->release(node->packed);
-  else free(node->packed);
-  node->packed = p;
-  node->packed_size = size;
-  node->release = NULL;
-}
-
 /* The packed-weight cache (core/pcache.h): a node's float16 weights (bias
  * and panels, one entry) are taken from the cache file when it holds an
  * entry of exactly the size the shapes give; otherwise packed and put. */
 #define CACHE_F16N_MAT 0x4d363146u  /* "F16M": an f16n_mat's bias and panels */
 #define CACHE_F16N_CONV 0x43363146u /* "F16C": a float16 conv plan's bias and filter */
 
-static const void *cache_take(uint32_t tag, size_t bytes) {
-  px_pcache *c = px_pcache_current();
-  size_t n;
-  const void *e = px_pcache_take(c, tag, &n);
-  if (e && n != bytes) {
-    px_pcache_reject(c);
-    return NULL;
-  }
-  return e;
-}
-
-static void cache_put(uint32_t tag, const void *p, size_t bytes) {
-  px_pcache_put(px_pcache_current(), tag, 1, &p, &bytes);
-}
-
 /* m's bias and panels (body bytes from m->bias on, as mat_new lays them
  * out) from the cache: m then keeps only its header, pointing into the
  * cache's mapping, and becomes node->packed. */
 static bool mat_from_cache(xnn_node *node, f16n_mat *m, size_t body) {
-  const void *e = cache_take(CACHE_F16N_MAT, body);
+  const void *e = xnn_cache_take(CACHE_F16N_MAT, body);
   if (!e) return false;
   const bool bias = m->bias != NULL;
   const size_t nb = bias ? (size_t)(m->w - m->bias) : 0;
@@ -100,7 +76,7 @@ static bool mat_from_cache(xnn_node *node, f16n_mat *m, size_t body) {
   if (!h) h = m;
   h->bias = bias ? (uint16_t *)(uintptr_t)e : NULL;
   h->w = (uint16_t *)(uintptr_t)e + nb;
-  set_packed(node, h, sizeof *h);
+  xnn_set_packed(node, h, sizeof *h, false);
   return true;
 }
 
@@ -149,8 +125,8 @@ int xnn_f16n_prepare_fc(px_ctx *ctx, xnn_node *node, xnn_value *values) {
     px_f16n_pack_b(oc, ic, fw, tr ? oc : 1, tr ? 1 : ic, m->w);
     if (fw != w->data) free((void *)(uintptr_t)fw);
     if (b) px_f32_to_f16(m->bias, b->data, oc);
-    cache_put(CACHE_F16N_MAT, m->bias, body);
-    set_packed(node, m, sizeof *m + body);
+    xnn_cache_put(CACHE_F16N_MAT, m->bias, body);
+    xnn_set_packed(node, m, sizeof *m + body, false);
   }
   xnn_drop_constant_pages(w->data, w->constant_size);
   return 0;
@@ -226,8 +202,8 @@ int xnn_f16n_prepare_bmm(px_ctx *ctx, xnn_node *node, xnn_value *values) {
   if (!mat_from_cache(node, m, body)) {
     for (int64_t i = 0; i < batch; i++)
       px_f16n_pack_b(N, K, (const uint16_t *)b->data + i * K * N, N, 1, m->w + (size_t)i * m->one);
-    cache_put(CACHE_F16N_MAT, m->w, body);
-    set_packed(node, m, sizeof *m + body);
+    xnn_cache_put(CACHE_F16N_MAT, m->w, body);
+    xnn_set_packed(node, m, sizeof *m + body, false);
   }
   xnn_drop_constant_pages(b->data, b->constant_size);
   return 0;
@@ -294,7 +270,7 @@ int xnn_f16n_prepare_conv(px_ctx *ctx, xnn_node *node, const xnn_value *values, 
   plan0.wg = wg;
   /* the bias and filter from the packed-weight cache: the plan's head alone
    * is allocated, pointing into the cache's mapping */
-  const void *entry = cache_take(CACHE_F16N_CONV, body);
+  const void *entry = xnn_cache_take(CACHE_F16N_CONV, body);
   if (entry) {
     conv_plan *plan = malloc(sizeof *plan);
     if (!plan) return px_fail(ctx, "out of memory for a convolution's plan");
@@ -332,7 +308,7 @@ int xnn_f16n_prepare_conv(px_ctx *ctx, xnn_node *node, const xnn_value *values, 
       px_f16n_pack_b(p->Cout_g, K, fw + g * p->Cout_g * K, 1, K, plan->w16 + (size_t)g * wg);
   }
   if (fw != f->constant) free((void *)(uintptr_t)fw);
-  cache_put(CACHE_F16N_CONV, plan->bias16, body);
+  xnn_cache_put(CACHE_F16N_CONV, plan->bias16, body);
   xnn_drop_constant_pages(f->constant, f->constant_size);
   free(node->packed);
   node->packed = plan;

@@ -25,7 +25,6 @@
 
 #include "backends/xnnpack/nodes.h"
 #include "backends/xnnpack/qnodes.h"
-#include "core/pcache.h"
 #include "kernels/gemm/gemm.h"
 
 static void clamp_all(float *y, int64_t n, float lo, float hi) {
@@ -65,34 +64,13 @@ int xnn_shape_fully_connected(px_ctx *ctx, const xnn_node *node, xnn_value *valu
 #define CACHE_F32 0x32334650u /* "PF32": px_gemm_f32_prepack_b's panels */
 #define CACHE_H16 0x36314850u /* "PH16": px_gemm_h16_prepack_b's panels */
 
-/* Packed weights taken from the cache file belong to its mapping. */
-static void borrowed_release(void *packed) { (void)packed; }
-
-static void set_packed(xnn_node *node, void *p, size_t size, bool borrowed) {
-  if (node->release) node->release(node->packed);
-  else free(node->packed);
-  node->packed = p;
-  node->packed_size = size;
-  node->release = borrowed ? borrowed_release : NULL;
-}
-
 /* The packed panels from the cache, when it has an entry of exactly the
  * size the shapes give; otherwise they are packed and put there. */
 static bool from_cache(xnn_node *node, uint32_t tag, size_t bytes) {
-  px_pcache *c = px_pcache_current();
-  size_t n;
-  const void *e = px_pcache_take(c, tag, &n);
+  const void *e = xnn_cache_take(tag, bytes);
   if (!e) return false;
-  if (n != bytes) {
-    px_pcache_reject(c);
-    return false;
-  }
-  set_packed(node, (void *)(uintptr_t)e, bytes, true);
+  xnn_set_packed(node, (void *)(uintptr_t)e, bytes, true);
   return true;
-}
-
-static void to_cache(uint32_t tag, const void *p, size_t bytes) {
-  px_pcache_put(px_pcache_current(), tag, 1, &p, &bytes);
 }
 
 /* Packs matrices [0, count) of K x N, each at B + i * stride with element
@@ -107,8 +85,8 @@ static int pack_constant(px_ctx *ctx, xnn_node *node, int64_t count, int64_t N, 
   if (!pb) return px_fail(ctx, "out of memory packing %zu bytes of weights", one * (size_t)count);
   for (int64_t i = 0; i < count; i++)
     px_gemm_f32_prepack_b(N, K, B + i * stride, rsb, csb, pb + (size_t)i * (one / sizeof(float)));
-  set_packed(node, pb, one * (size_t)count, false);
-  to_cache(CACHE_F32, pb, one * (size_t)count);
+  xnn_set_packed(node, pb, one * (size_t)count, false);
+  xnn_cache_put(CACHE_F32, pb, one * (size_t)count);
   return 0;
 }
 
@@ -125,8 +103,8 @@ static int pack_constant_h16(px_ctx *ctx, xnn_node *node, int64_t count, int64_t
   if (!pb) return px_fail(ctx, "out of memory packing %zu bytes of weights", one * (size_t)count);
   for (int64_t i = 0; i < count; i++)
     px_gemm_h16_prepack_b(N, K, B + i * stride, rsb, csb, pb + (size_t)i * (one / sizeof(uint16_t)));
-  set_packed(node, pb, one * (size_t)count, false);
-  to_cache(CACHE_H16, pb, one * (size_t)count);
+  xnn_set_packed(node, pb, one * (size_t)count, false);
+  xnn_cache_put(CACHE_H16, pb, one * (size_t)count);
   return 0;
 }
 

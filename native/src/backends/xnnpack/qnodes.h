@@ -99,4 +99,17 @@ int xnn_prepare_qconv(px_ctx *ctx, xnn_node *node, xnn_value *values);
  * model's resident memory stays near its file size. */
 void xnn_drop_constant_pages(const void *p, size_t n);
 
+/* Makes p (size bytes) node->packed, releasing what was there; `borrowed`
+ * packed data (an entry of the packed-weight cache's mapping) is never
+ * freed, the rest is free()d with the node. */
+void xnn_set_packed(xnn_node *node, void *p, size_t size, bool borrowed);
+
+/* The packed-weight cache's (core/pcache.h) next entry when its tag is
+ * `tag` and it holds exactly `bytes` (the size the node's shapes give);
+ * otherwise NULL, and an entry of another size rejects the cache file. */
+const void *xnn_cache_take(uint32_t tag, size_t bytes);
+
+/* Puts `bytes` from p into the packed-weight cache as one entry. */
+void xnn_cache_put(uint32_t tag, const void *p, size_t bytes);
+
 #endif /* PX_XNN_QNODES_H */
