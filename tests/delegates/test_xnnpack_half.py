@@ -286,7 +286,7 @@ def test_dynamically_quantized_half_linears_match_executorch(dt: str, scheme: st
 @pytest.mark.skipif(SANITIZED, reason="resident memory is meaningless under AddressSanitizer")
 def test_fp16_linear_weights_are_not_resident_as_float32(tmp_path: Path) -> None:
     """64 MiB of fp16 weights: packed once into 16-bit panels (the same
-    bytes) and the file's pages handed back (MADV_PAGEOUT), each block
+    bytes) and the file's pages no longer mapped, each block
     widened to float32 only in the GEMM's packing buffer while it runs. A
     float32 copy alone would be twice the file; the bound, 1.4 x the file +
     4 MiB, is what test_xnnpack_quant.py allows the 4-bit weights."""

@@ -825,8 +825,8 @@ def test_8da4w_model_resident_memory_after_load_is_near_its_file_size(tmp_path: 
     What load adds: the packed 4-bit weights, their bf16 scales and per-block
     sums for the zero point (about the file's size; 5.7 MiB for this 4.5 MiB
     file when measured); the file's own pages, read once while packing, are
-    handed back (MADV_PAGEOUT). The bound, 1.4 x the file + 2 MiB, is far
-    below a float copy (8 x the weights)."""
+    no longer mapped. The bound, 1.4 x the file + 2 MiB, is far below a
+    float copy (8 x the weights)."""
     torch.manual_seed(2)
     m = MLP(1024, 4096, 1024).eval()
     x = (torch.randn(1, 1024),)

@@ -44,8 +44,8 @@
  * its weights and bias, owned by the method and freed with it; a packed one
  * holds its packed filter instead of the folded copy (about the filter's
  * size, plus up to 31 zero columns per group). The file's pages of the
- * original weights, which then nothing reads, are handed back to the
- * system (MADV_PAGEOUT; clean pages, re-read if ever touched again).
+ * original weights, which then nothing reads, are no longer mapped
+ * (px_drop_file_pages; they stay in the page cache).
  *
  * The profile and ETDump name the fused instruction after what it runs,
  * e.g. "aten::convolution.out (+batch_norm+relu)"; the dropped instructions
@@ -59,9 +59,8 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
+#include "core/alloc.h"
 #include "core/error.h"
 #include "kernels/conv/conv.h"
 #include "kernels/conv/conv_nhwc.h"
@@ -204,22 +203,6 @@ static bool jumped_into(const pyexec_method *m, uint32_t c, int64_t first, int64
   return false;
 }
 
-/* Hands the whole pages inside [p, p + n) back to the system: clean file
- * pages are dropped (and re-read if ever touched again); anonymous data is
- * never discarded. */
-static void drop_pages(const void *p, size_t n) {
-#ifdef MADV_PAGEOUT
-  long ps = sysconf(_SC_PAGESIZE);
-  if (ps <= 0) return;
-  uintptr_t page = (uintptr_t)ps;
-  uintptr_t a = ((uintptr_t)p + page - 1) & ~(page - 1);
-  uintptr_t e = ((uintptr_t)p + n) & ~(page - 1);
-  if (e > a) (void)madvise((void *)a, e - a, MADV_PAGEOUT);
-#else
-  (void)p;
-  (void)n;
-#endif
-}
 
 /* A new value the method owns, outside m->values. */
 static px_value *new_value(pyexec_method *m, uint8_t tag) {
@@ -421,7 +404,7 @@ static pyexec_status fuse_at(pyexec_method *m, const fuse_use *use, uint32_t c, 
     return px_no_memory("load-time fusion");
   }
   /* Nothing else reads the original weights: hand their pages back. */
-  if ((bn || pack) && use[ca[1] - m->values].reads == 1) drop_pages(w->data, w->nbytes);
+  if ((bn || pack) && use[ca[1] - m->values].reads == 1) px_drop_file_pages(w->data, w->nbytes);
   px_value *lov = new_value(m, PX_V_DOUBLE), *hiv = new_value(m, PX_V_DOUBLE);
   px_value **args = px_method_alloc(m, 14, sizeof *args);
   if (!lov || !hiv || !args) return px_no_memory("load-time fusion");

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "core/error.h"
 #include "core/limits.h"
 #include "core/pcache.h"
@@ -633,10 +634,13 @@ pyexec_status px_method_load(pyexec_program *program, const char *name, pyexec_m
   pyexec_status st;
   m->pcache = px_weight_cache_open(m);
   px_pcache_set_current(m->pcache); /* the packers find it there */
+  const px_data_map *dm = program->data_map;
+  px_file_pages_set(program->map, program->map_len, dm ? dm->map : NULL, dm ? dm->map_len : 0);
   if ((st = build_arenas(m)) || (st = build_values(m)) || (st = build_delegates(m)) ||
       (st = build_chains(m)) || (st = build_io(m)) ||
       (st = px_fold_method(m)) || (st = px_fuse_method(m))) {
     px_pcache_set_current(NULL);
+    px_file_pages_set(NULL, 0, NULL, 0);
     if (st == PYEXEC_ERR_INVALID_PROGRAM) {
       /* Prefix the method name, keeping the detail. */
       size_t cap;
@@ -649,6 +653,7 @@ pyexec_status px_method_load(pyexec_program *program, const char *name, pyexec_m
     return st;
   }
   px_pcache_set_current(NULL);
+  px_file_pages_set(NULL, 0, NULL, 0);
   px_pcache_commit(m->pcache);
   *out = m;
   return PYEXEC_OK;

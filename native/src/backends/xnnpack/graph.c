@@ -10,10 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include "backends/xnnpack/qnodes.h"
+#include "core/alloc.h"
 #include "core/pcache.h"
 
 static const char *const node_names[XNN_NODE_MAX + 1] = {
@@ -154,23 +153,6 @@ void xnn_qd8_params(const xnn_value *v, int32_t **zp, float **scale) {
   uint8_t *base = (uint8_t *)v->data + qd8_params_offset(v);
   *zp = (int32_t *)base;
   *scale = (float *)(base + 4 * qd8_rows_max(v));
-}
-
-/* ---- dropping packed constants' pages ------------------------------------------------ */
-
-void xnn_drop_constant_pages(const void *p, size_t n) {
-#ifdef MADV_PAGEOUT
-  /* Only whole pages inside [p, p + n): a neighbour's bytes stay. PAGEOUT
-   * reclaims clean file pages (re-read from the file if touched again) and
-   * never discards anonymous data, so it is safe whatever holds the bytes. */
-  size_t page = (size_t)sysconf(_SC_PAGESIZE);
-  uintptr_t a = ((uintptr_t)p + page - 1) & ~(uintptr_t)(page - 1);
-  uintptr_t e = ((uintptr_t)p + n) & ~(uintptr_t)(page - 1);
-  if (e > a) (void)madvise((void *)a, e - a, MADV_PAGEOUT);
-#else
-  (void)p;
-  (void)n;
-#endif
 }
 
 /* ---- packed weights and the packed-weight cache ---------------------------------------- */

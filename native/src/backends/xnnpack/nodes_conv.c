@@ -223,7 +223,7 @@ static int conv_prepare(px_ctx *ctx, xnn_node *node, xnn_value *values, int kind
     plan->w = wino ? NULL : (float *)(m + bias_b);
     plan->wino = wino ? (float *)(m + bias_b + (wfloats * 4 + 63) / 64 * 64) : NULL;
     if (half_filter) free(wide);
-    xnn_drop_constant_pages(f->constant, f->constant_size);
+    px_drop_file_pages(f->constant, f->constant_size);
     free(node->packed);
     node->packed = plan;
     node->packed_size = sizeof *plan;
@@ -284,7 +284,7 @@ static int conv_prepare(px_ctx *ctx, xnn_node *node, xnn_value *values, int kind
    * (as the fully connected layer's do), so the program is not resident
    * beside its packed or transformed copy. */
   if (half_filter) free(wide);
-  xnn_drop_constant_pages(f->constant, f->constant_size);
+  px_drop_file_pages(f->constant, f->constant_size);
   const void *part = mem + head;
   px_pcache_put(pc, CACHE_CONV, 1, &part, &body);
   free(node->packed);

@@ -128,7 +128,7 @@ int xnn_f16n_prepare_fc(px_ctx *ctx, xnn_node *node, xnn_value *values) {
     xnn_cache_put(CACHE_F16N_MAT, m->bias, body);
     xnn_set_packed(node, m, sizeof *m + body, false);
   }
-  xnn_drop_constant_pages(w->data, w->constant_size);
+  px_drop_file_pages(w->data, w->constant_size);
   return 0;
 }
 
@@ -205,7 +205,7 @@ int xnn_f16n_prepare_bmm(px_ctx *ctx, xnn_node *node, xnn_value *values) {
     xnn_cache_put(CACHE_F16N_MAT, m->w, body);
     xnn_set_packed(node, m, sizeof *m + body, false);
   }
-  xnn_drop_constant_pages(b->data, b->constant_size);
+  px_drop_file_pages(b->data, b->constant_size);
   return 0;
 }
 
@@ -277,7 +277,7 @@ int xnn_f16n_prepare_conv(px_ctx *ctx, xnn_node *node, const xnn_value *values, 
     *plan = plan0;
     plan->bias16 = (uint16_t *)(uintptr_t)entry;
     plan->w16 = plan->bias16 + nbias;
-    xnn_drop_constant_pages(f->constant, f->constant_size);
+    px_drop_file_pages(f->constant, f->constant_size);
     free(node->packed);
     node->packed = plan;
     node->packed_size = sizeof *plan;
@@ -309,7 +309,7 @@ int xnn_f16n_prepare_conv(px_ctx *ctx, xnn_node *node, const xnn_value *values, 
   }
   if (fw != f->constant) free((void *)(uintptr_t)fw);
   xnn_cache_put(CACHE_F16N_CONV, plan->bias16, body);
-  xnn_drop_constant_pages(f->constant, f->constant_size);
+  px_drop_file_pages(f->constant, f->constant_size);
   free(node->packed);
   node->packed = plan;
   node->packed_size = total;

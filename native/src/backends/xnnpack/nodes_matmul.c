@@ -122,7 +122,7 @@ int xnn_prepare_fully_connected(px_ctx *ctx, xnn_node *node, xnn_value *values) 
                                   : pack_constant(ctx, node, 1, oc, ic, w->data, 0, tr ? oc : 1, tr ? 1 : ic);
   /* The run reads only the packed copy: hand the file's pages of the filter
    * back, so a program (or its .ptd) is not resident twice. */
-  if (!rc) xnn_drop_constant_pages(w->data, w->constant_size);
+  if (!rc) px_drop_file_pages(w->data, w->constant_size);
   return rc;
 }
 
@@ -185,7 +185,7 @@ int xnn_prepare_batch_matrix_multiply(px_ctx *ctx, xnn_node *node, xnn_value *va
   for (uint32_t k = 0; k + 2 < r; k++) batch *= b->dims[k];
   if (half_type(b->datatype)) {
     int rc = pack_constant_h16(ctx, node, batch, N, K, b->data, K * N, N, 1);
-    if (!rc) xnn_drop_constant_pages(b->data, b->constant_size);
+    if (!rc) px_drop_file_pages(b->data, b->constant_size);
     return rc;
   }
   return pack_constant(ctx, node, batch, N, K, b->data, K * N, N, 1);

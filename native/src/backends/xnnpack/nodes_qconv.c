@@ -209,7 +209,7 @@ int xnn_prepare_qconv(px_ctx *ctx, xnn_node *node, xnn_value *values) {
   rc = node->type == XNN_NODE_depthwise_conv2d ? prepare_depthwise(ctx, node, values, plan)
                                                : prepare_conv(ctx, node, values, plan);
   if (rc) return rc;
-  xnn_drop_constant_pages(w->data, w->constant_size);
+  px_drop_file_pages(w->data, w->constant_size);
   return 0;
 }
 

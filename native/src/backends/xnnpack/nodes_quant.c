@@ -294,7 +294,7 @@ static int prepare_fc(px_ctx *ctx, xnn_node *node, xnn_value *values) {
     }
     int rc = xnn_qplan_static(ctx, plan, node, values, rows);
     free(t);
-    if (!rc) xnn_drop_constant_pages(w->data, w->constant_size);
+    if (!rc) px_drop_file_pages(w->data, w->constant_size);
     return rc;
   }
   /* dynamic: qd8 input, qc8w / qc4w / qb4w filter, float bias */
@@ -317,7 +317,7 @@ static int prepare_fc(px_ctx *ctx, xnn_node *node, xnn_value *values) {
   plan->w = px_qweights_pack(&d);
   free(scales);
   if (!plan->w) return px_fail(ctx, "%s", px_error_buffer(&(size_t){0}));
-  xnn_drop_constant_pages(w->data, w->constant_size);
+  px_drop_file_pages(w->data, w->constant_size);
   return 0;
 }
 

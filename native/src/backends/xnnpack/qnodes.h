@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "backends/xnnpack/nodes.h"
+#include "core/alloc.h"
 #include "kernels/common.h"
 #include "kernels/conv/qconv.h"
 #include "kernels/conv/qdwconv.h"
@@ -93,11 +94,6 @@ int xnn_qplan_static(px_ctx *ctx, xnn_qplan *plan, const xnn_node *node, const x
 int xnn_shape_qconv(px_ctx *ctx, const xnn_node *node, xnn_value *values);
 int xnn_exec_qconv(px_ctx *ctx, const xnn_node *node, xnn_value *values);
 int xnn_prepare_qconv(px_ctx *ctx, xnn_node *node, xnn_value *values);
-
-/* Hands the pages of a constant the node has packed back to the system
- * (they are read again from the file if ever needed), so that a quantized
- * model's resident memory stays near its file size. */
-void xnn_drop_constant_pages(const void *p, size_t n);
 
 /* Makes p (size bytes) node->packed, releasing what was there; `borrowed`
  * packed data (an entry of the packed-weight cache's mapping) is never
