@@ -308,3 +308,24 @@ def test_convolution_plans_cached(
     expected = Runtime.get().load_program(path).load_method("forward").execute([x])[0]
     tol = 1e-2 if dtype == torch.float16 else 1e-4
     assert_close(second.float(), expected.float(), rtol=0.0, atol=tol, what="cached CNN vs ExecuTorch")
+
+
+def test_depthwise_plan_is_cached_at_its_filter_size(tmp_path: Path, cache_dir: Path) -> None:
+    """A depthwise filter is kept whole (taps x channels), so its cache entry
+    is about the filter's bytes: 512 channels of 3x3 taps are 18 KiB, where
+    one copy per channel would be 512 times that (9 MiB)."""
+    from support.xnnpack import export_xnnpack
+
+    torch.manual_seed(0)
+    module = torch.nn.Conv2d(512, 512, 3, padding=1, groups=512).eval()
+    x = torch.randn(1, 512, 6, 6)
+    path = tmp_path / "dw.pte"
+    path.write_bytes(export_xnnpack(module, (x,)))
+    method = pyexec.load(path).load_method("forward")
+    out = method.execute([x])[0]
+    del method
+    files = _files(cache_dir)
+    assert len(files) == 1
+    filter_and_bias = 512 * 9 * 4 + 512 * 4
+    assert filter_and_bias < files[0].stat().st_size < filter_and_bias + (64 << 10), files[0].stat().st_size
+    assert_close(out, module(x).detach(), rtol=1e-4, atol=1e-5, what="depthwise vs eager")

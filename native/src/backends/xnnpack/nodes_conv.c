@@ -192,7 +192,8 @@ static int conv_prepare(px_ctx *ctx, xnn_node *node, xnn_value *values, int kind
    * read and is not packed */
   const bool wino = kind == CONV_PLAIN &&
                     px_wino_applicable(p.G, p.Cin_g, p.Cout_g, p.KH, p.KW, p.sh, p.sw, p.dh, p.dw);
-  wfloats = wino ? 0 : p.wg * (size_t)p.G;
+  /* one packed filter per group; a depthwise filter is copied whole (wg = all of it) */
+  wfloats = wino ? 0 : kind == CONV_DEPTHWISE ? p.wg : p.wg * (size_t)p.G;
   size_t head = (sizeof(conv_plan) + 63) / 64 * 64, bias_b = ((size_t)p.Cout * 4 + 63) / 64 * 64;
   const size_t wino_b = wino ? px_wino_packed_size(p.Cin, p.Cout) : 0;
   size_t total = head + bias_b + (wfloats * 4 + 63) / 64 * 64 + wino_b;
