@@ -1,7 +1,11 @@
 """The cffi binding (ABI mode) to libpyexec.
 
-The cdef is generated from the library's public header at import time, so the
-two cannot drift; the library and its header are found together:
+The declarations come from the library's public header, so the two cannot
+drift: precompiled (pyexec/_ffi_types.py, written by scripts/gen_ffi.py with
+the header's SHA-256) when the header found is the one they were generated
+from, so that import runs no C parser and no call parses the C type it names;
+otherwise parsed from the header at import. The library and its header are
+found together:
 ``$PYEXEC_LIBRARY`` first (with the header beside it, in ``../include`` or in
 ``../../include``), so that it overrides the copy bundled in the package, then
 that bundled copy, then a development build in ``native/build``. An explicit
@@ -15,12 +19,11 @@ disagree about the very declarations cffi calls through.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 from pathlib import Path
 from typing import Any
-
-import cffi
 
 _HERE = Path(__file__).resolve().parent
 
@@ -77,7 +80,7 @@ def _default_candidates() -> list[tuple[Path, Path]]:
     ]
 
 
-def check_version(lib: Any, ffi: cffi.FFI, lib_path: Path, header: Path) -> None:
+def check_version(lib: Any, ffi: Any, lib_path: Path, header: Path) -> None:
     """Raises ImportError naming both versions when the library at `lib_path`
     is not the version of `header` (whose declarations `lib` was opened with),
     or not the major.minor this package is written against."""
@@ -98,16 +101,32 @@ def check_version(lib: Any, ffi: cffi.FFI, lib_path: Path, header: Path) -> None
         )
 
 
-def _open(lib_path: Path, header: Path) -> tuple[cffi.FFI, Any]:
-    """The binding over one library and header; OSError when dlopen fails."""
+def _declarations(header: Path) -> Any:
+    """An FFI declaring `header`: the precompiled one when it was generated
+    from these very bytes, else one parsed from them now."""
+    text = header.read_bytes()
+    try:
+        from pyexec import _ffi_types
+    except ImportError:  # a cffi too old for the precompiled format
+        _ffi_types = None  # type: ignore[assignment]
+    if _ffi_types is not None and _ffi_types.HEADER_SHA256 == hashlib.sha256(text).hexdigest():
+        return _ffi_types.ffi
+    import cffi
+
     ffi = cffi.FFI()
-    ffi.cdef(cdef_from_header(header.read_text()))
+    ffi.cdef(cdef_from_header(text.decode("utf-8")))
+    return ffi
+
+
+def _open(lib_path: Path, header: Path) -> tuple[Any, Any]:
+    """The binding over one library and header; OSError when dlopen fails."""
+    ffi = _declarations(header)
     lib = ffi.dlopen(str(lib_path))
     check_version(lib, ffi, lib_path, header)
     return ffi, lib
 
 
-def _load() -> tuple[cffi.FFI, Any]:
+def _load() -> tuple[Any, Any]:
     env = os.environ.get("PYEXEC_LIBRARY")
     candidates = _env_candidates(env) if env else _default_candidates()
     tried: list[str] = []

@@ -54,6 +54,47 @@ def test_cdef_is_generated_from_the_header() -> None:
     assert "PYEXEC_API" not in cdef and "#include" not in cdef
 
 
+def test_precompiled_declarations_are_those_of_the_header() -> None:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gen_ffi", ROOT / "scripts" / "gen_ffi.py")
+    assert spec is not None and spec.loader is not None
+    gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen)
+    generated = (ROOT / "pyexec" / "_ffi_types.py").read_text()
+    assert generated == gen.generate(HEADER), "pyexec/_ffi_types.py is stale: run scripts/gen_ffi.py"
+
+
+def _binding_in_child(site: Path, library: Path | None) -> list[str]:
+    """In a child importing pyexec from `site`: the module of its FFI, whether
+    a C parser was imported, and a loaded program's method names."""
+    env = {k: v for k, v in os.environ.items() if k != "PYEXEC_LIBRARY"}
+    env["PYTHONPATH"] = str(site)
+    if library is not None:
+        env["PYEXEC_LIBRARY"] = str(library)
+    code = ("import sys, pyexec\n"
+            "print(type(pyexec._ffi.ffi).__module__, 'pycparser' in sys.modules)\n"
+            "print(sorted(pyexec.load(sys.argv[1]).method_names))\n")
+    demo = Path(pyexec.__file__).resolve().parent / "demo" / "decoder.pte"
+    proc = subprocess.run([sys.executable, "-c", code, str(demo)], capture_output=True, text=True, env=env, cwd=site)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.split("\n")[:2]
+
+
+def test_import_runs_no_c_parser_with_the_header_the_declarations_came_from(tmp_path: Path) -> None:
+    site = package_copy(tmp_path)
+    library_copy(site / "pyexec" / "_lib")
+    assert _binding_in_child(site, None) == ["_cffi_backend False", "['forward']"]
+
+
+def test_another_header_is_parsed_at_import(tmp_path: Path) -> None:
+    """A library with a header of other bytes (here one more comment) gets
+    declarations parsed from that header, not the precompiled ones."""
+    site = package_copy(tmp_path)
+    lib = library_copy(tmp_path / "other", HEADER.read_text() + "\n/* a local build */\n")
+    assert _binding_in_child(site, lib) == ["cffi.api True", "['forward']"]
+
+
 def test_version_matches_the_header() -> None:
     version = re.search(r'#define PYEXEC_VERSION_STRING "(.+?)"', HEADER.read_text())
     assert version is not None and pyexec.__version__ == version.group(1)
