@@ -558,10 +558,18 @@ static int pool_resize(pool *pl, int want) {
  * average says the threads cost more than they give (above 1), jobs run
  * their chunks on the owner alone (the same chunks, so the same bits), 16
  * jobs at first, twice as many each time in a row (up to 1024), a job on
- * the workers between them measuring again; once the average is back
+ * the workers between them measuring again (a ratio counts up to 4, so
+ * that one outlier is outweighed in a few jobs); once the average is back
  * under 0.8 the workers take part in every job. Two threads on a machine
- * whose other core is busy are then about as fast as one.
+ * whose other core is busy are then about as fast as one. Only a job that
+ * lost more than PX_STALL_NS to the threads counts at its ratio: a worker
+ * held up by another process costs a time slice (milliseconds), while
+ * waking a sleeping worker or an uneven split costs tens of microseconds,
+ * and a run of such small losses (short jobs after a pause) must not turn
+ * the threads off for the large jobs that follow. A job that lost less
+ * counts as one the threads sped up.
  * PYEXEC_POOL_BACKOFF=0 turns it off (read once). */
+#define PX_STALL_NS 200000.0
 #define PX_BACKOFF_FIRST 16
 #define PX_BACKOFF_MAX 1024
 static int g_backoff_left, g_backoff_len;
@@ -575,8 +583,9 @@ static void note_job(int64_t own_ns, int64_t wait_ns, int owner_chunks, int nchu
   }
   if (g_backoff_off || owner_chunks <= 0 || own_ns <= 0) return;
   const double alone = (double)own_ns * nchunks / owner_chunks;
-  const double r = (double)(own_ns + wait_ns) / alone;
-  g_par_ratio = 0.75 * g_par_ratio + 0.25 * (r < 16.0 ? r : 16.0);
+  double r = (double)(own_ns + wait_ns) / alone;
+  if ((double)(own_ns + wait_ns) - alone < PX_STALL_NS && r > 0.75) r = 0.75;
+  g_par_ratio = 0.75 * g_par_ratio + 0.25 * (r < 4.0 ? r : 4.0);
   if (g_par_ratio > 1.0) {
     g_backoff_len = g_backoff_len ? (g_backoff_len * 2 < PX_BACKOFF_MAX ? g_backoff_len * 2 : PX_BACKOFF_MAX)
                                   : PX_BACKOFF_FIRST;
