@@ -68,15 +68,11 @@ def test_precompiled_declarations_are_those_of_the_header() -> None:
 def _binding_in_child(site: Path, library: Path | None) -> list[str]:
     """In a child importing pyexec from `site`: the module of its FFI, whether
     a C parser was imported, and a loaded program's method names."""
-    env = {k: v for k, v in os.environ.items() if k != "PYEXEC_LIBRARY"}
-    env["PYTHONPATH"] = str(site)
-    if library is not None:
-        env["PYEXEC_LIBRARY"] = str(library)
+    demo = Path(pyexec.__file__).resolve().parent / "demo" / "decoder.pte"
     code = ("import sys, pyexec\n"
             "print(type(pyexec._ffi.ffi).__module__, 'pycparser' in sys.modules)\n"
-            "print(sorted(pyexec.load(sys.argv[1]).method_names))\n")
-    demo = Path(pyexec.__file__).resolve().parent / "demo" / "decoder.pte"
-    proc = subprocess.run([sys.executable, "-c", code, str(demo)], capture_output=True, text=True, env=env, cwd=site)
+            f"print(sorted(pyexec.load({str(demo)!r}).method_names))\n")
+    proc = import_in_child(site, library, code)
     assert proc.returncode == 0, proc.stderr
     return proc.stdout.split("\n")[:2]
 
@@ -139,15 +135,19 @@ def library_copy(folder: Path, header_text: str | None = None) -> Path:
     return folder / "libpyexec.so"
 
 
-def import_in_child(site: Path, library: Path | None) -> subprocess.CompletedProcess[str]:
-    """Imports pyexec from `site` in a child, with PYEXEC_LIBRARY=`library`
-    (unset for None); prints the libpyexec.so the process mapped."""
+MAPPED_LIBRARY = ("import pyexec\n"
+                  "print({l.split()[-1] for l in open('/proc/self/maps')\n"
+                  "       if l.rstrip().endswith('libpyexec.so')}.pop())")
+
+
+def import_in_child(site: Path, library: Path | None, code: str = MAPPED_LIBRARY) -> subprocess.CompletedProcess[str]:
+    """Runs `code` (by default: imports pyexec and prints the libpyexec.so the
+    process mapped) in a child importing pyexec from `site`, with
+    PYEXEC_LIBRARY=`library` (unset for None)."""
     env = {k: v for k, v in os.environ.items() if k != "PYEXEC_LIBRARY"}
     env["PYTHONPATH"] = str(site)
     if library is not None:
         env["PYEXEC_LIBRARY"] = str(library)
-    code = ("import pyexec\n"
-            "print({l.split()[-1] for l in open('/proc/self/maps') if l.rstrip().endswith('libpyexec.so')}.pop())")
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=site)
 
 

@@ -50,6 +50,10 @@ typedef struct px_data_map {
   px_fb_vec named_data;
   px_data_entry *entries; /* sorted by key */
   uint32_t count;
+  /* The content hash of data[0..size) (runtime/weight_cache.c), once taken:
+   * content_hashed is read and set with __atomic builtins. */
+  uint64_t content_hash;
+  int content_hashed;
 } px_data_map;
 
 /* Loads the file at `path` (memory-mapped read-only) or a copy of

@@ -632,10 +632,10 @@ pyexec_status px_method_load(pyexec_program *program, const char *name, pyexec_m
   m->ctx.msg = m->msg;
   m->ctx.msg_cap = sizeof m->msg;
   pyexec_status st;
-  m->pcache = px_weight_cache_open(m);
-  px_pcache_set_current(m->pcache); /* the packers find it there */
   const px_data_map *dm = program->data_map;
   px_file_pages_set(program->map, program->map_len, dm ? dm->map : NULL, dm ? dm->map_len : 0);
+  m->pcache = px_weight_cache_open(m);
+  px_pcache_set_current(m->pcache); /* the packers find it there */
   if ((st = build_arenas(m)) || (st = build_values(m)) || (st = build_delegates(m)) ||
       (st = build_chains(m)) || (st = build_io(m)) ||
       (st = px_fold_method(m)) || (st = px_fuse_method(m))) {

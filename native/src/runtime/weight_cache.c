@@ -21,9 +21,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 
+#include "core/alloc.h"
 #include "core/cpu.h"
 #include "core/pcache.h"
 #include "loader/program.h"
@@ -63,15 +63,16 @@ static int cache_dir(char *buf, size_t cap) {
   return 1;
 }
 
-static uint64_t program_hash(pyexec_program *p) {
-  if (__atomic_load_n(&p->content_hashed, __ATOMIC_ACQUIRE)) return p->content_hash;
-  uint64_t h = px_hash64(p->data, p->size, 0);
-  /* Hashing read every page of the file; the weights among them are packed
-   * (or taken from the cache) and need not stay resident. */
-  if (p->map) (void)madvise(p->map, p->map_len, MADV_DONTNEED);
-  p->content_hash = h;
-  __atomic_store_n(&p->content_hashed, 1, __ATOMIC_RELEASE);
-  return h;
+/* The content hash of bytes that never change (a program's, a data
+ * file's), taken once and kept in *hash. Hashing read every page; the
+ * weights among them are packed (or taken from the cache) and need not
+ * stay resident. */
+static uint64_t content_hash(const void *data, size_t size, uint64_t seed, uint64_t *hash, int *hashed) {
+  if (__atomic_load_n(hashed, __ATOMIC_ACQUIRE)) return *hash;
+  *hash = px_hash64(data, size, seed);
+  px_drop_file_pages(data, size);
+  __atomic_store_n(hashed, 1, __ATOMIC_RELEASE);
+  return *hash;
 }
 
 static uint64_t hash_env(uint64_t h, const char *name) {
@@ -86,8 +87,9 @@ struct px_pcache *px_weight_cache_open(const pyexec_method *m) {
   char dir[4096];
   if (!cache_dir(dir, sizeof dir)) return NULL;
   uint64_t key[4];
-  key[0] = program_hash(p);
-  key[1] = p->data_map ? px_hash64(p->data_map->data, p->data_map->size, 1) : 0;
+  key[0] = content_hash(p->data, p->size, 0, &p->content_hash, &p->content_hashed);
+  px_data_map *dm = p->data_map;
+  key[1] = dm ? content_hash(dm->data, dm->size, 1, &dm->content_hash, &dm->content_hashed) : 0;
   char build[256];
   snprintf(build, sizeof build, "pyexec %s format %d arch %s ptr %zu", PYEXEC_VERSION_STRING, PX_PCACHE_FORMAT,
 #if defined(__x86_64__)

@@ -36,7 +36,6 @@
 #include "backends/xnnpack/nodes.h"
 #include "backends/xnnpack/qnodes.h"
 #include "core/parallel.h"
-#include "core/pcache.h"
 #include "kernels/convert/convert16.h"
 #include "kernels/conv/dwconv.h"
 #include "kernels/conv/winograd.h"
@@ -205,13 +204,7 @@ static int conv_prepare(px_ctx *ctx, xnn_node *node, xnn_value *values, int kind
    * weight cache when it holds this node's: the plan head then points into
    * the cache's mapping, and nothing is packed or transformed. */
   const size_t body = total - head;
-  px_pcache *pc = px_pcache_current();
-  size_t got = 0;
-  const void *entry = px_pcache_take(pc, CACHE_CONV, &got);
-  if (entry && got != body) {
-    px_pcache_reject(pc);
-    entry = NULL;
-  }
+  const void *entry = xnn_cache_take(CACHE_CONV, body);
   if (entry) {
     conv_plan *plan = malloc(sizeof *plan);
     if (!plan) {
@@ -225,9 +218,7 @@ static int conv_prepare(px_ctx *ctx, xnn_node *node, xnn_value *values, int kind
     plan->wino = wino ? (float *)(m + bias_b + (wfloats * 4 + 63) / 64 * 64) : NULL;
     if (half_filter) free(wide);
     px_drop_file_pages(f->constant, f->constant_size);
-    free(node->packed);
-    node->packed = plan;
-    node->packed_size = sizeof *plan;
+    xnn_set_packed(node, plan, sizeof *plan, false);
     return 0;
   }
   char *mem = aligned_alloc(64, total);
@@ -286,11 +277,8 @@ static int conv_prepare(px_ctx *ctx, xnn_node *node, xnn_value *values, int kind
    * beside its packed or transformed copy. */
   if (half_filter) free(wide);
   px_drop_file_pages(f->constant, f->constant_size);
-  const void *part = mem + head;
-  px_pcache_put(pc, CACHE_CONV, 1, &part, &body);
-  free(node->packed);
-  node->packed = plan;
-  node->packed_size = total;
+  xnn_cache_put(CACHE_CONV, mem + head, body);
+  xnn_set_packed(node, plan, total, false);
   return 0;
 }
 

@@ -278,9 +278,7 @@ int xnn_f16n_prepare_conv(px_ctx *ctx, xnn_node *node, const xnn_value *values, 
     plan->bias16 = (uint16_t *)(uintptr_t)entry;
     plan->w16 = plan->bias16 + nbias;
     px_drop_file_pages(f->constant, f->constant_size);
-    free(node->packed);
-    node->packed = plan;
-    node->packed_size = sizeof *plan;
+    xnn_set_packed(node, plan, sizeof *plan, false);
     return 0;
   }
   const size_t total = head + body + 64;
@@ -310,9 +308,7 @@ int xnn_f16n_prepare_conv(px_ctx *ctx, xnn_node *node, const xnn_value *values, 
   if (fw != f->constant) free((void *)(uintptr_t)fw);
   xnn_cache_put(CACHE_F16N_CONV, plan->bias16, body);
   px_drop_file_pages(f->constant, f->constant_size);
-  free(node->packed);
-  node->packed = plan;
-  node->packed_size = total;
+  xnn_set_packed(node, plan, total, false);
   return 0;
 }
 
