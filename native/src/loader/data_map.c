@@ -183,7 +183,8 @@ static pyexec_status finish(px_data_map *dm, px_data_map **out) {
 pyexec_status px_data_map_load_file(const char *path, px_data_map **out) {
   void *map;
   size_t size;
-  pyexec_status st = px_map_file(path, "data file", &map, &size);
+  px_file_id id;
+  pyexec_status st = px_map_file(path, "data file", &map, &size, &id);
   if (st) return st;
   px_data_map *dm = calloc(1, sizeof *dm);
   if (!dm) {
@@ -194,6 +195,7 @@ pyexec_status px_data_map_load_file(const char *path, px_data_map **out) {
   dm->map_len = size;
   dm->data = map ? map : (const uint8_t *)"";
   dm->size = size;
+  dm->file_id = id;
   return finish(dm, out);
 }
 

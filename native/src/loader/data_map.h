@@ -14,6 +14,7 @@
 
 #include "core/tensor.h"
 #include "loader/fb.h"
+#include "loader/file_map.h"
 
 /* Slots of flat_tensor.fbs. */
 enum { FT_VERSION, FT_SEGMENTS, FT_NAMED_DATA };
@@ -54,6 +55,8 @@ typedef struct px_data_map {
    * content_hashed is read and set with __atomic builtins. */
   uint64_t content_hash;
   int content_hashed;
+  /* The mapped file's identity (all zero for bytes given in memory). */
+  px_file_id file_id;
 } px_data_map;
 
 /* Loads the file at `path` (memory-mapped read-only) or a copy of

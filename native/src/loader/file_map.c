@@ -10,7 +10,7 @@
 
 #include "core/error.h"
 
-pyexec_status px_map_file(const char *path, const char *what, void **map, size_t *size) {
+pyexec_status px_map_file(const char *path, const char *what, void **map, size_t *size, px_file_id *id) {
   const char *sep = what ? " " : "";
   what = what ? what : "";
   int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -38,5 +38,14 @@ pyexec_status px_map_file(const char *path, const char *what, void **map, size_t
   close(fd);
   *map = m;
   *size = len;
+  *id = (px_file_id){
+      .dev = (uint64_t)sb.st_dev,
+      .ino = (uint64_t)sb.st_ino,
+      .size = (uint64_t)sb.st_size,
+      .mtime_s = (int64_t)sb.st_mtim.tv_sec,
+      .mtime_ns = (int64_t)sb.st_mtim.tv_nsec,
+      .ctime_s = (int64_t)sb.st_ctim.tv_sec,
+      .ctime_ns = (int64_t)sb.st_ctim.tv_nsec,
+  };
   return PYEXEC_OK;
 }

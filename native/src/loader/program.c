@@ -170,7 +170,8 @@ pyexec_status px_program_load_file(const char *path, pyexec_program **out) {
   if (!path || !out) return px_invalid_argument("path and out must not be NULL");
   void *map;
   size_t size;
-  pyexec_status st = px_map_file(path, NULL, &map, &size);
+  px_file_id id;
+  pyexec_status st = px_map_file(path, NULL, &map, &size, &id);
   if (st) return st;
   if (size < 8) {
     if (map) munmap(map, size);
@@ -185,6 +186,7 @@ pyexec_status px_program_load_file(const char *path, pyexec_program **out) {
   p->map_len = size;
   p->data = map;
   p->size = size;
+  p->file_id = id;
   return finish_load(p, out);
 }
 

@@ -76,6 +76,8 @@ struct pyexec_program {
    * content_hashed is read and set with __atomic builtins. */
   uint64_t content_hash;
   int content_hashed;
+  /* The mapped file's identity (all zero for bytes given in memory). */
+  px_file_id file_id;
   /* A bundled program (.bpte): data/size above are the program inside it;
    * the whole file is bundle/bundle_size (loader/bundle.c). */
   const uint8_t *bundle;
