@@ -17,7 +17,8 @@
  * method's name, the library's version and the cache format, and what
  * chooses the packed layout: the architecture, this CPU's features and the
  * environment variables that pick a kernel or a packing (PYEXEC_GEMM_ISA,
- * PYEXEC_LINEAR_PACK, PYEXEC_CONV_PACK, PYEXEC_FUSE). The thread count does
+ * PYEXEC_LINEAR_PACK, PYEXEC_CONV_PACK, PYEXEC_FUSE, PYEXEC_CONV_WINOGRAD,
+ * PYEXEC_F16_ARITH). The thread count does
  * not change a packing.
  */
 #include <errno.h>
@@ -209,6 +210,8 @@ struct px_pcache *px_weight_cache_open(const pyexec_method *m) {
   b = hash_env(b, "PYEXEC_LINEAR_PACK");
   b = hash_env(b, "PYEXEC_CONV_PACK");
   b = hash_env(b, "PYEXEC_FUSE");
+  b = hash_env(b, "PYEXEC_CONV_WINOGRAD");
+  b = hash_env(b, "PYEXEC_F16_ARITH");
   key[2] = b;
   key[3] = px_hash64(m->plan->name, strlen(m->plan->name), 3);
   char path[4200];
