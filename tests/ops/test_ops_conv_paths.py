@@ -5,7 +5,7 @@ the same file, at one and two threads:
 - convolutions with a constant filter (not depthwise, not 1x1 stride 1)
   through the NHWC indirect GEMM, the filter packed once at load
   (runtime/fuse.c, kernels/conv_nhwc.c), with and without a folded batch
-  norm and clamp;
+  norm and clamp; a strided 1x1 one gathers only the pixels it reads;
 - depthwise 3x3 / 5x5 (multiplier 1) on planes up to 64x64 through the NHWC
   depthwise engine the XNNPACK backend runs (kernels/dwconv.c), the input
   and output transposed around it;
@@ -166,8 +166,11 @@ class LoneConv(nn.Module):
             (1, 48, 14, 14),
         ),
         (dict(in_channels=40, out_channels=24, kernel_size=3, padding=24, dilation=24), None, (1, 40, 10, 9)),
-        # a 1x1 stride-2 projection (packed; 1x1 stride 1 is not)
+        # a 1x1 stride-2 projection (packed; 1x1 stride 1 is not): only the
+        # pixels it reads are gathered, plane by plane
         (dict(in_channels=16, out_channels=32, kernel_size=1, stride=2), None, (2, 16, 9, 11)),
+        (dict(in_channels=64, out_channels=128, kernel_size=1, stride=2, bias=False), None, (2, 64, 28, 27)),
+        (dict(in_channels=24, out_channels=40, kernel_size=1, stride=(3, 2), groups=2), nn.ReLU(), (1, 24, 17, 10)),
     ],
     ids=[
         "3x3-batch2",
@@ -177,6 +180,8 @@ class LoneConv(nn.Module):
         "atrous-12",
         "atrous-24-centre-only",
         "1x1-stride2",
+        "1x1-stride2-resnet-shortcut",
+        "1x1-stride3x2-groups",
     ],
 )
 def test_packed_filter(conv: dict, act: nn.Module | None, shape: tuple[int, ...], threads: int) -> None:
