@@ -560,3 +560,62 @@ def test_hardswish_gives_executorchs_bits_on_every_kind_of_float() -> None:
     (et,) = run_with_executorch(pte, [x])
     same = got.view(torch.int32) == et.view(torch.int32)
     assert bool(same.all()), f"{int((~same).sum())} of {x.numel()} differ, e.g. x = {x[~same][:4].tolist()}"
+
+
+# ---- a per-channel vector over an NHWC map ---------------------------------------------------
+
+
+class ChannelGates(torch.nn.Module):
+    """Squeeze-excitation as mobilenet_v3 has it, then the gate on either side
+    of a Subtract and a Divide: inside the delegate each is a [1, 1, 1, C]
+    vector against a [N, H, W, C] map, which the backend runs as runs of many
+    rows against the vector repeated."""
+
+    def __init__(self, c: int) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, c, 3, padding=1)
+        self.fc1 = torch.nn.Conv2d(c, 8, 1)
+        self.fc2 = torch.nn.Conv2d(8, c, 1)
+        self.out = torch.nn.Conv2d(c, 4, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = F.hardswish(self.conv(x))
+        gate = F.hardsigmoid(self.fc2(F.relu(self.fc1(h.mean((2, 3), keepdim=True)))))
+        h = h * gate
+        h = (gate - h) / (gate + 0.5)
+        return self.out(torch.clamp(h, -1.0, 1.0))
+
+
+@pytest.mark.parametrize("c, shape", [(16, (1, 3, 23, 19)), (200, (1, 3, 9, 7)), (300, (1, 3, 5, 6)),
+                                      (16, (2, 3, 11, 13))], ids=["c16", "c200", "c300-rows", "batch2-rows"])
+def test_a_channel_vector_against_an_nhwc_map(c: int, shape: tuple[int, ...]) -> None:
+    """Multiply, Subtract and Divide of the gate and the map give ExecuTorch's
+    result at one thread and at three with the same bits. C up to 255 with
+    one image takes the repeated-vector runs; 300 channels and a batch of two
+    keep the row-by-row loop."""
+    torch.manual_seed(11)
+    m = ChannelGates(c).eval()
+    x = 3 * torch.randn(*shape)
+    pte = export_xnnpack(m, (x,))
+    names = [union_names()[t] for t in node_types(pte)]
+    assert {"Multiply", "Subtract", "Div"} <= set(names), names
+    outs = []
+    before = pyexec.get_num_threads()
+    try:
+        for threads in (1, 3):
+            pyexec.set_num_threads(threads)
+            method = pyexec.load(pte).load_method("forward")
+            with method.profile() as p:
+                (out,) = method.execute([x])
+            outs.append(torch.as_tensor(out))
+            gated = [e.shapes for e in p.events if e.name in ("Multiply", "Subtract", "Div")]
+            n, _, h, w = shape
+            vec, full = f"[{n},1,1,{c}]", f"[{n},{h},{w},{c}]"
+            assert f"{full} {vec}" in gated and f"{vec} {full}" in gated, gated  # both sides
+    finally:
+        pyexec.set_num_threads(before)
+    assert torch.equal(outs[0], outs[1])
+    with torch.no_grad():
+        eager = m(x)
+    assert_close(outs[0], run_with_executorch(pte, [x])[0], rtol=1e-5, atol=1e-5, what="vs ExecuTorch")
+    assert_close(outs[0], eager, rtol=1e-4, atol=1e-4, what="vs eager")

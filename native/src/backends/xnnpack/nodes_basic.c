@@ -96,6 +96,55 @@ static void binary_items(void *arg, int64_t u0, int64_t u1, int tid) {
   }
 }
 
+/* [rows, C] op [C] (or [C] op [rows, C]) with C short, as a squeeze-excite
+ * block's per-channel scale of an NHWC map: the C-vector repeated R times
+ * (R rows' worth, about 1024 floats) is one operand of a run over R rows at
+ * a time, instead of one call per row of C (a 56x56x16 map: 3136 calls of
+ * 16 floats, 30 us; 4 us this way). Elementwise: the same bits. */
+#define BCAST_SPAN 1024
+
+typedef struct bcast_job {
+  const float *rep, *full;
+  float *po;
+  bool rep_first;
+  int op;
+  bool clamp;
+  float lo, hi;
+  int64_t rows, inner, R;
+} bcast_job;
+
+static void bcast_chunks(void *arg, int64_t c0, int64_t c1, int tid) {
+  (void)tid;
+  const bcast_job *J = arg;
+  for (int64_t c = c0; c < c1; c++) {
+    const int64_t r0 = c * J->R, nr = J->rows - r0 < J->R ? J->rows - r0 : J->R, off = r0 * J->inner;
+    const float *x = J->rep_first ? J->rep : J->full + off, *y = J->rep_first ? J->full + off : J->rep;
+    px_f32_binary(J->op, nr * J->inner, x, 1, y, 1, J->po + off, J->clamp, J->lo, J->hi);
+  }
+}
+
+/* Runs the broadcast of one row over contiguous rows, if that is what the
+ * iterator holds (operands a, b, then the output); false otherwise. */
+static bool binary_row_broadcast(const px_iter *it, const float *pa, const float *pb, float *po, int op, bool clamp,
+                                 float lo, float hi) {
+  if (it->dim != 1 || it->inner >= BCAST_SPAN / 4) return false; /* one outer dim beside the inner run */
+  const int64_t C = it->inner, rows = it->sizes[0];
+  for (int i = 0; i < 3; i++)
+    if (it->inner_stride[i] != 1) return false;
+  if (it->strides[2][0] != C) return false;
+  int rep;
+  if (it->strides[0][0] == 0 && it->strides[1][0] == C) rep = 0;
+  else if (it->strides[1][0] == 0 && it->strides[0][0] == C) rep = 1;
+  else return false;
+  _Alignas(64) float buf[BCAST_SPAN + BCAST_SPAN / 4];
+  const int64_t R = (BCAST_SPAN + C - 1) / C;
+  const float *v = rep == 0 ? pa : pb;
+  for (int64_t r = 0; r < R; r++) memcpy(buf + r * C, v, sizeof(float) * (size_t)C);
+  bcast_job J = {buf, rep == 0 ? pb : pa, po, rep == 0, op, clamp, lo, hi, rows, C, R};
+  px_parallel_for((rows + R - 1) / R, 1, rows * C * 12, bcast_chunks, &J);
+  return true;
+}
+
 int xnn_exec_binary(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
   (void)ctx;
   px_tensor a, b, o;
@@ -117,6 +166,7 @@ int xnn_exec_binary(px_ctx *ctx, const xnn_node *node, xnn_value *values) {
   px_iter_add(&it, &b);
   px_iter_add(&it, &o);
   px_iter_coalesce(&it);
+  if (binary_row_broadcast(&it, pa, pb, po, op, clamp, lo, hi)) return 0;
   /* Rows of the iterator (pieces of them when there are few) are shared out
    * over the thread pool; the split changes no bit. */
   int64_t rows = o.numel / it.inner;
