@@ -24,7 +24,7 @@ static inline __attribute__((target("avx512f"), always_inline)) void dw_store4(f
 #define DW_FOUR_WIN(KH_, KW_, SW_, LOAD)                                                        \
   for (int ki = 0; ki < KH_; ki++) {                                                          \
     const float *r = rows[ki] + base * C + c;                                                  \
-    __m512 v[3 * (SW_) + (KW_)];                                                               \
+    __m512 v[3 * 2 + (KW_)]; /* SW_ is 1 or 2: a fixed size, so it can live in registers */   \
     _Pragma("GCC unroll 16") for (int j = 0; j < 3 * (SW_) + (KW_); j++) v[j] = LOAD(r + j * C); \
     _Pragma("GCC unroll 8") for (int kj = 0; kj < KW_; kj++) {                                 \
       const __m512 wt = LOAD(w + (ki * KW_ + kj) * C + c);                                     \
@@ -108,8 +108,30 @@ static inline __attribute__((target("avx512f"), always_inline)) void dw_store4(f
         dw_store4(orow + ow * C + c, C, m, vlo, vhi, a0, a1, a2, a3);                            \
       }                                                                                          \
     }                                                                                            \
-    for (; ow < ow1; ow++)                                                                       \
-      for (int64_t c = 0; c < C; c += 16) {                                                      \
+    for (; ow < ow1; ow++) {                                                                     \
+      /* one pixel: four channel blocks at a time, four chains (one chain of                      \
+       * KH_ x KW_ dependent multiply-adds per block was most of a 14-wide row) */                 \
+      int64_t c = 0;                                                                             \
+      for (; c + 64 <= C; c += 64) {                                                             \
+        __m512 a0 = _mm512_loadu_ps(bias + c), a1 = _mm512_loadu_ps(bias + c + 16);              \
+        __m512 a2 = _mm512_loadu_ps(bias + c + 32), a3 = _mm512_loadu_ps(bias + c + 48);         \
+        for (int ki = 0; ki < KH_; ki++) {                                                       \
+          const float *r = rows[ki] + (ow * sw - pl) * C + c;                                    \
+          for (int kj = 0; kj < KW_; kj++) {                                                     \
+            const float *q = r + kj * ts, *wk = w + (ki * KW_ + kj) * C + c;                     \
+            a0 = _mm512_fmadd_ps(_mm512_loadu_ps(q), _mm512_loadu_ps(wk), a0);                   \
+            a1 = _mm512_fmadd_ps(_mm512_loadu_ps(q + 16), _mm512_loadu_ps(wk + 16), a1);         \
+            a2 = _mm512_fmadd_ps(_mm512_loadu_ps(q + 32), _mm512_loadu_ps(wk + 32), a2);         \
+            a3 = _mm512_fmadd_ps(_mm512_loadu_ps(q + 48), _mm512_loadu_ps(wk + 48), a3);         \
+          }                                                                                      \
+        }                                                                                        \
+        float *o = orow + ow * C + c;                                                            \
+        _mm512_storeu_ps(o, _mm512_min_ps(vhi, _mm512_max_ps(vlo, a0)));                         \
+        _mm512_storeu_ps(o + 16, _mm512_min_ps(vhi, _mm512_max_ps(vlo, a1)));                    \
+        _mm512_storeu_ps(o + 32, _mm512_min_ps(vhi, _mm512_max_ps(vlo, a2)));                    \
+        _mm512_storeu_ps(o + 48, _mm512_min_ps(vhi, _mm512_max_ps(vlo, a3)));                    \
+      }                                                                                          \
+      for (; c < C; c += 16) {                                                                   \
         const __mmask16 m = C - c >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (C - c)) - 1);  \
         __m512 a0 = _mm512_maskz_loadu_ps(m, bias + c);                                          \
         for (int ki = 0; ki < KH_; ki++) {                                                       \
@@ -120,6 +142,7 @@ static inline __attribute__((target("avx512f"), always_inline)) void dw_store4(f
         }                                                                                        \
         _mm512_mask_storeu_ps(orow + ow * C + c, m, _mm512_min_ps(vhi, _mm512_max_ps(vlo, a0)));  \
       }                                                                                          \
+    }                                                                                            \
   }
 
 DEFINE_DW_ROW512(px_dw_row_3x3_avx512, 3, 3)
