@@ -17,9 +17,11 @@ Every runtime runs at the same thread count (--threads, default 1), printed
 with the table. Ratios are times (pyexec's time / the
 other's): below 1 means pyexec is faster.
 
-efficientnet_b0 is torchvision's (requirements-bench.txt; tv_models.py gives
-it random weights and measured batch-norm statistics); without torchvision
-its row says so.
+efficientnet_b0 and mobilenet_v3_small are torchvision's
+(requirements-bench.txt; tv_models.py gives them random weights and measured
+batch-norm statistics); without torchvision their rows say so. silero_vad is
+ExecuTorch's Silero VAD example model (examples/models/silero_vad) with
+random weights.
 
 The last table loads a lowered program in a fresh process per runtime and
 reports the time and resident memory each step adds (as bench_load.py).
@@ -184,7 +186,16 @@ def _torchvision(name: str) -> Callable[[], tuple[nn.Module, tuple[torch.Tensor,
     return build
 
 
-TORCHVISION = ("efficientnet_b0",)
+def _silero_vad() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    """ExecuTorch's Silero VAD example (its own eager reimplementation, which
+    the example fills from the official weights; random ones here): one
+    512-sample window with its 64 samples of context, and the LSTM state."""
+    from executorch.examples.models.silero_vad.export_silero_vad import SileroVAD16k
+
+    return SileroVAD16k(), (torch.randn(1, 576), 0.1 * torch.randn(2, 1, 128))
+
+
+TORCHVISION = ("efficientnet_b0", "mobilenet_v3_small")
 MODELS: dict[str, Callable[[], tuple[nn.Module, tuple[torch.Tensor, ...]]]] = {
     "small_cnn": lambda: (SmallCNN(), (torch.randn(1, 3, 32, 32),)),
     "small_cnn_fp16": _half(lambda: (SmallCNN(), (torch.randn(1, 3, 32, 32),))),
@@ -195,6 +206,7 @@ MODELS: dict[str, Callable[[], tuple[nn.Module, tuple[torch.Tensor, ...]]]] = {
     "mlp_batch8": lambda: (MLP(), (torch.randn(8, 256),)),
     "mobilenet_v2": lambda: (MobileNetV2(), (torch.randn(1, 3, 224, 224),)),
     "resnet18": lambda: (ResNet18(), (torch.randn(1, 3, 224, 224),)),
+    "silero_vad": _silero_vad,
     **{name: _torchvision(name) for name in TORCHVISION},
 }
 LOAD_MODELS = ("mobilenet_v2", "resnet18", "efficientnet_b0")  # the load / memory table
@@ -260,13 +272,14 @@ def bench_model(name: str, budget_s: float, rounds: int) -> tuple[list[float], s
     et_x, et_p = et_px.load_method("forward"), et_pp.load_method("forward")
 
     with torch.no_grad():
-        expected = module(*inputs)
+        out = module(*inputs)
+    expected = list(out) if isinstance(out, (tuple, list)) else [out]  # every output
     want_x = [t.clone() for t in et_x.execute(inputs)]
     rel = 1e-2 if inputs[0].dtype == torch.float16 else 1e-3
-    et_wrong = mismatch(list(want_x), [expected], rel)
+    et_wrong = mismatch(list(want_x), expected, rel)
     if et_wrong:  # ExecuTorch's XNNPACK result is off: the lowered columns are n/a, the portable ones timed
         print(f"{name}: ExecuTorch XNNPACK vs torch eager: {et_wrong}; lowered columns n/a", file=sys.stderr)
-        wrong = mismatch(list(ours_p.execute(inputs)), [expected], rel)
+        wrong = mismatch(list(ours_p.execute(inputs)), expected, rel)
         if wrong:
             return [], f"pyexec portable vs torch eager: {wrong}"
 
@@ -279,8 +292,8 @@ def bench_model(name: str, budget_s: float, rounds: int) -> tuple[list[float], s
         return [e, p, math.nan, math.nan, o], None
     for what, got, want in [
         ("pyexec lowered vs ExecuTorch XNNPACK", ours_x.execute(inputs), want_x),
-        ("ExecuTorch XNNPACK vs torch eager", want_x, [expected]),
-        ("pyexec portable vs torch eager", ours_p.execute(inputs), [expected]),
+        ("ExecuTorch XNNPACK vs torch eager", want_x, expected),
+        ("pyexec portable vs torch eager", ours_p.execute(inputs), expected),
     ]:
         wrong = mismatch(list(got), want, rel)
         if wrong:
