@@ -820,13 +820,16 @@ def test_flipped_quantized_payload_bytes_fail_cleanly(which: str, tmp_path: Path
 
 
 @pytest.mark.skipif(SANITIZED, reason="resident memory is meaningless under AddressSanitizer")
-def test_8da4w_model_resident_memory_after_load_is_near_its_file_size(tmp_path: Path) -> None:
+@pytest.mark.parametrize("cache", ["off", "writing", "mapped"])
+def test_8da4w_model_resident_memory_after_load_is_near_its_file_size(tmp_path: Path, cache: str) -> None:
     """4-bit weights stay 4-bit: a float copy would be 8 times the weights.
     What load adds: the packed 4-bit weights, their bf16 scales and per-block
     sums for the zero point (about the file's size; 5.7 MiB for this 4.5 MiB
     file when measured); the file's own pages, read once while packing, are
     no longer mapped. The bound, 1.4 x the file + 2 MiB, is far below a
-    float copy (8 x the weights)."""
+    float copy (8 x the weights). It holds packing with the packed-weight
+    cache off, packing while writing the cache file (whose staging copies
+    once stayed resident: 9.6 MiB) and mapping the file a load wrote."""
     torch.manual_seed(2)
     m = MLP(1024, 4096, 1024).eval()
     x = (torch.randn(1, 1024),)
@@ -845,10 +848,13 @@ def test_8da4w_model_resident_memory_after_load_is_near_its_file_size(tmp_path: 
         "m.execute([np.ones((1, 1024), np.float32)])\n"
         "print(loaded - base, rss() - base)\n"
     )
-    proc = subprocess.run(
-        [sys.executable, "-c", script, str(path)], capture_output=True, text=True, check=True, env=child_env()
-    )
+    env = {**child_env(), "PYEXEC_CACHE": "0" if cache == "off" else "1", "PYEXEC_CACHE_DIR": str(tmp_path / "c")}
+    if cache == "mapped":  # an earlier load wrote the cache file
+        subprocess.run([sys.executable, "-c", script, str(path)], capture_output=True, check=True, env=env)
+    proc = subprocess.run([sys.executable, "-c", script, str(path)], capture_output=True, text=True, check=True,
+                          env=env)
     loaded, ran = (int(v) for v in proc.stdout.split())
+    assert any((tmp_path / "c").glob("*.pxw")) == (cache != "off")
     size = len(pte)
     mib = 2**20
     assert loaded < 1.4 * size + 2 * mib, f"load grew RSS by {loaded / mib:.1f} MiB for a {size / mib:.1f} MiB file"

@@ -5,6 +5,8 @@
  */
 #include "core/pcache.h"
 
+#include "core/alloc.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -310,8 +312,13 @@ void px_pcache_put(px_pcache *c, uint32_t tag, int nparts, const void *const *pa
     add_ent(c, e);
     return;
   }
-  /* the hash over the entry as laid out, padding (zeros) included */
-  unsigned char *buf = calloc(1, e.size ? (size_t)e.size : 1);
+  /* the hash over the entry as laid out, padding (zeros) included. The
+   * staging copy is mapped when large and unmapped after: from the heap,
+   * freed copies stayed resident (a 4.5 MB 8da4w program's first load kept
+   * 2.6 MiB more than packing alone). */
+  bool mapped;
+  const size_t n = e.size ? (size_t)e.size : 1;
+  unsigned char *buf = px_big_alloc(n, &mapped);
   if (!buf) {
     c->wfail = 1;
     return;
@@ -320,7 +327,7 @@ void px_pcache_put(px_pcache *c, uint32_t tag, int nparts, const void *const *pa
     if (sizes[i]) memcpy(buf + px_pcache_layout(sizes, nparts, i), parts[i], sizes[i]);
   e.hash = px_hash64(buf, (size_t)e.size, 2);
   wbytes(c, buf, (size_t)e.size, e.offset);
-  free(buf);
+  px_big_free(buf, n, mapped);
   c->wpos = (e.offset + e.size + ALIGN - 1) / ALIGN * ALIGN;
   add_ent(c, e);
 }
