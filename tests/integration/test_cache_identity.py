@@ -53,6 +53,7 @@ def _settle(path: Path) -> None:
     """Waits until the file's times are older than the cache's racy window."""
     st = path.stat()
     age = time.time() - max(st.st_mtime, st.st_ctime)
+    assert age > -1, "the file's times are in the future"
     if age < RACY_SECONDS + 0.2:
         time.sleep(RACY_SECONDS + 0.2 - age)
 
@@ -97,11 +98,17 @@ def test_a_cached_load_reads_no_weights(tmp_path: Path) -> None:
     _write(path, export_xnnpack(model, (torch.ones(*SHAPE),)))
     expected = model(torch.ones(*SHAPE)).numpy()
 
+    # a modification time in the future (as a file being written could
+    # have): the identity may not stand for the bytes yet
+    later = time.time() + 3600
+    os.utime(path, (later, later))
     first = _run(path, cache, tmp_path)  # packs, writes the cache file
     plans, records = _kinds(cache)
-    assert len(plans) == 1 and records == [], "a file written just now got an identity record"
+    assert len(plans) == 1 and records == [], "a file whose times are not settled got an identity record"
     assert_close(first, expected, what="packed at load vs eager")
 
+    earlier = time.time() - 3600
+    os.utime(path, (earlier, earlier))  # (this sets the status-change time to now)
     _settle(path)
     _run(path, cache, tmp_path)  # hashes the settled file once more, records it
     plans, records = _kinds(cache)
