@@ -104,6 +104,16 @@ size_t px_dwconv_row_bytes(const px_dwconv *p) {
          sizeof(float) * (size_t)dw_ws_floats(p);
 }
 
+/* The output columns [*owA, *owB) whose taps all lie inside the input's
+ * columns (empty when there are none). */
+static void interior_columns(const px_dwconv *p, int64_t *owA, int64_t *owB) {
+  int64_t b = p->W - 1 + p->pl - (p->KW - 1) * p->dw;
+  b = b < 0 ? 0 : b / p->sw + 1;
+  *owB = b > p->OW ? p->OW : b;
+  *owA = (p->pl + p->sw - 1) / p->sw;
+  if (*owA > *owB) *owA = *owB;
+}
+
 void px_dwconv_row_init(const px_dwconv *p, void *mem) {
   const int64_t KK = p->KH * p->KW;
   dw_ws *s = mem;
@@ -122,11 +132,7 @@ void px_dwconv_row_init(const px_dwconv *p, void *mem) {
     s->isa = 2;
   }
 #endif
-  s->owA = (p->pl + p->sw - 1) / p->sw;
-  int64_t owB = p->W - 1 + p->pl - (p->KW - 1) * p->dw;
-  owB = owB < 0 ? 0 : owB / p->sw + 1;
-  s->owB = owB > p->OW ? p->OW : owB;
-  if (s->owA > s->owB) s->owA = s->owB;
+  interior_columns(p, &s->owA, &s->owB);
 }
 
 void px_dwconv_row(const px_dwconv *p, void *mem, const float *const *rows, float *orow) {
@@ -227,12 +233,9 @@ static bool pad_columns(const px_dwconv *p, int64_t *Wp) {
   if (!(px_cpu()->avx512f && px_cpu()->avx2 && px_cpu()->fma && p->Mul == 1 && p->KH == p->KW &&
         (p->KH == 3 || p->KH == 5 || p->KH == 7) && p->pl > 0))
     return false;
-  int64_t owB = p->W - 1 + p->pl - (p->KW - 1) * p->dw;
-  owB = owB < 0 ? 0 : owB / p->sw + 1;
-  owB = owB > p->OW ? p->OW : owB;
-  int64_t owA = (p->pl + p->sw - 1) / p->sw;
-  const int64_t interior = owB > owA ? owB - owA : 0;
-  if (4 * (p->OW - interior) < p->OW) return false; /* under a quarter of the columns on the border */
+  int64_t owA, owB;
+  interior_columns(p, &owA, &owB);
+  if (4 * (p->OW - (owB - owA)) < p->OW) return false; /* under a quarter of the columns on the border */
   const int64_t need = (p->OW - 1) * p->sw + (p->KW - 1) * p->dw + 1;
   *Wp = p->W + p->pl > need ? p->W + p->pl : need;
   return true;
