@@ -397,12 +397,28 @@ def test_chat_template_file(files: dict[str, Path], engine: Any, tmp_path: Path)
 
 def test_full_queue_is_429(files: dict[str, Path], engine: Any) -> None:
     """One session, one waiting place: a burst of long requests gets 429s
-    (OpenAI's error body, Retry-After); those admitted complete in full."""
+    (OpenAI's error body, Retry-After); those admitted complete in full.
+    Each client has its connection open before the burst, and all send at
+    once (a barrier), so that the requests overlap however fast a
+    generation is: sent one by one, each could finish before the next
+    arrives."""
     for srv in start_server(files, "--max-sessions", "1", "--max-queue", "1"):
         body = {"model": MODEL_ID, "prompt": PROMPTS[2], "max_tokens": 400, "temperature": 0}
-        with ThreadPoolExecutor(10) as pool:
-            responses = list(pool.map(lambda _, u=srv.url + "/completions", b=body: httpx.post(u, json=b, timeout=120),
-                                      range(10)))
+        clients = [httpx.Client(base_url=srv.url, timeout=120) for _ in range(10)]
+        for c in clients:
+            assert c.get("/models").status_code == 200  # the connection, kept alive
+        barrier = threading.Barrier(len(clients))
+
+        def burst(c: httpx.Client, barrier: threading.Barrier = barrier, body: dict = body) -> httpx.Response:
+            barrier.wait(timeout=30)
+            return c.post("/completions", json=body)
+
+        try:
+            with ThreadPoolExecutor(len(clients)) as pool:
+                responses = list(pool.map(burst, clients))
+        finally:
+            for c in clients:
+                c.close()
         codes = sorted(r.status_code for r in responses)
         assert 429 in codes and 200 in codes, codes
         assert set(codes) <= {200, 429}, codes
