@@ -104,6 +104,15 @@ size_t px_dwconv_row_bytes(const px_dwconv *p) {
          sizeof(float) * (size_t)dw_ws_floats(p);
 }
 
+#if DW_X86
+/* Whether the AVX-512 row kernels (dwconv_x86.c) run this convolution's
+ * interior columns. */
+static bool row_kernels(const px_dwconv *p) {
+  return px_cpu()->avx2 && px_cpu()->fma && px_cpu()->avx512f && p->Mul == 1 && p->KH == p->KW &&
+         (p->KH == 3 || p->KH == 5 || p->KH == 7);
+}
+#endif
+
 /* The output columns [*owA, *owB) whose taps all lie inside the input's
  * columns (empty when there are none). */
 static void interior_columns(const px_dwconv *p, int64_t *owA, int64_t *owB) {
@@ -125,7 +134,7 @@ void px_dwconv_row_init(const px_dwconv *p, void *mem) {
   s->zeros = NULL;
 #if DW_X86
   s->isa = px_cpu()->avx2 && px_cpu()->fma;
-  if (s->isa && px_cpu()->avx512f && p->Mul == 1 && p->KH == p->KW && (p->KH == 3 || p->KH == 5 || p->KH == 7)) {
+  if (row_kernels(p)) {
     float *z = (float *)(after + ((2 * (size_t)KK + (size_t)p->KH) * sizeof(float *) + 63) / 64 * 64);
     memset(z, 0, sizeof(float) * (size_t)dw_ws_floats(p));
     s->zeros = z;
@@ -230,9 +239,7 @@ static void dw_rows(void *arg, int64_t begin, int64_t end, int tid) {
  * kernels and as XNNPACK's zero buffer does. */
 static bool pad_columns(const px_dwconv *p, int64_t *Wp) {
 #if DW_X86
-  if (!(px_cpu()->avx512f && px_cpu()->avx2 && px_cpu()->fma && p->Mul == 1 && p->KH == p->KW &&
-        (p->KH == 3 || p->KH == 5 || p->KH == 7) && p->pl > 0))
-    return false;
+  if (!row_kernels(p) || p->pl == 0) return false;
   int64_t owA, owB;
   interior_columns(p, &owA, &owB);
   if (4 * (p->OW - (owB - owA)) < p->OW) return false; /* under a quarter of the columns on the border */
